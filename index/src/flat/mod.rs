@@ -1,0 +1,140 @@
+//! Exact search: a scan over every vector. It is the ground truth for every recall test
+//! (hnswlib's `BruteforceSearch` plays the same role), the `exact` query path of every other
+//! index, and the floor in benchmarks (QPS at recall 1.0).
+
+use parking_lot::RwLock;
+
+use crate::distance::{KeyFn, Metric};
+use crate::persist::codec::{Decoder, Encoder};
+use crate::topk::TopK;
+use crate::{
+    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
+    VectorIndex,
+};
+
+/// Scans `vectors` (row-major, `dim` each) for the `k` lowest keys among accepted slots.
+pub fn scan(
+    vectors: &[f32],
+    dim: usize,
+    key_fn: KeyFn,
+    query: &[f32],
+    k: usize,
+    filter: Option<SlotFilter<'_>>,
+) -> (Vec<Neighbor>, SearchStats) {
+    let mut top = TopK::new(k);
+    let mut computed = 0u64;
+    for (slot, v) in vectors.chunks_exact(dim).enumerate() {
+        let slot = slot as Slot;
+        if filter.is_some_and(|accept| !accept(slot)) {
+            continue;
+        }
+        computed += 1;
+        top.offer(Neighbor::new(slot, key_fn(query, v)));
+    }
+    (top.into_sorted(), SearchStats { distance_computations: computed })
+}
+
+/// Checks a vector's length against the index dimension.
+pub(crate) fn check_dim(expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(IndexError::WrongDimension { expected, got })
+    }
+}
+
+/// Validates a row-major batch and returns how many vectors it holds.
+pub(crate) fn batch_len(dim: usize, vectors: &[f32]) -> Result<usize> {
+    if vectors.len() % dim != 0 {
+        return Err(IndexError::WrongDimension { expected: dim, got: vectors.len() % dim });
+    }
+    Ok(vectors.len() / dim)
+}
+
+/// Exact index: vectors in one contiguous array, searched by [`scan`].
+pub struct FlatIndex {
+    metric: Metric,
+    dim: usize,
+    key_fn: KeyFn,
+    vectors: RwLock<Vec<f32>>,
+}
+
+impl FlatIndex {
+    /// An empty exact index.
+    pub fn new(metric: Metric, dim: usize) -> Self {
+        Self { metric, dim, key_fn: metric.key_fn(), vectors: RwLock::new(Vec::new()) }
+    }
+
+    /// Reads what [`VectorIndex::write_to`] wrote.
+    pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        let mut d = Decoder::new(bytes);
+        let metric = Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
+        let dim = d.usize()?;
+        let vectors = d.f32s()?;
+        d.finish()?;
+        if dim == 0 || vectors.len() % dim != 0 {
+            return Err(IndexError::corrupt("vector array does not match dimension"));
+        }
+        let index = Self::new(metric, dim);
+        *index.vectors.write() = vectors;
+        Ok(index)
+    }
+}
+
+impl VectorIndex for FlatIndex {
+    fn kind(&self) -> IndexKind {
+        IndexKind::Flat
+    }
+    fn metric(&self) -> Metric {
+        self.metric
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn len(&self) -> usize {
+        self.vectors.read().len() / self.dim
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        _params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        check_dim(self.dim, query.len())?;
+        let mut q = query.to_vec();
+        self.metric.preprocess(&mut q);
+        Ok(scan(&self.vectors.read(), self.dim, self.key_fn, &q, k, filter))
+    }
+    fn add(&self, vectors: &[f32]) -> Result<Slot> {
+        let count = batch_len(self.dim, vectors)?;
+        let mut store = self.vectors.write();
+        let first = store.len() / self.dim;
+        if first + count > Slot::MAX as usize {
+            return Err(IndexError::Full(first));
+        }
+        let start = store.len();
+        store.extend_from_slice(vectors);
+        for v in store[start..].chunks_exact_mut(self.dim) {
+            self.metric.preprocess(v);
+        }
+        Ok(first as Slot)
+    }
+    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
+        let store = self.vectors.read();
+        let start = slot as usize * self.dim;
+        store.get(start..start + self.dim).map(<[f32]>::to_vec)
+    }
+    fn write_to(&self, out: &mut Vec<u8>) {
+        let mut e = Encoder::new(out);
+        e.u8(self.metric.tag());
+        e.u64(self.dim as u64);
+        e.f32s(&self.vectors.read());
+    }
+    fn memory_bytes(&self) -> usize {
+        self.vectors.read().capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! Insertion: appending vectors and linking them into the graph (HNSW paper, Alg. 1 and 4).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::Rng;
+use rayon::prelude::*;
+
+use super::search::{greedy_descent, search_layer};
+use super::{pack_entry, Graph, Hnsw, MAX_LEVEL};
+use crate::{IndexError, Neighbor, Result, Slot};
+
+/// Appends `count` vectors with fresh levels and empty lists; returns the first new slot.
+/// Runs under the graph's write lock, which is only ever held for this copy.
+pub(super) fn append(index: &Hnsw, rng: &mut StdRng, vectors: &[f32], count: usize) -> Result<Slot> {
+    let mult = index.params.level_mult();
+    let levels: Vec<u8> = (0..count)
+        .map(|_| {
+            let u: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
+            ((-u.ln() * mult) as usize).min(MAX_LEVEL) as u8
+        })
+        .collect();
+    let mut graph = index.graph.write();
+    let first = graph.len();
+    if first + count > Slot::MAX as usize {
+        return Err(IndexError::Full(first));
+    }
+    let start = graph.vectors.len();
+    graph.vectors.extend_from_slice(vectors);
+    let (dim, m, m0) = (graph.dim, graph.m, graph.m0);
+    for v in graph.vectors[start..].chunks_exact_mut(dim) {
+        index.metric.preprocess(v);
+    }
+    graph.links0.extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
+    for &level in &levels {
+        let words = level as usize * (1 + m);
+        graph.upper.push((0..words).map(|_| AtomicU32::new(0)).collect());
+        graph.locks.push(Mutex::new(()));
+    }
+    graph.levels.extend_from_slice(&levels);
+    Ok(first as Slot)
+}
+
+/// Links slots `first..first+count` into the graph, in parallel, under the read lock.
+pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize) {
+    let graph = index.graph.read();
+    let end = first + count as Slot;
+    // Small batches on a large graph gain little from rayon's split and lose locality.
+    if count < 8 {
+        (first..end).for_each(|slot| link(index, &graph, slot));
+    } else {
+        (first..end).into_par_iter().for_each(|slot| link(index, &graph, slot));
+    }
+}
+
+/// Inserts one appended slot into every layer up to its level.
+fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
+    let level = graph.levels[slot as usize] as usize;
+    let query = graph.vector(slot);
+    let key_fn = index.key_fn;
+
+    // Entry point, under the entry lock when this node might become the new top.
+    let mut guard = None;
+    let mut entry = graph.entry();
+    if entry.is_none_or(|(_, top)| level > top) {
+        guard = Some(index.entry_lock.lock());
+        entry = graph.entry();
+        if entry.is_none() {
+            graph.entry.store(pack_entry(slot, level), Ordering::Release);
+            return;
+        }
+    }
+    let Some((entry_slot, top)) = entry else { return };
+    if level <= top {
+        guard = None;
+    }
+
+    let mut nearest = Neighbor::new(entry_slot, key_fn(query, graph.vector(entry_slot)));
+    let mut computed = 0;
+    for layer in (level + 1..=top).rev() {
+        nearest = greedy_descent(graph, key_fn, query, nearest, layer, &mut computed);
+    }
+    // Choose neighbours top-down (each layer's search seeds the next), but write links
+    // bottom-up: a concurrent search can only reach this node on a layer after its lists on
+    // every lower layer exist, so it never lands on a node with an empty layer-0 list.
+    let mut entry_points = vec![nearest];
+    let mut chosen_per_layer = Vec::with_capacity(level.min(top) + 1);
+    for layer in (0..=level.min(top)).rev() {
+        let found = search_layer(graph, key_fn, query, &entry_points, index.params.ef_construction, layer);
+        chosen_per_layer.push((layer, select_neighbors(graph, key_fn, slot, found.clone(), index.params.m)));
+        entry_points = found;
+    }
+    for (layer, chosen) in chosen_per_layer.into_iter().rev() {
+        set_list(graph, slot, layer, chosen.iter().map(|n| n.slot));
+        let capacity = if layer == 0 { graph.m0 } else { graph.m };
+        for n in &chosen {
+            add_reverse_link(graph, key_fn, n.slot, slot, layer, capacity);
+        }
+    }
+    if guard.is_some() {
+        graph.entry.store(pack_entry(slot, level), Ordering::Release);
+    }
+}
+
+/// The HNSW neighbour-selection heuristic (paper Alg. 4, without extending candidates):
+/// walk candidates closest first and keep one only if it is not closer to a neighbour already
+/// kept than to the base. This keeps links pointing in diverse directions, which is what
+/// makes greedy search on clustered data work.
+///
+/// Ties count as diverse (`>=`, where hnswlib uses `>`): with exact duplicates (movielens-mips
+/// has groups of up to 100 identical vectors) a strict test keeps a single link per node, and
+/// pruning a full list then disconnects the group.
+fn select_neighbors(
+    graph: &Graph,
+    key_fn: crate::distance::KeyFn,
+    base: Slot,
+    mut candidates: Vec<Neighbor>,
+    max: usize,
+) -> Vec<Neighbor> {
+    // Closest first; equal keys in an order that differs per base node. Ordering ties by slot
+    // would make every full list keep the same oldest duplicates and leave later ones with
+    // no in-links; a per-base hash turns a duplicate group into a random, connected graph.
+    candidates.sort_unstable_by(|a, b| {
+        a.key.total_cmp(&b.key).then_with(|| tie_rank(a.slot, base).cmp(&tie_rank(b.slot, base)))
+    });
+    let mut kept: Vec<Neighbor> = Vec::with_capacity(max);
+    for candidate in &candidates {
+        if kept.len() >= max {
+            break;
+        }
+        let v = graph.vector(candidate.slot);
+        let diverse = kept.iter().all(|k| key_fn(v, graph.vector(k.slot)) >= candidate.key);
+        if diverse {
+            kept.push(*candidate);
+        }
+    }
+    kept
+}
+
+/// Overwrites a list; the count is published last so readers never see unset words.
+fn set_list(graph: &Graph, slot: Slot, layer: usize, neighbors: impl Iterator<Item = Slot>) {
+    let _lock = graph.locks[slot as usize].lock();
+    let list = graph.list(slot, layer);
+    let mut count = 0;
+    for (word, n) in list[1..].iter().zip(neighbors) {
+        word.store(n, Ordering::Relaxed);
+        count += 1;
+    }
+    list[0].store(count, Ordering::Release);
+}
+
+/// Adds `new` to `target`'s list; when full, re-selects the list with the heuristic
+/// (hnswlib's behaviour), so hubs keep diverse links instead of the latest arrivals.
+fn add_reverse_link(
+    graph: &Graph,
+    key_fn: crate::distance::KeyFn,
+    target: Slot,
+    new: Slot,
+    layer: usize,
+    capacity: usize,
+) {
+    let _lock = graph.locks[target as usize].lock();
+    let list = graph.list(target, layer);
+    let count = list[0].load(Ordering::Acquire) as usize;
+    if list[1..=count].iter().any(|w| w.load(Ordering::Relaxed) == new) {
+        return;
+    }
+    if count < capacity {
+        list[1 + count].store(new, Ordering::Relaxed);
+        list[0].store(count as u32 + 1, Ordering::Release);
+        return;
+    }
+    let base = graph.vector(target);
+    let candidates: Vec<Neighbor> = list[1..=count]
+        .iter()
+        .map(|w| w.load(Ordering::Relaxed))
+        .chain(std::iter::once(new))
+        .map(|s| Neighbor::new(s, key_fn(base, graph.vector(s))))
+        .collect();
+    let chosen = select_neighbors(graph, key_fn, target, candidates, capacity);
+    for (word, n) in list[1..].iter().zip(&chosen) {
+        word.store(n.slot, Ordering::Relaxed);
+    }
+    list[0].store(chosen.len() as u32, Ordering::Release);
+}
+
+/// A cheap, deterministic pseudo-random rank of `slot` as seen from `base` (tie-breaking only).
+#[inline]
+fn tie_rank(slot: Slot, base: Slot) -> u32 {
+    (slot ^ base.rotate_left(16)).wrapping_mul(0x9E37_79B1).rotate_left(13)
+}

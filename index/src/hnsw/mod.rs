@@ -1,0 +1,238 @@
+//! HNSW: a hierarchical navigable small-world graph (Malkov & Yashunin, TPAMI 2020).
+//!
+//! Layout. Vectors live in one contiguous array apart from the graph (faiss' split of
+//! `IndexHNSW` from `HNSW`). Layer 0 is one flat array of fixed-stride lists
+//! `[count, n₀, n₁, …, n_{2M−1}]`; upper layers, which hold ~1/M of the nodes, get a boxed
+//! slice per node. Link words are `AtomicU32`: readers load them without locks while an
+//! insert rewrites a list under that node's 1-byte mutex — a reader can see a list mid-update,
+//! but every word it sees is a valid slot, which is all greedy search needs (hnswlib relies on
+//! the same property, with data races; here it is sound).
+//!
+//! Writes. [`Hnsw::add`] appends the batch's vectors under the graph's write lock (a memcpy),
+//! then links the new nodes in parallel under the read lock, so searches keep running while a
+//! batch is linked. Only one batch links at a time (`add_lock`).
+//!
+//! Deletion is the caller's: slots stay in the graph for navigation and are kept out of
+//! results by the search filter, as hnswlib's `markDelete` does; a collection rebuilds its
+//! index when too many slots are dead.
+
+mod build;
+pub mod params;
+mod persist;
+mod scratch;
+mod search;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+pub use params::HnswParams;
+
+use crate::distance::{KeyFn, Metric};
+use crate::flat::{batch_len, check_dim};
+use crate::{
+    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
+    VectorIndex,
+};
+
+/// Packed `(level << 32) | slot` of the entry point; `EMPTY` before the first insert.
+const EMPTY: u64 = u64::MAX;
+/// Levels are capped so that a pathological RNG draw cannot allocate a huge node.
+const MAX_LEVEL: usize = 16;
+
+fn pack_entry(slot: Slot, level: usize) -> u64 {
+    ((level as u64) << 32) | u64::from(slot)
+}
+
+fn unpack_entry(packed: u64) -> (Slot, usize) {
+    (packed as u32, (packed >> 32) as usize)
+}
+
+/// The graph and the vectors it links.
+pub(crate) struct Graph {
+    pub(crate) dim: usize,
+    /// Row-major vectors, `dim` floats per slot.
+    pub(crate) vectors: Vec<f32>,
+    /// Top layer of each slot.
+    pub(crate) levels: Vec<u8>,
+    /// Layer-0 lists, stride `1 + m0`.
+    pub(crate) links0: Vec<AtomicU32>,
+    /// Upper-layer lists per slot: `level` lists of stride `1 + m`; empty on level-0 nodes.
+    pub(crate) upper: Vec<Box<[AtomicU32]>>,
+    /// One writer lock per slot, held while its lists are rewritten.
+    pub(crate) locks: Vec<Mutex<()>>,
+    pub(crate) entry: AtomicU64,
+    pub(crate) m: usize,
+    pub(crate) m0: usize,
+}
+
+impl Graph {
+    fn new(dim: usize, m: usize) -> Self {
+        Self {
+            dim,
+            vectors: Vec::new(),
+            levels: Vec::new(),
+            links0: Vec::new(),
+            upper: Vec::new(),
+            locks: Vec::new(),
+            entry: AtomicU64::new(EMPTY),
+            m,
+            m0: 2 * m,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.levels.len()
+    }
+
+    #[inline]
+    pub(crate) fn vector(&self, slot: Slot) -> &[f32] {
+        let start = slot as usize * self.dim;
+        &self.vectors[start..start + self.dim]
+    }
+
+    /// The list of `slot` at `level`: word 0 is the count, then the capacity's slots.
+    #[inline]
+    pub(crate) fn list(&self, slot: Slot, level: usize) -> &[AtomicU32] {
+        if level == 0 {
+            let stride = 1 + self.m0;
+            let start = slot as usize * stride;
+            &self.links0[start..start + stride]
+        } else {
+            let stride = 1 + self.m;
+            let start = (level - 1) * stride;
+            &self.upper[slot as usize][start..start + stride]
+        }
+    }
+
+    /// Calls `f` on each neighbour of `slot` at `level`, reading without locks.
+    #[inline]
+    pub(crate) fn for_each_neighbor(&self, slot: Slot, level: usize, mut f: impl FnMut(Slot)) {
+        let list = self.list(slot, level);
+        let count = (list[0].load(Ordering::Acquire) as usize).min(list.len() - 1);
+        for word in &list[1..=count] {
+            f(word.load(Ordering::Relaxed));
+        }
+    }
+
+    fn entry(&self) -> Option<(Slot, usize)> {
+        match self.entry.load(Ordering::Acquire) {
+            EMPTY => None,
+            packed => Some(unpack_entry(packed)),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let upper: usize = self.upper.iter().map(|u| u.len() * 4).sum();
+        self.vectors.capacity() * 4
+            + self.levels.capacity()
+            + self.links0.capacity() * 4
+            + self.upper.capacity() * std::mem::size_of::<Box<[AtomicU32]>>()
+            + upper
+            + self.locks.capacity() * std::mem::size_of::<Mutex<()>>()
+    }
+}
+
+/// An HNSW index; see the module docs for its layout and concurrency.
+pub struct Hnsw {
+    params: HnswParams,
+    metric: Metric,
+    key_fn: KeyFn,
+    graph: RwLock<Graph>,
+    /// Serialises batches; holds the level generator.
+    add_lock: Mutex<StdRng>,
+    /// Taken by an insert that raises the top level, so two cannot race on the entry point.
+    entry_lock: Mutex<()>,
+}
+
+impl Hnsw {
+    /// An empty graph.
+    pub fn new(params: HnswParams, metric: Metric, dim: usize) -> Result<Self> {
+        params.validate()?;
+        if dim == 0 {
+            return Err(IndexError::InvalidParams("dimension must be at least 1".into()));
+        }
+        Ok(Self::from_graph(params, metric, Graph::new(dim, params.m)))
+    }
+
+    fn from_graph(params: HnswParams, metric: Metric, graph: Graph) -> Self {
+        let rng = StdRng::seed_from_u64(params.seed ^ graph.len() as u64);
+        Self {
+            params,
+            metric,
+            key_fn: metric.key_fn(),
+            graph: RwLock::new(graph),
+            add_lock: Mutex::new(rng),
+            entry_lock: Mutex::new(()),
+        }
+    }
+
+    /// The parameters the graph was built with.
+    pub fn params(&self) -> &HnswParams {
+        &self.params
+    }
+
+    /// Builds a graph over `vectors` in one call (parallel over all rayon threads).
+    pub fn build(params: HnswParams, metric: Metric, dim: usize, vectors: &[f32]) -> Result<Self> {
+        let index = Self::new(params, metric, dim)?;
+        if !vectors.is_empty() {
+            index.add(vectors)?;
+        }
+        Ok(index)
+    }
+}
+
+impl VectorIndex for Hnsw {
+    fn kind(&self) -> IndexKind {
+        IndexKind::Hnsw
+    }
+    fn metric(&self) -> Metric {
+        self.metric
+    }
+    fn dim(&self) -> usize {
+        self.graph.read().dim
+    }
+    fn len(&self) -> usize {
+        self.graph.read().len()
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        let graph = self.graph.read();
+        check_dim(graph.dim, query.len())?;
+        let mut q = query.to_vec();
+        self.metric.preprocess(&mut q);
+        if params.exact {
+            return Ok(crate::flat::scan(&graph.vectors, graph.dim, self.key_fn, &q, k, filter));
+        }
+        let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
+        Ok(search::knn(&graph, self.key_fn, &q, k, ef, filter))
+    }
+    fn add(&self, vectors: &[f32]) -> Result<Slot> {
+        let dim = self.dim();
+        let count = batch_len(dim, vectors)?;
+        let mut rng = self.add_lock.lock();
+        let first = build::append(self, &mut rng, vectors, count)?;
+        build::link_range(self, first, count);
+        Ok(first)
+    }
+    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
+        let graph = self.graph.read();
+        ((slot as usize) < graph.len()).then(|| graph.vector(slot).to_vec())
+    }
+    fn write_to(&self, out: &mut Vec<u8>) {
+        persist::write(self, out);
+    }
+    fn memory_bytes(&self) -> usize {
+        self.graph.read().memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests;

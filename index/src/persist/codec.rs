@@ -1,0 +1,122 @@
+//! Little-endian encoding of the plain arrays index files are made of.
+//!
+//! Every read is bounds-checked and reports corruption instead of panicking, because index
+//! files come from disk and a torn or foreign file must never crash a server at start-up.
+
+use crate::{IndexError, Result};
+
+/// Appends little-endian values to a byte buffer.
+pub struct Encoder<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'a> Encoder<'a> {
+    /// Writes into `out`, after whatever it already holds.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        Self { out }
+    }
+    /// One byte.
+    pub fn u8(&mut self, v: u8) {
+        self.out.push(v);
+    }
+    /// A u32.
+    pub fn u32(&mut self, v: u32) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A u64.
+    pub fn u64(&mut self, v: u64) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A length-prefixed byte string.
+    pub fn bytes(&mut self, v: &[u8]) {
+        self.u64(v.len() as u64);
+        self.out.extend_from_slice(v);
+    }
+    /// A length-prefixed f32 array.
+    pub fn f32s(&mut self, v: &[f32]) {
+        self.u64(v.len() as u64);
+        self.out.reserve(v.len() * 4);
+        for x in v {
+            self.out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    /// A length-prefixed u32 array.
+    pub fn u32s(&mut self, v: impl ExactSizeIterator<Item = u32>) {
+        self.u64(v.len() as u64);
+        self.out.reserve(v.len() * 4);
+        for x in v {
+            self.out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+}
+
+/// Reads what [`Encoder`] wrote, failing cleanly on truncation.
+pub struct Decoder<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Decoder<'a> {
+    /// Reads from the start of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, pos: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| {
+            IndexError::corrupt(format!("truncated: wanted {n} bytes at offset {}", self.pos))
+        })?;
+        let slice = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    /// One byte.
+    pub fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// A u32.
+    pub fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    /// A u64.
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    /// A u64 that must fit in memory as a length or count.
+    pub fn usize(&mut self) -> Result<usize> {
+        let v = self.u64()?;
+        usize::try_from(v).map_err(|_| IndexError::corrupt(format!("length {v} out of range")))
+    }
+    /// A length-prefixed byte string.
+    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.usize()?;
+        self.take(n)
+    }
+    /// A length-prefixed f32 array.
+    pub fn f32s(&mut self) -> Result<Vec<f32>> {
+        let n = self.usize()?;
+        let raw = self.take(n.checked_mul(4).ok_or_else(|| IndexError::corrupt("f32 array too long"))?)?;
+        Ok(raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+    /// A length-prefixed u32 array, mapped element-wise (e.g. into atomics) without a copy.
+    pub fn u32s_map<T>(&mut self, f: impl Fn(u32) -> T) -> Result<Vec<T>> {
+        let n = self.usize()?;
+        let raw = self.take(n.checked_mul(4).ok_or_else(|| IndexError::corrupt("u32 array too long"))?)?;
+        Ok(raw.chunks_exact(4).map(|c| f(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
+    }
+    /// Fails unless every byte was consumed: trailing garbage means a format mismatch.
+    pub fn finish(self) -> Result<()> {
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(IndexError::corrupt(format!("{} trailing bytes", self.bytes.len() - self.pos)))
+        }
+    }
+}

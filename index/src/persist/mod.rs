@@ -1,0 +1,197 @@
+//! Index files: a fixed header, an opaque payload, a checksum, written atomically.
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic "CAIRNIDX"
+//!      8    4 format_version (u32 LE) — bumped whenever any payload layout changes
+//!     12    1 kind tag      (IndexKind::tag)
+//!     13    1 metric tag    (Metric::tag)
+//!     14    2 reserved, zero
+//!     16    8 dim
+//!     24    8 count         (slots in the index)
+//!     32    8 applied_seq   (last op-log sequence number reflected in the payload)
+//!     40    8 payload_len
+//!     48    4 crc32 of bytes 0..48 and of the payload
+//!     52    … payload
+//! ```
+//!
+//! Files are derived data: a missing, torn or corrupt file is rebuilt from RocksDB, so the
+//! reader's only duty is to *detect* damage (checksum, sizes) and never trust a bad file.
+//! Writes go to `<name>.tmp`, are fsynced, renamed over the old file, and the directory is
+//! fsynced, so a crash leaves either the old file or the new one.
+
+pub mod codec;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::distance::Metric;
+use crate::{IndexError, IndexKind, Result};
+
+const MAGIC: &[u8; 8] = b"CAIRNIDX";
+/// Current on-disk format version.
+pub const FORMAT_VERSION: u32 = 1;
+const HEADER_LEN: usize = 52;
+
+/// What the fixed header says about the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileHeader {
+    /// Which index the payload holds.
+    pub kind: IndexKind,
+    /// Its metric.
+    pub metric: Metric,
+    /// Its dimension.
+    pub dim: u64,
+    /// Its slot count.
+    pub count: u64,
+    /// The op-log sequence number the payload reflects; replay starts after it.
+    pub applied_seq: u64,
+}
+
+/// Header plus payload as one byte string.
+pub fn encode(header: &FileHeader, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.push(header.kind.tag());
+    out.push(header.metric.tag());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&header.dim.to_le_bytes());
+    out.extend_from_slice(&header.count.to_le_bytes());
+    out.extend_from_slice(&header.applied_seq.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&out);
+    crc.update(payload);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Splits and verifies a byte string written by [`encode`].
+pub fn decode(bytes: &[u8]) -> Result<(FileHeader, &[u8])> {
+    if bytes.len() < HEADER_LEN {
+        return Err(IndexError::corrupt("shorter than the header"));
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(IndexError::corrupt("not a Cairn index file (bad magic)"));
+    }
+    let u64_at = |at: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(a)
+    };
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != FORMAT_VERSION {
+        return Err(IndexError::corrupt(format!(
+            "format version {version}, this build reads {FORMAT_VERSION}"
+        )));
+    }
+    let payload_len = u64_at(40);
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() as u64 != payload_len {
+        return Err(IndexError::corrupt(format!(
+            "payload is {} bytes, header says {payload_len}",
+            payload.len()
+        )));
+    }
+    let stored = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes[..48]);
+    crc.update(payload);
+    if crc.finalize() != stored {
+        return Err(IndexError::corrupt("checksum mismatch"));
+    }
+    let header = FileHeader {
+        kind: IndexKind::from_tag(bytes[12]).ok_or_else(|| IndexError::corrupt("unknown index kind"))?,
+        metric: Metric::from_tag(bytes[13]).ok_or_else(|| IndexError::corrupt("unknown metric"))?,
+        dim: u64_at(16),
+        count: u64_at(24),
+        applied_seq: u64_at(32),
+    };
+    Ok((header, payload))
+}
+
+/// Writes `header` + `payload` to `path` atomically (temp file, fsync, rename, dir fsync).
+pub fn write_file(path: &Path, header: &FileHeader, payload: &[u8]) -> Result<()> {
+    let bytes = encode(header, payload);
+    let tmp = path.with_extension("tmp");
+    {
+        let mut file = fs_err::File::create(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+    }
+    fs_err::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        fs_err::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Reads and verifies a file written by [`write_file`]; errors name the path.
+pub fn read_file(path: &Path) -> Result<(FileHeader, Vec<u8>)> {
+    let bytes = fs_err::read(path)?;
+    let (header, payload) = decode(&bytes).map_err(|e| match e {
+        IndexError::Corrupt { comment, .. } => IndexError::Corrupt { path: path.to_path_buf(), comment },
+        other @ (IndexError::WrongDimension { .. } | IndexError::InvalidParams(_) | IndexError::Full(_) | IndexError::Io(_)) => other,
+    })?;
+    Ok((header, payload.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> FileHeader {
+        FileHeader { kind: IndexKind::Hnsw, metric: Metric::L2, dim: 4, count: 2, applied_seq: 77 }
+    }
+
+    #[test]
+    fn round_trip() {
+        let bytes = encode(&header(), b"payload");
+        let (h, p) = decode(&bytes).unwrap();
+        assert_eq!(h, header());
+        assert_eq!(p, b"payload");
+    }
+
+    #[test]
+    fn every_single_byte_flip_is_detected() {
+        let bytes = encode(&header(), b"some payload bytes");
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x01;
+            assert!(decode(&bad).is_err(), "flip at byte {i} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn truncation_is_detected() {
+        let bytes = encode(&header(), b"payload");
+        for len in 0..bytes.len() {
+            assert!(decode(&bytes[..len]).is_err(), "truncation to {len} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.bin");
+        write_file(&path, &header(), b"one").unwrap();
+        write_file(&path, &header(), b"two").unwrap();
+        let (_, payload) = read_file(&path).unwrap();
+        assert_eq!(payload, b"two");
+        assert!(!path.with_extension("tmp").is_file());
+    }
+
+    /// A file checked in at format version 1 must keep loading (tantivy's compat tests).
+    #[test]
+    fn checked_in_v1_file_still_loads() {
+        let bytes = include_bytes!("../../tests/data/hnsw_v1.cidx");
+        let (h, payload) = decode(bytes).unwrap();
+        assert_eq!(h.kind, IndexKind::Hnsw);
+        let index = crate::read_index(h.kind, payload).unwrap();
+        assert_eq!(index.len() as u64, h.count);
+        let (hits, _) = index.search(&[1.0, 0.0, 0.0, 0.0], 1, &Default::default(), None).unwrap();
+        assert_eq!(hits[0].slot, 0);
+    }
+}

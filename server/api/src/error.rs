@@ -1,0 +1,53 @@
+use serde::{Deserialize, Serialize};
+
+/// Machine-readable error codes; the HTTP status follows from the code (one exhaustive match
+/// in the server's `http/error.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Malformed or invalid request (400).
+    InvalidRequest,
+    /// A vector with the wrong number of components (400).
+    WrongDimension,
+    /// A vector with NaN, ±Inf or no components (400).
+    InvalidVector,
+    /// `limit`, `ef`, batch size or dimension above the documented maximum (400).
+    LimitExceeded,
+    /// No such collection or point (404).
+    NotFound,
+    /// A collection with that name exists already (409).
+    AlreadyExists,
+    /// Request body above the size limit (413).
+    PayloadTooLarge,
+    /// Body is not JSON (415).
+    UnsupportedMediaType,
+    /// Too many requests; retry after the `Retry-After` header (429).
+    RateLimited,
+    /// The server cannot serve this now (starting, shutting down, no live replica) (503).
+    Unavailable,
+    /// A bug or an I/O failure on the server (500).
+    Internal,
+}
+
+/// The `status` object of an error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorStatus {
+    /// Human-readable message, lowercase, naming the offending field or value.
+    pub error: String,
+    /// Machine-readable code (a Cairn addition; Qdrant clients ignore it).
+    #[serde(default = "internal")]
+    pub code: ErrorCode,
+}
+
+fn internal() -> ErrorCode {
+    ErrorCode::Internal
+}
+
+/// Error response body: `{"status": {"error": "…", "code": "…"}, "time": …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub status: ErrorStatus,
+    /// Seconds the server spent on the call.
+    pub time: f64,
+}

@@ -1,0 +1,50 @@
+//! cairn-api: the JSON shapes of Cairn's REST API and its error codes.
+//!
+//! The shapes follow Qdrant's REST API (envelope `{"result", "status", "time"}`, collections,
+//! points, query/search, filters) so that Qdrant's own REST clients work against Cairn; Cairn's
+//! additions live in the same shapes as extra optional fields. Unknown request fields are
+//! ignored, as Qdrant ignores them, so newer clients that send extra nulls keep working.
+//!
+//! This crate is shared by the server and `cairn-client`; it must stay light (serde only) so
+//! the client never pulls the engine in.
+
+mod collections;
+mod error;
+mod filter;
+mod points;
+mod search;
+
+pub use collections::*;
+pub use error::{ErrorBody, ErrorCode, ErrorStatus};
+pub use filter::*;
+pub use points::*;
+pub use search::*;
+
+use serde::{Deserialize, Serialize};
+
+/// The success envelope around every result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response<T> {
+    /// The call's result.
+    pub result: T,
+    /// Always `"ok"` on success.
+    pub status: String,
+    /// Seconds the server spent on the call.
+    pub time: f64,
+}
+
+impl<T> Response<T> {
+    /// Wraps a result.
+    pub fn ok(result: T, time: f64) -> Self {
+        Self { result, status: "ok".to_owned(), time }
+    }
+}
+
+/// `GET /`: who is answering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// Server name.
+    pub title: String,
+    /// Cairn version.
+    pub version: String,
+}

@@ -1,0 +1,281 @@
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::Filter;
+
+/// A point id: an unsigned integer or a UUID, as in Qdrant. Integers sort before UUIDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PointId {
+    /// Numeric id.
+    Num(u64),
+    /// UUID id (given as a string on the wire).
+    Uuid(uuid::Uuid),
+}
+
+impl fmt::Display for PointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PointId::Num(n) => write!(f, "{n}"),
+            PointId::Uuid(u) => write!(f, "{u}"),
+        }
+    }
+}
+
+impl From<u64> for PointId {
+    fn from(n: u64) -> Self {
+        PointId::Num(n)
+    }
+}
+
+impl From<uuid::Uuid> for PointId {
+    fn from(u: uuid::Uuid) -> Self {
+        PointId::Uuid(u)
+    }
+}
+
+impl std::str::FromStr for PointId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(n) = s.parse::<u64>() {
+            return Ok(PointId::Num(n));
+        }
+        uuid::Uuid::parse_str(s)
+            .map(PointId::Uuid)
+            .map_err(|_| format!("point id must be an unsigned integer or a UUID, got {s:?}"))
+    }
+}
+
+impl Serialize for PointId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PointId::Num(n) => s.serialize_u64(*n),
+            PointId::Uuid(u) => s.collect_str(u),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PointId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = PointId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an unsigned integer or a UUID string")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PointId, E> {
+                Ok(PointId::Num(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PointId, E> {
+                u64::try_from(v)
+                    .map(PointId::Num)
+                    .map_err(|_| E::custom(format!("point id must be an unsigned integer, got {v}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PointId, E> {
+                uuid::Uuid::parse_str(v)
+                    .map(PointId::Uuid)
+                    .map_err(|_| E::custom(format!("point id string must be a UUID, got {v:?}")))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// A JSON object of user data attached to a point.
+pub type Payload = serde_json::Map<String, serde_json::Value>;
+
+/// A vector as sent: a plain list, or Qdrant's named-vector map.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum VectorInput {
+    /// One unnamed dense vector.
+    Dense(Vec<f32>),
+    /// Named vectors; Cairn collections have one unnamed vector, so only `""` is accepted.
+    Named(BTreeMap<String, Vec<f32>>),
+}
+
+/// One point to upsert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointStruct {
+    /// Its id.
+    pub id: PointId,
+    /// Its vector.
+    pub vector: VectorInput,
+    /// Optional payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Payload>,
+}
+
+/// Column form of an upsert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    /// Ids, one per point.
+    pub ids: Vec<PointId>,
+    /// Vectors, one per point.
+    pub vectors: Vec<Vec<f32>>,
+    /// Payloads, one per point, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payloads: Option<Vec<Option<Payload>>>,
+}
+
+/// `PUT /collections/{c}/points`: exactly one of `points` (list form) or `batch` (columns).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpsertRequest {
+    /// List form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<PointStruct>>,
+    /// Column form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Batch>,
+}
+
+/// `?wait=` on writes: `true` answers once the write is durable *and* searchable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WriteQuery {
+    /// Wait until searchable.
+    #[serde(default)]
+    pub wait: Option<bool>,
+}
+
+/// Whether a write is only durable, or also applied to the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateStatus {
+    /// Durable (survives a crash) but maybe not yet searchable.
+    Acknowledged,
+    /// Durable and searchable.
+    Completed,
+}
+
+/// Result of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateResult {
+    /// The op-log sequence number the write was given.
+    pub operation_id: u64,
+    /// How far it got.
+    pub status: UpdateStatus,
+}
+
+/// `with_payload`: a flag, a list of keys to include, or an include/exclude selector.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WithPayload {
+    /// All or nothing.
+    Enable(bool),
+    /// Only these top-level keys.
+    Fields(Vec<String>),
+    /// Include and/or exclude lists.
+    Selector {
+        /// Keys to keep.
+        #[serde(default)]
+        include: Option<Vec<String>>,
+        /// Keys to drop.
+        #[serde(default)]
+        exclude: Option<Vec<String>>,
+    },
+}
+
+/// `with_vector`: a flag (or the list of vector names, which for Cairn's single vector means true).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WithVector {
+    /// Return the vector or not.
+    Enable(bool),
+    /// Named vectors to return.
+    Names(Vec<String>),
+}
+
+impl WithVector {
+    /// Whether the vector is requested.
+    pub fn enabled(&self) -> bool {
+        match self {
+            WithVector::Enable(on) => *on,
+            WithVector::Names(names) => !names.is_empty(),
+        }
+    }
+}
+
+/// A stored point as returned by get and scroll.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Its id.
+    pub id: PointId,
+    /// Its payload, when requested.
+    #[serde(default)]
+    pub payload: Option<Payload>,
+    /// Its vector, when requested.
+    #[serde(default)]
+    pub vector: Option<Vec<f32>>,
+}
+
+/// `POST /collections/{c}/points`: get many by id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GetPointsRequest {
+    /// Ids to fetch; missing ones are skipped.
+    pub ids: Vec<PointId>,
+    /// Payload selection (default: all).
+    #[serde(default)]
+    pub with_payload: Option<WithPayload>,
+    /// Vector selection (default: none).
+    #[serde(default)]
+    pub with_vector: Option<WithVector>,
+}
+
+/// `POST /collections/{c}/points/delete`: by ids or by filter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeletePointsRequest {
+    /// Ids to delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<PointId>>,
+    /// Delete every point matching this filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
+}
+
+/// `POST /collections/{c}/points/scroll`: pages of points in id order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ScrollRequest {
+    /// First id of the page (inclusive).
+    #[serde(default)]
+    pub offset: Option<PointId>,
+    /// Page size (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only points matching this filter.
+    #[serde(default)]
+    pub filter: Option<Filter>,
+    /// Payload selection (default: all).
+    #[serde(default)]
+    pub with_payload: Option<WithPayload>,
+    /// Vector selection (default: none).
+    #[serde(default)]
+    pub with_vector: Option<WithVector>,
+}
+
+/// A page of points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScrollResult {
+    /// The points, in id order.
+    pub points: Vec<Record>,
+    /// Offset of the next page, or null at the end.
+    pub next_page_offset: Option<PointId>,
+}
+
+/// `POST /collections/{c}/points/count`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CountRequest {
+    /// Only points matching this filter.
+    #[serde(default)]
+    pub filter: Option<Filter>,
+    /// Accepted for compatibility; counts are always exact.
+    #[serde(default)]
+    pub exact: Option<bool>,
+}
+
+/// A count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountResult {
+    /// Number of points.
+    pub count: u64,
+}

@@ -1,0 +1,175 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{Filter, Payload, PointId, WithPayload, WithVector};
+
+/// Per-query search knobs (`params`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SearchParams {
+    /// HNSW candidate list size for this query.
+    #[serde(default)]
+    pub hnsw_ef: Option<usize>,
+    /// Exact brute-force search instead of the index.
+    #[serde(default)]
+    pub exact: Option<bool>,
+}
+
+/// What a query searches near: a vector, a stored point's vector, or `{"nearest": …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum QueryInput {
+    /// A raw vector.
+    Vector(Vec<f32>),
+    /// The vector of the point with this id.
+    Point(PointId),
+    /// `{"nearest": vector | id}`.
+    Nearest {
+        /// The target.
+        nearest: NearestTarget,
+    },
+}
+
+/// Target of a `nearest` query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NearestTarget {
+    /// A raw vector.
+    Vector(Vec<f32>),
+    /// The vector of the point with this id.
+    Point(PointId),
+}
+
+/// `POST /collections/{c}/points/query` (the universal query API).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct QueryRequest {
+    /// What to search near; without it, points come back in id order (like scroll).
+    #[serde(default)]
+    pub query: Option<QueryInput>,
+    /// Only points matching this filter.
+    #[serde(default)]
+    pub filter: Option<Filter>,
+    /// Search knobs.
+    #[serde(default)]
+    pub params: Option<SearchParams>,
+    /// Number of results (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Results to skip.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Payload selection (default: none).
+    #[serde(default)]
+    pub with_payload: Option<WithPayload>,
+    /// Vector selection (default: none).
+    #[serde(default)]
+    pub with_vector: Option<WithVector>,
+    /// Drop results scoring worse than this (for Euclid: farther than this).
+    #[serde(default)]
+    pub score_threshold: Option<f32>,
+    /// Vector name; Cairn collections have one unnamed vector.
+    #[serde(default)]
+    pub using: Option<String>,
+}
+
+/// Response of a query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryResponse {
+    /// Hits, best first.
+    pub points: Vec<ScoredPoint>,
+}
+
+/// `POST …/points/query/batch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryBatchRequest {
+    /// The queries.
+    pub searches: Vec<QueryRequest>,
+}
+
+/// A named vector in the legacy search API: `{"name": "…", "vector": […]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedVector {
+    /// Vector name.
+    pub name: String,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// The legacy search target: a plain vector, or a named one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SearchVector {
+    /// Plain vector.
+    Plain(Vec<f32>),
+    /// Named vector.
+    Named(NamedVector),
+}
+
+/// `POST /collections/{c}/points/search` (Qdrant's older search API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRequest {
+    /// Search near this vector.
+    pub vector: SearchVector,
+    /// Only points matching this filter.
+    #[serde(default)]
+    pub filter: Option<Filter>,
+    /// Search knobs.
+    #[serde(default)]
+    pub params: Option<SearchParams>,
+    /// Number of results.
+    pub limit: usize,
+    /// Results to skip.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Payload selection (default: none).
+    #[serde(default)]
+    pub with_payload: Option<WithPayload>,
+    /// Vector selection (default: none).
+    #[serde(default)]
+    pub with_vector: Option<WithVector>,
+    /// Drop results scoring worse than this.
+    #[serde(default)]
+    pub score_threshold: Option<f32>,
+}
+
+/// `POST …/points/search/batch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchBatchRequest {
+    /// The searches.
+    pub searches: Vec<SearchRequest>,
+}
+
+/// One hit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredPoint {
+    /// Point id.
+    pub id: PointId,
+    /// Sequence number of the write that produced the point's current value.
+    pub version: u64,
+    /// Score as Qdrant defines it: cosine, dot product, or Euclidean distance.
+    pub score: f32,
+    /// Payload, when requested.
+    #[serde(default)]
+    pub payload: Option<Payload>,
+    /// Vector, when requested.
+    #[serde(default)]
+    pub vector: Option<Vec<f32>>,
+}
+
+impl From<SearchRequest> for QueryRequest {
+    fn from(s: SearchRequest) -> Self {
+        let (vector, using) = match s.vector {
+            SearchVector::Plain(v) => (v, None),
+            SearchVector::Named(n) => (n.vector, Some(n.name)),
+        };
+        QueryRequest {
+            query: Some(QueryInput::Vector(vector)),
+            filter: s.filter,
+            params: s.params,
+            limit: Some(s.limit),
+            offset: s.offset,
+            with_payload: s.with_payload,
+            with_vector: s.with_vector,
+            score_threshold: s.score_threshold,
+            using,
+        }
+    }
+}

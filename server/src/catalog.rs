@@ -1,0 +1,130 @@
+//! The catalog: every collection of this node, by name, and their life cycle on disk.
+//!
+//! Layout: `<data_dir>/collections/<name>/partitions/0/{db/, index.cidx}`. Creation builds the
+//! folder under a hidden `.creating-*` name and renames it into place; deletion renames it to
+//! a hidden `.deleted-*` name before removing it. Either way a crash leaves a complete
+//! collection or a hidden leftover that the next start removes — never half a collection.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_api::CreateCollection;
+use parking_lot::{Mutex, RwLock};
+
+use crate::collection::{Collection, CollectionSettings};
+use crate::config::{Limits, StorageConfig};
+use crate::error::{Result, ServerError};
+
+/// Longest collection name.
+const MAX_NAME: usize = 255;
+
+/// All collections of a node.
+pub struct Catalog {
+    root: PathBuf,
+    storage: StorageConfig,
+    limits: Limits,
+    collections: RwLock<BTreeMap<String, Arc<Collection>>>,
+    /// Serialises create and delete (reads never take it).
+    admin: Mutex<()>,
+}
+
+fn partition_dir(collection_dir: &Path) -> PathBuf {
+    collection_dir.join("partitions").join("0")
+}
+
+/// Names are path components: letters, digits, `-`, `_`, `.`, not starting with a dot.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ServerError::InvalidRequest(format!(
+            "collection name {name:?} must be 1-{MAX_NAME} characters of letters, digits, '-', '_' or '.', not starting with '.'"
+        )))
+    }
+}
+
+impl Catalog {
+    /// Opens every collection under `data_dir` (blocking; builds or loads indexes).
+    pub fn open(data_dir: &Path, storage: StorageConfig, limits: Limits) -> Result<Self> {
+        let root = data_dir.join("collections");
+        fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
+        let mut collections = BTreeMap::new();
+        for entry in fs_err::read_dir(&root).map_err(|e| ServerError::Internal(e.to_string()))? {
+            let entry = entry.map_err(|e| ServerError::Internal(e.to_string()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.starts_with('.') {
+                tracing::info!(path = %path.display(), "removing leftover of an interrupted create or delete");
+                fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
+                continue;
+            }
+            let collection = Collection::open(&name, &partition_dir(&path), storage)?;
+            collections.insert(name, Arc::new(collection));
+        }
+        Ok(Self { root, storage, limits, collections: RwLock::new(collections), admin: Mutex::new(()) })
+    }
+
+    /// A collection by name.
+    pub fn get(&self, name: &str) -> Result<Arc<Collection>> {
+        self.collections.read().get(name).cloned().ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))
+    }
+
+    /// Names of all collections, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.collections.read().keys().cloned().collect()
+    }
+
+    /// All collections.
+    pub fn all(&self) -> Vec<Arc<Collection>> {
+        self.collections.read().values().cloned().collect()
+    }
+
+    /// Creates a collection (blocking).
+    pub fn create(&self, name: &str, request: &CreateCollection) -> Result<()> {
+        validate_name(name)?;
+        let settings = CollectionSettings::from_request(request, &self.limits)?;
+        let _admin = self.admin.lock();
+        if self.collections.read().contains_key(name) {
+            return Err(ServerError::CollectionExists(name.to_owned()));
+        }
+        let staging = self.root.join(format!(".creating-{name}"));
+        let io = |e: std::io::Error| ServerError::Internal(e.to_string());
+        if staging.is_dir() {
+            fs_err::remove_dir_all(&staging).map_err(io)?;
+        }
+        Collection::initialise(&partition_dir(&staging), &settings, self.storage)?;
+        let dir = self.root.join(name);
+        fs_err::rename(&staging, &dir).map_err(io)?;
+        fs_err::File::open(&self.root).and_then(|d| d.sync_all()).map_err(io)?;
+        let collection = Collection::open(name, &partition_dir(&dir), self.storage)?;
+        self.collections.write().insert(name.to_owned(), Arc::new(collection));
+        tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance, "collection created");
+        Ok(())
+    }
+
+    /// Deletes a collection and its files (blocking).
+    pub fn delete(&self, name: &str) -> Result<()> {
+        let _admin = self.admin.lock();
+        let collection = self.collections.write().remove(name).ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
+        collection.close();
+        let io = |e: std::io::Error| ServerError::Internal(e.to_string());
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let trash = self.root.join(format!(".deleted-{name}-{nanos}"));
+        fs_err::rename(self.root.join(name), &trash).map_err(io)?;
+        fs_err::remove_dir_all(&trash).map_err(io)?;
+        tracing::info!(collection = name, "collection deleted");
+        Ok(())
+    }
+
+    /// Stops every applier after a final snapshot (graceful shutdown).
+    pub fn close_all(&self) {
+        for collection in self.all() {
+            collection.close();
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Evaluates Qdrant-style payload filters against a point's id and payload.
+//!
+//! Semantics follow Qdrant: a dotted key walks nested objects, and when the path crosses an
+//! array every element is tried, so `{"key": "tags", "match": {"value": "x"}}` matches a point
+//! whose `tags` array contains "x". Numbers compare numerically (1 equals 1.0).
+
+use cairn_api::{Condition, FieldCondition, Filter, Match, Payload, PointId, Range};
+use serde_json::Value;
+
+use crate::error::{Result, ServerError};
+
+/// Checks a filter's shape before it runs, so mistakes are a 400 that names the field.
+pub fn validate(filter: &Filter, path: &str) -> Result<()> {
+    for (name, list) in [("must", &filter.must), ("should", &filter.should), ("must_not", &filter.must_not)] {
+        for (i, condition) in list.iter().flatten().enumerate() {
+            let here = format!("{path}.{name}[{i}]");
+            match condition {
+                Condition::Field(field) => validate_field(field, &here)?,
+                Condition::Nested(inner) => validate(inner, &here)?,
+                Condition::HasId { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
+    let bad = |msg: String| Err(ServerError::InvalidRequest(format!("{path}: {msg}")));
+    if field.key.is_empty() {
+        return bad("key must not be empty".into());
+    }
+    match (&field.r#match, &field.range) {
+        (None, None) => bad(format!("condition on `{}` needs `match` or `range`", field.key)),
+        (Some(_), Some(_)) => bad(format!("condition on `{}` has both `match` and `range`", field.key)),
+        (Some(m), None) => {
+            let given = [m.value.is_some(), m.any.is_some(), m.except.is_some()].iter().filter(|x| **x).count();
+            if given != 1 {
+                return bad("match needs exactly one of `value`, `any`, `except`".into());
+            }
+            let values = m.value.iter().chain(m.any.iter().flatten()).chain(m.except.iter().flatten());
+            for v in values {
+                if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+                    return bad(format!("match values must be strings, integers or booleans, got {v}"));
+                }
+            }
+            Ok(())
+        }
+        (None, Some(r)) => {
+            if [r.gt, r.gte, r.lt, r.lte].iter().all(Option::is_none) {
+                return bad("range needs at least one of `gt`, `gte`, `lt`, `lte`".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether a point passes the filter.
+pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>) -> bool {
+    let holds = |c: &Condition| condition(c, id, payload);
+    filter.must.as_ref().is_none_or(|all| all.iter().all(holds))
+        && filter.should.as_ref().is_none_or(|any| any.is_empty() || any.iter().any(holds))
+        && filter.must_not.as_ref().is_none_or(|none| !none.iter().any(holds))
+}
+
+fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>) -> bool {
+    match c {
+        Condition::Field(field) => {
+            let values = lookup(payload, &field.key);
+            match (&field.r#match, &field.range) {
+                (Some(m), _) => match_values(m, &values),
+                (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
+                (None, None) => false,
+            }
+        }
+        Condition::HasId { has_id } => has_id.contains(id),
+        Condition::IsEmpty { is_empty } => lookup(payload, &is_empty.key).iter().all(|v| v.is_null()),
+        Condition::IsNull { is_null } => {
+            let values = lookup(payload, &is_null.key);
+            !values.is_empty() && values.iter().all(|v| v.is_null())
+        }
+        Condition::Nested(inner) => matches(inner, id, payload),
+    }
+}
+
+fn match_values(m: &Match, values: &[&Value]) -> bool {
+    if let Some(want) = &m.value {
+        return values.iter().any(|v| same(v, want));
+    }
+    if let Some(any) = &m.any {
+        return values.iter().any(|v| any.iter().any(|w| same(v, w)));
+    }
+    if let Some(except) = &m.except {
+        return !values.is_empty() && values.iter().all(|v| !except.iter().any(|w| same(v, w)));
+    }
+    false
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+fn in_range(r: &Range, v: &Value) -> bool {
+    let Some(x) = v.as_f64() else { return false };
+    r.gt.is_none_or(|b| x > b) && r.gte.is_none_or(|b| x >= b) && r.lt.is_none_or(|b| x < b) && r.lte.is_none_or(|b| x <= b)
+}
+
+/// Every value at a dotted path, arrays flattened (an empty vector when the key is missing).
+fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
+    let Some(payload) = payload else { return Vec::new() };
+    let mut parts = key.split('.');
+    let Some(first) = parts.next() else { return Vec::new() };
+    let mut current: Vec<&Value> = payload.get(first).into_iter().collect();
+    for part in parts {
+        current = current
+            .into_iter()
+            .flat_map(|v| match v {
+                Value::Array(items) => items.iter().filter_map(|i| i.get(part)).collect::<Vec<_>>(),
+                other => other.get(part).into_iter().collect(),
+            })
+            .collect();
+    }
+    current
+        .into_iter()
+        .flat_map(|v| match v {
+            Value::Array(items) => items.iter().collect::<Vec<_>>(),
+            other => vec![other],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn payload(json: &str) -> Payload {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn filter(json: &str) -> Filter {
+        let f: Filter = serde_json::from_str(json).unwrap();
+        validate(&f, "filter").unwrap();
+        f
+    }
+
+    #[test]
+    fn match_range_and_boolean_structure() {
+        let p = payload(r#"{"city":"London","n":3,"tags":["a","b"],"addr":{"zip":[{"code":7}]}}"#);
+        let id = PointId::Num(1);
+        let yes = |f: &str| assert!(matches(&filter(f), &id, Some(&p)), "{f}");
+        let no = |f: &str| assert!(!matches(&filter(f), &id, Some(&p)), "{f}");
+        yes(r#"{"must":[{"key":"city","match":{"value":"London"}}]}"#);
+        no(r#"{"must":[{"key":"city","match":{"value":"Paris"}}]}"#);
+        yes(r#"{"must":[{"key":"tags","match":{"value":"b"}}]}"#);
+        yes(r#"{"must":[{"key":"tags","match":{"any":["z","a"]}}]}"#);
+        no(r#"{"must":[{"key":"tags","match":{"except":["a"]}}]}"#);
+        yes(r#"{"must":[{"key":"n","range":{"gt":2.5,"lte":3}}]}"#);
+        no(r#"{"must":[{"key":"n","range":{"gt":3}}]}"#);
+        yes(r#"{"must":[{"key":"n","match":{"value":3}}]}"#);
+        yes(r#"{"must":[{"key":"addr.zip.code","match":{"value":7}}]}"#);
+        yes(r#"{"should":[{"key":"city","match":{"value":"Paris"}},{"has_id":[1]}]}"#);
+        no(r#"{"should":[{"key":"city","match":{"value":"Paris"}},{"has_id":[2]}]}"#);
+        no(r#"{"must_not":[{"key":"city","match":{"value":"London"}}]}"#);
+        yes(r#"{"must":[{"is_empty":{"key":"missing"}}]}"#);
+        yes(r#"{"must":[{"must_not":[{"key":"n","range":{"lt":0}}]}]}"#);
+        assert!(!matches(&filter(r#"{"must":[{"key":"n","range":{"gte":0}}]}"#), &id, None));
+    }
+
+    #[test]
+    fn invalid_shapes_name_the_field() {
+        let f: Filter = serde_json::from_str(r#"{"must":[{"key":"a"}]}"#).unwrap();
+        let err = validate(&f, "filter").unwrap_err().to_string();
+        assert!(err.contains("filter.must[0]"), "{err}");
+        let f: Filter = serde_json::from_str(r#"{"must":[{"key":"a","match":{"value":{"x":1}}}]}"#).unwrap();
+        assert!(validate(&f, "filter").is_err());
+    }
+}

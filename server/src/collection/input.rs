@@ -1,0 +1,139 @@
+//! Turning request bodies into validated writes. Every rejection names the offending field,
+//! and nothing is committed unless the whole request is valid.
+
+use cairn_api::{Payload, PointId, UpsertRequest, VectorInput, WithPayload};
+
+use super::{CollectionSettings, NewPoint};
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// Checks a vector's dimension and values and preprocesses it for the metric.
+pub fn check_vector(settings: &CollectionSettings, mut vector: Vec<f32>, field: &str) -> Result<Vec<f32>> {
+    if vector.is_empty() {
+        return Err(ServerError::InvalidVector(format!("{field} is empty")));
+    }
+    if vector.len() != settings.dim {
+        return Err(ServerError::WrongDimension { field: field.to_owned(), expected: settings.dim, got: vector.len() });
+    }
+    if let Some(i) = vector.iter().position(|x| !x.is_finite()) {
+        return Err(ServerError::InvalidVector(format!("{field}[{i}] is {}, vectors must be finite", vector[i])));
+    }
+    settings.metric().preprocess(&mut vector);
+    Ok(vector)
+}
+
+fn dense(input: VectorInput, field: &str) -> Result<Vec<f32>> {
+    match input {
+        VectorInput::Dense(v) => Ok(v),
+        VectorInput::Named(mut named) => match (named.len(), named.remove("")) {
+            (1, Some(v)) => Ok(v),
+            _ => Err(ServerError::InvalidRequest(format!(
+                "{field}: named vectors are not supported; collections have one unnamed vector"
+            ))),
+        },
+    }
+}
+
+/// Validates an upsert body (list or column form) into points ready to commit.
+pub fn prepare_points(settings: &CollectionSettings, req: UpsertRequest, limits: &Limits) -> Result<Vec<NewPoint>> {
+    let points: Vec<(PointId, VectorInput, Option<Payload>, String)> = match (req.points, req.batch) {
+        (Some(points), None) => points
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (p.id, p.vector, p.payload, format!("points[{i}].vector")))
+            .collect(),
+        (None, Some(batch)) => {
+            let n = batch.ids.len();
+            if batch.vectors.len() != n || batch.payloads.as_ref().is_some_and(|p| p.len() != n) {
+                return Err(ServerError::InvalidRequest(format!(
+                    "batch: ids ({n}), vectors ({}) and payloads ({}) must have the same length",
+                    batch.vectors.len(),
+                    batch.payloads.as_ref().map_or(n, Vec::len)
+                )));
+            }
+            let payloads = batch.payloads.unwrap_or_else(|| vec![None; n]);
+            batch
+                .ids
+                .into_iter()
+                .zip(batch.vectors)
+                .zip(payloads)
+                .enumerate()
+                .map(|(i, ((id, v), p))| (id, VectorInput::Dense(v), p, format!("batch.vectors[{i}]")))
+                .collect()
+        }
+        (Some(_), Some(_)) => return Err(ServerError::InvalidRequest("give either `points` or `batch`, not both".into())),
+        (None, None) => return Err(ServerError::InvalidRequest("body needs `points` or `batch`".into())),
+    };
+    check_count(points.len(), limits, "points")?;
+    points
+        .into_iter()
+        .map(|(id, vector, payload, field)| {
+            let vector = check_vector(settings, dense(vector, &field)?, &field)?;
+            Ok(NewPoint { id, vector, payload })
+        })
+        .collect()
+}
+
+/// Checks an id list against the per-request maximum.
+pub fn prepare_delete_ids(ids: Vec<PointId>, limits: &Limits) -> Result<Vec<PointId>> {
+    check_count(ids.len(), limits, "points")?;
+    Ok(ids)
+}
+
+fn check_count(n: usize, limits: &Limits, field: &str) -> Result<()> {
+    if n > limits.max_points_per_request {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}: {n} items is above the maximum of {} per request",
+            limits.max_points_per_request
+        )));
+    }
+    Ok(())
+}
+
+/// Which payload keys a response carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PayloadSelection {
+    /// No payload.
+    None,
+    /// The whole payload.
+    All,
+    /// Only these keys / all but these keys.
+    Keys {
+        /// Keys to keep (all when `None`).
+        include: Option<Vec<String>>,
+        /// Keys to drop.
+        exclude: Vec<String>,
+    },
+}
+
+impl PayloadSelection {
+    /// From the wire selector, with the endpoint's default when absent.
+    pub fn from_wire(selector: Option<WithPayload>, default_all: bool) -> Self {
+        match selector {
+            None if default_all => PayloadSelection::All,
+            None | Some(WithPayload::Enable(false)) => PayloadSelection::None,
+            Some(WithPayload::Enable(true)) => PayloadSelection::All,
+            Some(WithPayload::Fields(include)) => PayloadSelection::Keys { include: Some(include), exclude: Vec::new() },
+            Some(WithPayload::Selector { include, exclude }) => {
+                PayloadSelection::Keys { include, exclude: exclude.unwrap_or_default() }
+            }
+        }
+    }
+
+    /// Applies the selection to a stored payload.
+    pub fn apply(&self, payload: Option<&Payload>) -> Option<Payload> {
+        match self {
+            PayloadSelection::None => None,
+            PayloadSelection::All => Some(payload.cloned().unwrap_or_default()),
+            PayloadSelection::Keys { include, exclude } => {
+                let payload = payload.cloned().unwrap_or_default();
+                Some(
+                    payload
+                        .into_iter()
+                        .filter(|(k, _)| include.as_ref().is_none_or(|inc| inc.contains(k)) && !exclude.contains(k))
+                        .collect(),
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The read path: k-NN queries (graph, filtered graph, or exact scan), scroll, count, get.
+
+use cairn_api::{Filter, PointId, Record, ScoredPoint};
+use cairn_index::{IndexKind, SearchParams, Slot};
+
+use super::filter::matches;
+use super::table::PointTable;
+use super::{Collection, PayloadSelection};
+use crate::error::{Result, ServerError};
+
+/// A validated k-NN query.
+#[derive(Debug, Clone)]
+pub struct QueryPlan {
+    /// What to search near (already checked and preprocessed), or a point whose vector to use.
+    pub target: QueryTarget,
+    /// Only points passing this filter.
+    pub filter: Option<Filter>,
+    /// Results to return.
+    pub limit: usize,
+    /// Results to skip.
+    pub offset: usize,
+    /// Graph candidate list size.
+    pub ef: Option<usize>,
+    /// Scan exactly.
+    pub exact: bool,
+    /// Drop results scoring worse.
+    pub score_threshold: Option<f32>,
+    /// Payload in results.
+    pub with_payload: PayloadSelection,
+    /// Vector in results.
+    pub with_vector: bool,
+}
+
+/// A query's target.
+#[derive(Debug, Clone)]
+pub enum QueryTarget {
+    /// A vector.
+    Vector(Vec<f32>),
+    /// The stored vector of a point.
+    Point(PointId),
+}
+
+/// A validated scroll.
+#[derive(Debug, Clone)]
+pub struct ScrollPlan {
+    /// First id (inclusive).
+    pub offset: Option<PointId>,
+    /// Page size.
+    pub limit: usize,
+    /// Only points passing this filter.
+    pub filter: Option<Filter>,
+    /// Payload in results.
+    pub with_payload: PayloadSelection,
+    /// Vector in results.
+    pub with_vector: bool,
+}
+
+/// Slots sampled to estimate how many points a filter passes.
+const SELECTIVITY_SAMPLE: usize = 512;
+/// A filtered graph search widens `ef` by 1/selectivity, up to this factor.
+const MAX_FILTER_EF_BOOST: f64 = 8.0;
+
+fn passes(table: &PointTable, filter: Option<&Filter>, slot: Slot) -> bool {
+    match table.entry(slot) {
+        Some(entry) => filter.is_none_or(|f| matches(f, &entry.id, entry.payload.as_ref())),
+        None => false,
+    }
+}
+
+/// Estimated share of slots a filter passes, from an even sample of the slot table.
+fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
+    let n = table.slots.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let step = n.div_ceil(SELECTIVITY_SAMPLE).max(1);
+    let (mut seen, mut hit) = (0usize, 0usize);
+    for slot in (0..n).step_by(step) {
+        seen += 1;
+        hit += usize::from(passes(table, Some(filter), slot as Slot));
+    }
+    hit as f64 / seen as f64
+}
+
+impl Collection {
+    /// Runs a k-NN query (blocking: call from a blocking thread).
+    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<Vec<ScoredPoint>> {
+        let live = self.shared.live();
+        let table = live.table.read();
+        let vector = match &plan.target {
+            QueryTarget::Vector(v) => v.clone(),
+            QueryTarget::Point(id) => {
+                let (slot, _) = table.get(id).ok_or(ServerError::PointNotFound(*id))?;
+                live.index.vector(slot).ok_or(ServerError::PointNotFound(*id))?
+            }
+        };
+        let k = plan.offset + plan.limit;
+        let filter = plan.filter.as_ref();
+        let accept = |slot: Slot| passes(&table, filter, slot);
+        let mut exact = plan.exact || live.index.kind() == IndexKind::Flat;
+        let mut ef = plan.ef;
+        if let (Some(f), false) = (filter, exact) {
+            let share = selectivity(&table, f);
+            let expected = share * table.slots.len() as f64;
+            if expected < self.settings().full_scan_threshold as f64 {
+                exact = true;
+            } else {
+                let base = ef.unwrap_or(match self.settings().index {
+                    cairn_index::IndexParams::Hnsw(p) => p.ef_search,
+                    cairn_index::IndexParams::Flat => k,
+                });
+                ef = Some(((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize);
+            }
+        }
+        let params = SearchParams { ef, exact };
+        let (mut hits, _) = live.index.search(&vector, k, &params, Some(&accept))?;
+        if !exact && filter.is_some() && hits.len() < k {
+            // A filtered graph search can come up short when the filter cuts the graph's
+            // reachable region; an exact scan is the guarantee.
+            hits = live.index.search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?.0;
+        }
+        let metric = live.index.metric();
+        let mut out = Vec::with_capacity(plan.limit);
+        for hit in hits.into_iter().skip(plan.offset) {
+            let score = metric.key_to_score(hit.key);
+            if let Some(t) = plan.score_threshold {
+                let worse = if metric.higher_is_better() { score < t } else { score > t };
+                if worse {
+                    break;
+                }
+            }
+            let Some(entry) = table.entry(hit.slot) else { continue };
+            out.push(ScoredPoint {
+                id: entry.id,
+                version: entry.version,
+                score,
+                payload: plan.with_payload.apply(entry.payload.as_ref()),
+                vector: if plan.with_vector { live.index.vector(hit.slot) } else { None },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Points in id order from `offset`, and the id that starts the next page.
+    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
+        let live = self.shared.live();
+        let table = live.table.read();
+        let range = match plan.offset {
+            Some(start) => table.by_id.range(start..),
+            None => table.by_id.range(..),
+        };
+        let mut page = Vec::with_capacity(plan.limit);
+        let mut next = None;
+        for (id, &slot) in range {
+            if !passes(&table, plan.filter.as_ref(), slot) {
+                continue;
+            }
+            if page.len() == plan.limit {
+                next = Some(*id);
+                break;
+            }
+            let payload = table.entry(slot).and_then(|e| plan.with_payload.apply(e.payload.as_ref()));
+            let vector = if plan.with_vector { live.index.vector(slot) } else { None };
+            page.push(Record { id: *id, payload, vector });
+        }
+        (page, next)
+    }
+
+    /// Points passing `filter` (all points without one).
+    pub fn count_blocking(&self, filter: Option<&Filter>) -> u64 {
+        let live = self.shared.live();
+        let table = live.table.read();
+        match filter {
+            None => table.live() as u64,
+            Some(_) => table.by_id.values().filter(|&&slot| passes(&table, filter, slot)).count() as u64,
+        }
+    }
+
+    /// Ids passing `filter`, for delete-by-filter.
+    pub fn matching_ids(&self, filter: &Filter) -> Vec<PointId> {
+        let live = self.shared.live();
+        let table = live.table.read();
+        table.by_id.iter().filter(|(_, &slot)| passes(&table, Some(filter), slot)).map(|(id, _)| *id).collect()
+    }
+
+    /// The points with these ids that exist, in request order.
+    pub fn get_points(&self, ids: &[PointId], with_payload: &PayloadSelection, with_vector: bool) -> Vec<Record> {
+        let live = self.shared.live();
+        let table = live.table.read();
+        ids.iter()
+            .filter_map(|id| {
+                let (slot, entry) = table.get(id)?;
+                Some(Record {
+                    id: *id,
+                    payload: with_payload.apply(entry.payload.as_ref()),
+                    vector: if with_vector { live.index.vector(slot) } else { None },
+                })
+            })
+            .collect()
+    }
+}

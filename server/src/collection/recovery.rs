@@ -1,0 +1,145 @@
+//! Start-up: load the snapshot if it is sound, replay the op log after it, repair anything the
+//! op log no longer covers — or rebuild from RocksDB when there is no usable snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use cairn_api::{Payload, PointId};
+use cairn_storage::PartitionStore;
+
+use super::table::{LiveIndex, PointTable, SlotEntry};
+use super::{applier, keys, snapshot, CollectionSettings, LoadReport, NewPoint};
+use crate::error::{Result, ServerError};
+
+/// Points rebuilt per `index.add` call (each call links in parallel).
+const REBUILD_CHUNK: usize = 8192;
+
+pub(super) struct Recovered {
+    pub(super) live: LiveIndex,
+    pub(super) snapshot_seq: u64,
+    pub(super) report: LoadReport,
+}
+
+pub(super) fn load(settings: &CollectionSettings, store: &PartitionStore, dir: &std::path::Path) -> Result<Recovered> {
+    let started = Instant::now();
+    let last_seq = store.last_seq()?;
+    let snapshot = match snapshot::read(dir, settings.dim) {
+        Ok(Some(s)) if s.applied_seq <= last_seq => Some(s),
+        Ok(Some(s)) => {
+            tracing::warn!(snapshot_seq = s.applied_seq, last_seq, "snapshot is ahead of the store; rebuilding");
+            None
+        }
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "index snapshot unusable; rebuilding from the store");
+            None
+        }
+    };
+    let mut recovered = match snapshot {
+        Some(s) => from_snapshot(store, s)?,
+        None => rebuild(settings, store, last_seq)?,
+    };
+    recovered.report.points = recovered.live.table.read().live() as u64;
+    recovered.report.load_ms = started.elapsed().as_millis() as u64;
+    Ok(recovered)
+}
+
+/// Snapshot path: attach payloads, replay the op log, repair version mismatches.
+fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Recovered> {
+    let live = loaded.live;
+    let mut report = LoadReport { index_source: "snapshot".into(), snapshot_seq: loaded.applied_seq, ..Default::default() };
+
+    // 1. Ids the op log says changed after the snapshot.
+    let mut touched = BTreeSet::new();
+    for entry in store.oplog_after(loaded.applied_seq)? {
+        let (_, entry) = entry?;
+        report.replayed_ops += 1;
+        touched.extend(entry.keys.iter().filter_map(|k| keys::decode(k)));
+    }
+    // 2. Current versions and payloads; anything touched or out of date is re-read.
+    let mut stored: BTreeMap<PointId, (u64, Option<Payload>)> = BTreeMap::new();
+    for item in store.scan_meta()? {
+        let (key, version, payload) = item?;
+        let id = keys::decode(&key).ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
+        stored.insert(id, (version, parse_payload(payload)?));
+    }
+    let mut table = live.table.write();
+    let mut stale: Vec<PointId> = Vec::new();
+    let mut repaired = 0;
+    for (id, (version, payload)) in &mut stored {
+        match table.by_id.get(id).copied() {
+            Some(slot) if table.entry(slot).is_some_and(|e| e.version == *version) && !touched.contains(id) => {
+                if let Some(Some(entry)) = table.slots.get_mut(slot as usize) {
+                    entry.payload = payload.take();
+                }
+            }
+            _ => {
+                repaired += u64::from(!touched.contains(id));
+                stale.push(*id);
+            }
+        }
+    }
+    let gone: Vec<PointId> = table.by_id.keys().filter(|id| !stored.contains_key(id)).copied().collect();
+    repaired += gone.iter().filter(|id| !touched.contains(id)).count() as u64;
+    for id in &gone {
+        table.remove(id);
+    }
+    drop(table);
+    // 3. Re-insert stale points with their stored vectors, grouped by version.
+    let mut by_version: BTreeMap<u64, Vec<NewPoint>> = BTreeMap::new();
+    for id in stale {
+        let Some((version, payload)) = stored.remove(&id) else { continue };
+        let vector = store
+            .get_vector(&keys::encode(&id))?
+            .ok_or_else(|| ServerError::Internal(format!("point {id} has no stored vector")))?;
+        by_version.entry(version).or_default().push(NewPoint { id, vector, payload });
+    }
+    for (version, points) in by_version {
+        applier::publish(&live, version, points);
+    }
+    if repaired > 0 {
+        tracing::warn!(repaired, "points disagreed with the snapshot beyond the op log; repaired from the store");
+    }
+    report.repaired_points = repaired;
+    Ok(Recovered { live, snapshot_seq: loaded.applied_seq, report })
+}
+
+/// No snapshot: build the index from every stored point.
+fn rebuild(settings: &CollectionSettings, store: &PartitionStore, last_seq: u64) -> Result<Recovered> {
+    let mut entries = Vec::new();
+    let mut vectors = Vec::new();
+    for item in store.scan_points()? {
+        let (key, point) = item?;
+        let id = keys::decode(&key).ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
+        if point.vector.len() != settings.dim {
+            return Err(ServerError::Internal(format!("stored point {id} has dimension {}", point.vector.len())));
+        }
+        vectors.extend_from_slice(&point.vector);
+        entries.push(SlotEntry { id, version: point.version, payload: parse_payload(point.payload)? });
+    }
+    let source = if entries.is_empty() && last_seq == 0 { "new" } else { "rebuilt" };
+    let live = build_live(settings, entries, &vectors)?;
+    // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
+    let report = LoadReport { index_source: source.into(), ..Default::default() };
+    Ok(Recovered { live, snapshot_seq: if source == "new" { last_seq } else { 0 }, report })
+}
+
+/// A fresh index over `entries` (in order) and their row-major `vectors`.
+pub(super) fn build_live(settings: &CollectionSettings, entries: Vec<SlotEntry>, vectors: &[f32]) -> Result<LiveIndex> {
+    let index = cairn_index::new_index(&settings.index, settings.metric(), settings.dim)?;
+    let mut table = PointTable::default();
+    let dim = settings.dim;
+    let mut entries = entries.into_iter();
+    for chunk in vectors.chunks(REBUILD_CHUNK * dim) {
+        let first = index.add(chunk)?;
+        for (offset, entry) in entries.by_ref().take(chunk.len() / dim).enumerate() {
+            table.publish(first + offset as u32, entry);
+        }
+    }
+    Ok(LiveIndex { index, table: table.into() })
+}
+
+fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}"))))
+        .transpose()
+}

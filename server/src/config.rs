@@ -1,0 +1,252 @@
+//! Configuration: one tree, loaded in layers, validated once at start-up.
+//!
+//! Precedence (lowest first): the embedded default (`configs/standalone.toml`, compiled in),
+//! a `--config` file, `CAIRN__SECTION__KEY` environment variables, command-line flags.
+//! Every struct denies unknown fields, so a misspelt key stops the server instead of being
+//! ignored.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The embedded default configuration.
+pub const DEFAULT_TOML: &str = include_str!("../../configs/standalone.toml");
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node.
+    pub node: NodeConfig,
+    /// The REST API.
+    pub http: HttpConfig,
+    /// Request limits.
+    pub limits: Limits,
+    /// Durability and background maintenance.
+    pub storage: StorageConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// This node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Folder holding every collection.
+    pub data_dir: PathBuf,
+}
+
+/// The REST API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Listen address.
+    pub addr: String,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// File written with the bound address once ready; empty for none.
+    pub ready_file: String,
+}
+
+/// Documented maxima; requests above them get a 400 naming the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Largest `limit + offset`.
+    pub max_limit: usize,
+    /// Largest `hnsw_ef`.
+    pub max_ef: usize,
+    /// Most points per write or get request.
+    pub max_points_per_request: usize,
+    /// Most queries per batch.
+    pub max_batch_queries: usize,
+    /// Largest dimension.
+    pub max_dim: usize,
+}
+
+/// Durability and background maintenance.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// fsync the WAL before acknowledging.
+    pub sync_writes: bool,
+    /// Snapshot the index after this many applied ops.
+    pub snapshot_every_ops: u64,
+    /// …or after this many seconds with changes.
+    pub snapshot_every_secs: u64,
+    /// Op-log entries kept behind the snapshot.
+    pub oplog_retention_ops: u64,
+    /// Dead-slot share that triggers an index rebuild.
+    pub vacuum_dead_ratio: f64,
+    /// Minimum dead slots before a rebuild.
+    pub vacuum_min_dead: usize,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// Default filter directive.
+    pub level: String,
+    /// `text` or `json`.
+    pub format: String,
+}
+
+/// Overrides from the command line (highest precedence).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CliOverrides {
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+    /// `--http-addr`.
+    pub http_addr: Option<String>,
+    /// `--ready-file`.
+    pub ready_file: Option<PathBuf>,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A layer did not parse or named an unknown key.
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    /// Values that parse but make no sense; every problem is listed.
+    #[error("invalid configuration: {}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Loads the layers described in the module docs, then validates.
+    pub fn load(file: Option<&std::path::Path>, cli: &CliOverrides) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::Parse(format!("config file {} does not exist", path.display())));
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        figment = figment.merge(Env::prefixed("CAIRN__").split("__"));
+        if let Some(dir) = &cli.data_dir {
+            figment = figment.merge(Serialized::default("node.data_dir", dir));
+        }
+        if let Some(addr) = &cli.http_addr {
+            figment = figment.merge(Serialized::default("http.addr", addr));
+        }
+        if let Some(file) = &cli.ready_file {
+            figment = figment.merge(Serialized::default("http.ready_file", file));
+        }
+        let config: Config = figment.extract().map_err(|e| ConfigError::Parse(flatten(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reports every invalid value at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        if self.node.data_dir.as_os_str().is_empty() {
+            problems.push("node.data_dir must not be empty".to_owned());
+        }
+        if self.http.addr.parse::<SocketAddr>().is_err() {
+            problems.push(format!("http.addr must be HOST:PORT with an IP host, got {:?}", self.http.addr));
+        }
+        let positive = [
+            ("http.max_body_bytes", self.http.max_body_bytes),
+            ("limits.max_limit", self.limits.max_limit),
+            ("limits.max_ef", self.limits.max_ef),
+            ("limits.max_points_per_request", self.limits.max_points_per_request),
+            ("limits.max_batch_queries", self.limits.max_batch_queries),
+            ("limits.max_dim", self.limits.max_dim),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                problems.push(format!("{name} must be at least 1"));
+            }
+        }
+        if self.storage.snapshot_every_ops == 0 || self.storage.snapshot_every_secs == 0 {
+            problems.push("storage.snapshot_every_ops and snapshot_every_secs must be at least 1".to_owned());
+        }
+        if !(0.0..=1.0).contains(&self.storage.vacuum_dead_ratio) {
+            problems.push("storage.vacuum_dead_ratio must be within 0..=1".to_owned());
+        }
+        if !["text", "json"].contains(&self.log.format.as_str()) {
+            problems.push(format!("log.format must be \"text\" or \"json\", got {:?}", self.log.format));
+        }
+        if self.log.level.is_empty() {
+            problems.push("log.level must not be empty".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// The listen address (validated in [`Config::validate`]).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http.addr.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 6333)))
+    }
+}
+
+fn flatten(error: figment::Error) -> String {
+    error.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_valid_and_standalone() {
+        figment::Jail::expect_with(|_| {
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(c.http.addr, "127.0.0.1:6333");
+            assert_eq!(c.node.data_dir, PathBuf::from("./data"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[http]\naddr = \"127.0.0.1:7000\"\n[limits]\nmax_limit = 5\n")?;
+            jail.set_env("CAIRN__LIMITS__MAX_LIMIT", "7");
+            jail.set_env("CAIRN__STORAGE__SYNC_WRITES", "false");
+            let cli = CliOverrides { data_dir: Some("/tmp/x".into()), ..Default::default() };
+            let c = Config::load(Some(std::path::Path::new("c.toml")), &cli).unwrap();
+            assert_eq!(c.http.addr, "127.0.0.1:7000");
+            assert_eq!(c.limits.max_limit, 7);
+            assert!(!c.storage.sync_writes);
+            assert_eq!(c.node.data_dir, PathBuf::from("/tmp/x"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("c.toml", "[http]\nadress = \"x\"\n")?;
+            let err = Config::load(Some(std::path::Path::new("c.toml")), &CliOverrides::default()).unwrap_err();
+            assert!(err.to_string().contains("adress"), "{err}");
+            Ok(())
+        });
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("CAIRN__HTTP__TYPO", "1");
+            assert!(Config::load(None, &CliOverrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_invalid_value_is_reported() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("CAIRN__HTTP__ADDR", "");
+            jail.set_env("CAIRN__LIMITS__MAX_EF", "0");
+            let err = Config::load(None, &CliOverrides::default()).unwrap_err().to_string();
+            assert!(err.contains("http.addr") && err.contains("limits.max_ef"), "{err}");
+            Ok(())
+        });
+    }
+}

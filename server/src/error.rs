@@ -1,0 +1,80 @@
+//! The server's error type. Every variant has an [`ErrorCode`]; `http/error.rs` turns codes
+//! into statuses in one exhaustive match, so a new variant cannot be forgotten there.
+
+use cairn_api::{ErrorCode, PointId};
+use cairn_index::IndexError;
+use cairn_storage::StorageError;
+
+/// Errors of request handling and collection management.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// No collection of that name.
+    #[error("collection `{0}` not found")]
+    CollectionNotFound(String),
+    /// No point with that id.
+    #[error("point {0} not found")]
+    PointNotFound(PointId),
+    /// Creating a collection that exists.
+    #[error("collection `{0}` already exists")]
+    CollectionExists(String),
+    /// A request that does not make sense; the message names the field.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// A vector with the wrong dimension.
+    #[error("wrong vector dimension at {field}: expected {expected}, got {got}")]
+    WrongDimension {
+        /// Where in the request.
+        field: String,
+        /// The collection's dimension.
+        expected: usize,
+        /// What was sent.
+        got: usize,
+    },
+    /// NaN, infinity or an empty vector.
+    #[error("{0}")]
+    InvalidVector(String),
+    /// Above a documented maximum.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// The request body is larger than `http.max_body_bytes`.
+    #[error("request body is larger than the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    /// Not ready, shutting down, or a background task died.
+    #[error("{0}")]
+    Unavailable(String),
+    /// RocksDB failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// An index operation failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// A bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ServerError {
+    /// The machine-readable code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ServerError::CollectionNotFound(_) | ServerError::PointNotFound(_) => ErrorCode::NotFound,
+            ServerError::CollectionExists(_) => ErrorCode::AlreadyExists,
+            ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,
+            ServerError::InvalidVector(_) => ErrorCode::InvalidVector,
+            ServerError::LimitExceeded(_) => ErrorCode::LimitExceeded,
+            ServerError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ServerError::Unavailable(_) => ErrorCode::Unavailable,
+            ServerError::Index(e) => match e {
+                IndexError::WrongDimension { .. } => ErrorCode::WrongDimension,
+                IndexError::InvalidParams(_) => ErrorCode::InvalidRequest,
+                IndexError::Full(_) => ErrorCode::LimitExceeded,
+                IndexError::Corrupt { .. } | IndexError::Io(_) => ErrorCode::Internal,
+            },
+            ServerError::Storage(_) | ServerError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Result alias of the server.
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;

@@ -1,0 +1,108 @@
+//! `/collections` endpoints.
+
+use std::time::Instant;
+
+use axum::extract::{Path, State as AxState};
+use axum::response::IntoResponse;
+use cairn_api::{
+    CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams, CollectionsList,
+    CreateCollection, HnswConfig, IndexConfig, OptimizersConfig, VectorParams, WalConfig,
+};
+use cairn_index::IndexParams;
+
+use super::json::ApiJson;
+use super::{blocking, ok, State};
+use crate::collection::Collection;
+use crate::error::Result;
+
+pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collections = state.catalog()?.names().into_iter().map(|name| CollectionDescription { name }).collect();
+    Ok(ok(CollectionsList { collections }, t))
+}
+
+pub(super) async fn create(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<CreateCollection>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let catalog = state.catalog()?.clone();
+    blocking(move || catalog.create(&name, &request)).await?;
+    Ok(ok(true, t))
+}
+
+pub(super) async fn delete(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let catalog = state.catalog()?.clone();
+    blocking(move || catalog.delete(&name)).await?;
+    Ok(ok(true, t))
+}
+
+pub(super) async fn exists(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let exists = state.catalog()?.get(&name).is_ok();
+    Ok(ok(CollectionExists { exists }, t))
+}
+
+pub(super) async fn info(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    Ok(ok(InfoWithLoad { info: describe(&collection), load: collection.load_report().clone() }, t))
+}
+
+/// Collection info plus Cairn's load report (how the index came back at start-up).
+#[derive(serde::Serialize)]
+struct InfoWithLoad {
+    #[serde(flatten)]
+    info: CollectionInfo,
+    load: crate::collection::LoadReport,
+}
+
+fn describe(collection: &Collection) -> CollectionInfo {
+    let s = collection.settings();
+    let points = collection.points() as u64;
+    let (index, hnsw) = match s.index {
+        IndexParams::Flat => (IndexConfig::Flat, cairn_index::hnsw::HnswParams::default()),
+        IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
+    };
+    CollectionInfo {
+        status: "green".into(),
+        optimizer_status: "ok".into(),
+        vectors_count: points,
+        indexed_vectors_count: points,
+        points_count: points,
+        segments_count: 1,
+        config: CollectionConfig {
+            params: CollectionParams {
+                vectors: VectorParams { size: s.dim, distance: s.distance, hnsw_config: None },
+                shard_number: 1,
+                replication_factor: 1,
+                write_consistency_factor: 1,
+                on_disk_payload: false,
+            },
+            hnsw_config: HnswConfig {
+                m: hnsw.m,
+                ef_construct: hnsw.ef_construction,
+                full_scan_threshold: s.full_scan_threshold,
+                ef_search: hnsw.ef_search,
+                max_indexing_threads: 0,
+                on_disk: false,
+            },
+            optimizer_config: OptimizersConfig {
+                deleted_threshold: 0.2,
+                vacuum_min_vector_number: 1000,
+                default_segment_number: 1,
+                max_segment_size: None,
+                memmap_threshold: None,
+                indexing_threshold: 0,
+                flush_interval_sec: 30,
+                max_optimization_threads: None,
+            },
+            wal_config: WalConfig { wal_capacity_mb: 32, wal_segments_ahead: 0 },
+            quantization_config: None,
+            index,
+        },
+        payload_schema: Default::default(),
+    }
+}

@@ -1,0 +1,89 @@
+//! A JSON body extractor whose errors name the field: malformed JSON, wrong types and
+//! over-size bodies all become Cairn error bodies (400 / 413), never axum's plain text.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use super::State;
+use crate::error::ServerError;
+
+/// A request body decoded as `T`.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<State> for ApiJson<T> {
+    type Rejection = ServerError;
+
+    async fn from_request(req: Request, state: &State) -> Result<Self, ServerError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ServerError::PayloadTooLarge(state.max_body_bytes)
+            } else {
+                ServerError::InvalidRequest(format!("cannot read request body: {}", rejection.body_text()))
+            }
+        })?;
+        decode(&bytes).map(ApiJson)
+    }
+}
+
+/// Decodes JSON, reporting the path of the first bad field.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ServerError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ServerError::InvalidRequest("request body is empty; expected a JSON object".into()));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                ServerError::InvalidRequest(format!("malformed JSON: {inner}"))
+            }
+            serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                ServerError::InvalidRequest(format!("invalid request body at `{path}`: {inner}"))
+            }
+        }
+    })?;
+    de.end().map_err(|e| ServerError::InvalidRequest(format!("malformed JSON: {e}")))?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_api::UpsertRequest;
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = decode::<UpsertRequest>(br#"{"points":[{"id":1,"vector":[1.0,"x"]}]}"#).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("points[0]"), "{msg}");
+        let err = decode::<UpsertRequest>(br#"{"points":[{"id":-4,"vector":[1.0]}]}"#).unwrap_err();
+        assert!(err.to_string().contains("points[0].id"), "{err}");
+        let err = decode::<UpsertRequest>(br#"{"points": [}"#).unwrap_err();
+        assert!(err.to_string().starts_with("malformed JSON"), "{err}");
+        assert!(decode::<UpsertRequest>(b"  ").is_err());
+    }
+}
+
+/// Like [`ApiJson`], but an empty body decodes as `T::default()` (count, scroll).
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<State> for OptionalJson<T> {
+    type Rejection = ServerError;
+
+    async fn from_request(req: Request, state: &State) -> Result<Self, ServerError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ServerError::PayloadTooLarge(state.max_body_bytes)
+            } else {
+                ServerError::InvalidRequest(format!("cannot read request body: {}", rejection.body_text()))
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        decode(&bytes).map(OptionalJson)
+    }
+}

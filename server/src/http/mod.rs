@@ -1,0 +1,106 @@
+//! The REST API: Qdrant-shaped routes over the catalog.
+//!
+//! One file per API area (`collections.rs`, `points.rs`, `query.rs`, `service.rs`); request
+//! bodies go through [`json::ApiJson`] so that malformed JSON and wrong types come back as a
+//! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
+//! tokio's blocking pool, never on the async workers.
+
+mod collections;
+pub mod error;
+mod json;
+pub mod metrics;
+mod points;
+mod query;
+mod service;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use cairn_api::Response;
+
+use crate::catalog::Catalog;
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// State shared by every handler.
+pub struct AppState {
+    catalog: OnceLock<Arc<Catalog>>,
+    ready: AtomicBool,
+    /// Request limits.
+    pub limits: Limits,
+    /// Largest body in bytes.
+    pub max_body_bytes: usize,
+    /// Request counters for `/metrics`.
+    pub metrics: metrics::Metrics,
+}
+
+impl AppState {
+    /// State of a server that is still loading.
+    pub fn new(limits: Limits, max_body_bytes: usize) -> Self {
+        Self { catalog: OnceLock::new(), ready: AtomicBool::new(false), limits, max_body_bytes, metrics: Default::default() }
+    }
+
+    /// Installs the loaded catalog and turns `/readyz` green.
+    pub fn set_ready(&self, catalog: Arc<Catalog>) {
+        let _ = self.catalog.set(catalog);
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Whether collections are loaded.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The catalog, or 503 while loading.
+    pub fn catalog(&self) -> Result<&Arc<Catalog>> {
+        self.catalog.get().ok_or_else(|| ServerError::Unavailable("server is loading collections".into()))
+    }
+}
+
+/// Shared state handle.
+pub type State = Arc<AppState>;
+
+/// Wraps a result in the success envelope with the elapsed time.
+pub(crate) fn ok<T>(result: T, started: Instant) -> axum::Json<Response<T>> {
+    axum::Json(Response::ok(result, started.elapsed().as_secs_f64()))
+}
+
+/// Runs blocking work on tokio's blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ServerError::Internal(format!("worker failed: {e}")))?
+}
+
+/// The router with every route and layer.
+pub fn router(state: State) -> Router {
+    let body_limit = state.max_body_bytes;
+    Router::new()
+        .route("/", get(service::root))
+        .route("/healthz", get(service::healthz))
+        .route("/readyz", get(service::readyz))
+        .route("/metrics", get(service::metrics))
+        .route("/collections", get(collections::list))
+        .route(
+            "/collections/{collection}",
+            get(collections::info).put(collections::create).delete(collections::delete),
+        )
+        .route("/collections/{collection}/exists", get(collections::exists))
+        .route("/collections/{collection}/points", axum::routing::put(points::upsert).post(points::get_many))
+        .route("/collections/{collection}/points/{id}", get(points::get_one))
+        .route("/collections/{collection}/points/delete", post(points::delete))
+        .route("/collections/{collection}/points/scroll", post(points::scroll))
+        .route("/collections/{collection}/points/count", post(points::count))
+        .route("/collections/{collection}/points/query", post(query::query))
+        .route("/collections/{collection}/points/query/batch", post(query::query_batch))
+        .route("/collections/{collection}/points/search", post(query::search))
+        .route("/collections/{collection}/points/search/batch", post(query::search_batch))
+        .fallback(service::not_found)
+        .method_not_allowed_fallback(service::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(service::panic_response))
+        .with_state(state)
+}

@@ -1,0 +1,156 @@
+//! Point endpoints: upsert, get, delete, scroll, count.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use axum::extract::{Path, Query, State as AxState};
+use axum::response::IntoResponse;
+use cairn_api::{
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ScrollRequest, ScrollResult,
+    UpdateResult, UpdateStatus, UpsertRequest,
+};
+
+use super::json::{ApiJson, OptionalJson};
+use super::{blocking, ok, State};
+use crate::collection::filter::validate;
+use crate::collection::{prepare_delete_ids, prepare_points, PayloadSelection, ScrollPlan};
+use crate::error::{Result, ServerError};
+
+/// Default scroll page, as in Qdrant.
+const DEFAULT_SCROLL_LIMIT: usize = 10;
+
+/// `?wait=true|false` (anything else is a 400).
+fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
+    match params.get("wait").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true" | "") => Ok(true),
+        Some(other) => Err(ServerError::InvalidRequest(format!("query parameter wait must be true or false, got {other:?}"))),
+    }
+}
+
+fn check_limit(state: &State, limit: usize, field: &str) -> Result<()> {
+    if limit > state.limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!("{field} {limit} is above the maximum of {}", state.limits.max_limit)));
+    }
+    Ok(())
+}
+
+async fn finish_write(
+    collection: &crate::collection::Collection,
+    seq: u64,
+    wait: bool,
+) -> Result<UpdateResult> {
+    if wait {
+        collection.wait_applied(seq).await?;
+        Ok(UpdateResult { operation_id: seq, status: UpdateStatus::Completed })
+    } else {
+        Ok(UpdateResult { operation_id: seq, status: UpdateStatus::Acknowledged })
+    }
+}
+
+pub(super) async fn upsert(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+    ApiJson(request): ApiJson<UpsertRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let wait = wait_flag(&params)?;
+    let collection = state.catalog()?.get(&name)?;
+    let limits = state.limits;
+    let c = collection.clone();
+    let seq = blocking(move || {
+        let points = prepare_points(c.settings(), request, &limits)?;
+        c.upsert_blocking(points)
+    })
+    .await?;
+    Ok(ok(finish_write(&collection, seq, wait).await?, t))
+}
+
+pub(super) async fn delete(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+    ApiJson(request): ApiJson<DeletePointsRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let wait = wait_flag(&params)?;
+    let collection = state.catalog()?.get(&name)?;
+    let limits = state.limits;
+    let c = collection.clone();
+    let seq = blocking(move || {
+        let ids = match (request.points, request.filter) {
+            (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
+            (None, Some(filter)) => {
+                validate(&filter, "filter")?;
+                c.matching_ids(&filter)
+            }
+            (Some(_), Some(_)) => return Err(ServerError::InvalidRequest("give either `points` or `filter`, not both".into())),
+            (None, None) => return Err(ServerError::InvalidRequest("body needs `points` or `filter`".into())),
+        };
+        c.delete_blocking(ids)
+    })
+    .await?;
+    Ok(ok(finish_write(&collection, seq, wait).await?, t))
+}
+
+pub(super) async fn get_one(AxState(state): AxState<State>, Path((name, id)): Path<(String, String)>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let id: PointId = id.parse().map_err(ServerError::InvalidRequest)?;
+    let collection = state.catalog()?.get(&name)?;
+    let record = collection
+        .get_points(&[id], &PayloadSelection::All, true)
+        .pop()
+        .ok_or(ServerError::PointNotFound(id))?;
+    Ok(ok(record, t))
+}
+
+pub(super) async fn get_many(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<GetPointsRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    let ids = prepare_delete_ids(request.ids, &state.limits)?;
+    let with_payload = PayloadSelection::from_wire(request.with_payload, true);
+    let with_vector = request.with_vector.is_some_and(|w| w.enabled());
+    Ok(ok(collection.get_points(&ids, &with_payload, with_vector), t))
+}
+
+pub(super) async fn scroll(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    OptionalJson(request): OptionalJson<ScrollRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    let limit = request.limit.unwrap_or(DEFAULT_SCROLL_LIMIT);
+    check_limit(&state, limit, "limit")?;
+    if let Some(f) = &request.filter {
+        validate(f, "filter")?;
+    }
+    let plan = ScrollPlan {
+        offset: request.offset,
+        limit,
+        filter: request.filter,
+        with_payload: PayloadSelection::from_wire(request.with_payload, true),
+        with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+    };
+    let (points, next_page_offset) = blocking(move || Ok(collection.scroll_blocking(&plan))).await?;
+    Ok(ok(ScrollResult { points, next_page_offset }, t))
+}
+
+pub(super) async fn count(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    OptionalJson(request): OptionalJson<CountRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    if let Some(f) = &request.filter {
+        validate(f, "filter")?;
+    }
+    let count = blocking(move || Ok(collection.count_blocking(request.filter.as_ref()))).await?;
+    Ok(ok(CountResult { count }, t))
+}

@@ -1,0 +1,144 @@
+//! Query and search endpoints (the universal `query` API and the older `search` API).
+
+use std::time::Instant;
+
+use axum::extract::{Path, State as AxState};
+use axum::response::IntoResponse;
+use cairn_api::{
+    NearestTarget, QueryBatchRequest, QueryInput, QueryRequest, QueryResponse, SearchBatchRequest, SearchRequest,
+};
+
+use super::json::ApiJson;
+use super::{blocking, ok, State};
+use crate::collection::filter::validate;
+use crate::collection::query::QueryTarget;
+use crate::collection::{Collection, PayloadSelection, QueryPlan};
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// Default number of results, as in Qdrant.
+const DEFAULT_LIMIT: usize = 10;
+
+/// Validates a query against the collection and the limits; `field` prefixes error paths.
+fn plan(collection: &Collection, request: QueryRequest, limits: &Limits, field: &str) -> Result<QueryPlan> {
+    if request.using.as_deref().is_some_and(|name| !name.is_empty()) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}using: named vectors are not supported; collections have one unnamed vector"
+        )));
+    }
+    let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+    let offset = request.offset.unwrap_or(0);
+    if limit.saturating_add(offset) > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}limit + offset = {} is above the maximum of {}",
+            limit.saturating_add(offset),
+            limits.max_limit
+        )));
+    }
+    let params = request.params.unwrap_or_default();
+    if let Some(ef) = params.hnsw_ef {
+        if ef > limits.max_ef {
+            return Err(ServerError::LimitExceeded(format!("{field}params.hnsw_ef {ef} is above the maximum of {}", limits.max_ef)));
+        }
+        if ef == 0 {
+            return Err(ServerError::InvalidRequest(format!("{field}params.hnsw_ef must be at least 1")));
+        }
+    }
+    if let Some(filter) = &request.filter {
+        validate(filter, &format!("{field}filter"))?;
+    }
+    if request.score_threshold.is_some_and(|t| !t.is_finite()) {
+        return Err(ServerError::InvalidRequest(format!("{field}score_threshold must be finite")));
+    }
+    let vector_field = format!("{field}query");
+    let target = match request.query {
+        Some(QueryInput::Vector(v) | QueryInput::Nearest { nearest: NearestTarget::Vector(v) }) => {
+            QueryTarget::Vector(crate::collection::input_check_vector(collection.settings(), v, &vector_field)?)
+        }
+        Some(QueryInput::Point(id) | QueryInput::Nearest { nearest: NearestTarget::Point(id) }) => QueryTarget::Point(id),
+        None => {
+            return Err(ServerError::InvalidRequest(format!(
+                "{vector_field} is required: a vector, a point id or {{\"nearest\": …}} (list points with /points/scroll)"
+            )))
+        }
+    };
+    Ok(QueryPlan {
+        target,
+        filter: request.filter,
+        limit,
+        offset,
+        ef: params.hnsw_ef,
+        exact: params.exact.unwrap_or(false),
+        score_threshold: request.score_threshold,
+        with_payload: PayloadSelection::from_wire(request.with_payload, false),
+        with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+    })
+}
+
+fn check_batch(n: usize, limits: &Limits) -> Result<()> {
+    if n > limits.max_batch_queries {
+        return Err(ServerError::LimitExceeded(format!(
+            "searches: {n} queries is above the maximum of {} per batch",
+            limits.max_batch_queries
+        )));
+    }
+    Ok(())
+}
+
+async fn run(state: &State, name: &str, requests: Vec<QueryRequest>, batched: bool) -> Result<Vec<QueryResponse>> {
+    let collection = state.catalog()?.get(name)?;
+    let limits = state.limits;
+    blocking(move || {
+        let plans = requests
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| plan(&collection, r, &limits, &if batched { format!("searches[{i}].") } else { String::new() }))
+            .collect::<Result<Vec<_>>>()?;
+        plans.iter().map(|p| Ok(QueryResponse { points: collection.query_blocking(p)? })).collect()
+    })
+    .await
+}
+
+pub(super) async fn query(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<QueryRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let mut responses = run(&state, &name, vec![request], false).await?;
+    let response = responses.pop().ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
+    Ok(ok(response, t))
+}
+
+pub(super) async fn query_batch(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<QueryBatchRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    check_batch(request.searches.len(), &state.limits)?;
+    Ok(ok(run(&state, &name, request.searches, true).await?, t))
+}
+
+pub(super) async fn search(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<SearchRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let mut responses = run(&state, &name, vec![request.into()], false).await?;
+    let points = responses.pop().map(|r| r.points).unwrap_or_default();
+    Ok(ok(points, t))
+}
+
+pub(super) async fn search_batch(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<SearchBatchRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    check_batch(request.searches.len(), &state.limits)?;
+    let requests = request.searches.into_iter().map(QueryRequest::from).collect();
+    let responses = run(&state, &name, requests, true).await?;
+    Ok(ok(responses.into_iter().map(|r| r.points).collect::<Vec<_>>(), t))
+}

@@ -1,0 +1,78 @@
+//! `cairn`: the Cairn vector search server.
+//!
+//! `cairn serve` runs the standalone server on its embedded default configuration (data in
+//! `./data`, HTTP on 127.0.0.1:6333); see `configs/standalone.toml` for every setting.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use cairn_server::config::{CliOverrides, Config};
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "cairn", version, about = "Cairn: distributed vector similarity search")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve {
+        /// TOML file overriding the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Data folder (`node.data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Listen address, HOST:PORT (`http.addr`); port 0 picks a free one.
+        #[arg(long)]
+        http_addr: Option<String>,
+        /// Write the bound address to this file once ready (`http.ready_file`).
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
+    },
+    /// Print the effective configuration (defaults, file, environment and flags merged).
+    Config {
+        /// TOML file overriding the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn init_logging(config: &Config) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if config.log.format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config, data_dir, http_addr, ready_file } => {
+            let overrides = CliOverrides { data_dir, http_addr, ready_file };
+            let config = Config::load(config.as_deref(), &overrides)?;
+            init_logging(&config);
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+            runtime.block_on(cairn_server::roles::standalone::run(config))
+        }
+        Command::Config { config } => {
+            let config = Config::load(config.as_deref(), &CliOverrides::default())?;
+            let text = toml_text(&config)?;
+            std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
+fn toml_text(config: &Config) -> anyhow::Result<String> {
+    Ok(figment::Figment::from(figment::providers::Serialized::defaults(config))
+        .extract::<toml::Value>()
+        .map(|v| v.to_string())?)
+}

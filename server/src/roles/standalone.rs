@@ -1,0 +1,78 @@
+//! The standalone role: the HTTP API over a local catalog, data in `node.data_dir`.
+//!
+//! Start-up order matters for readiness: the listener binds first (so `/healthz` answers and
+//! `/readyz` says 503), collections load on a blocking thread, then readiness turns green and
+//! the ready file (if configured) is written with the bound address.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::http::{router, AppState};
+
+/// Runs until SIGINT or SIGTERM, then drains requests and snapshots every collection.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.http_addr())
+        .await
+        .with_context(|| format!("cannot listen on {}", config.http.addr))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, data_dir = %config.node.data_dir.display(), "cairn standalone listening");
+
+    let state = Arc::new(AppState::new(config.limits, config.http.max_body_bytes));
+    let app = router(state.clone());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+    });
+
+    let data_dir = config.node.data_dir.clone();
+    let catalog = tokio::task::spawn_blocking(move || Catalog::open(&data_dir, config.storage, config.limits))
+        .await?
+        .context("cannot load collections")?;
+    let catalog = Arc::new(catalog);
+    state.set_ready(catalog.clone());
+    tracing::info!(collections = catalog.names().len(), "ready");
+    if !config.http.ready_file.is_empty() {
+        write_ready_file(&config.http.ready_file, &addr.to_string())?;
+    }
+
+    server.await?.context("http server failed")?;
+    tracing::info!("shutting down: writing index snapshots");
+    tokio::task::spawn_blocking(move || catalog.close_all()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Writes atomically so a watcher never reads a half-written address.
+fn write_ready_file(path: &str, contents: &str) -> anyhow::Result<()> {
+    let tmp = format!("{path}.tmp");
+    fs_err::write(&tmp, contents)?;
+    fs_err::rename(&tmp, path)?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received");
+}
