@@ -33,7 +33,10 @@ pub enum IndexError {
 impl IndexError {
     /// Corruption in bytes that did not come from a named file.
     pub(crate) fn corrupt(comment: impl Into<String>) -> Self {
-        IndexError::Corrupt { path: PathBuf::new(), comment: comment.into() }
+        IndexError::Corrupt {
+            path: PathBuf::new(),
+            comment: comment.into(),
+        }
     }
 }
 

@@ -136,7 +136,9 @@ pub trait VectorIndex: Send + Sync {
 /// Builds an empty index of the given kind.
 pub fn new_index(params: &IndexParams, metric: Metric, dim: usize) -> Result<Box<dyn VectorIndex>> {
     if dim == 0 {
-        return Err(IndexError::InvalidParams("dimension must be at least 1".into()));
+        return Err(IndexError::InvalidParams(
+            "dimension must be at least 1".into(),
+        ));
     }
     Ok(match params {
         IndexParams::Flat => Box::new(flat::FlatIndex::new(metric, dim)),

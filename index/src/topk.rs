@@ -23,7 +23,9 @@ impl Eq for Neighbor {}
 impl Ord for Neighbor {
     /// Total order by key, then slot, so sorting is deterministic even with ties and NaN.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key.total_cmp(&other.key).then(self.slot.cmp(&other.slot))
+        self.key
+            .total_cmp(&other.key)
+            .then(self.slot.cmp(&other.slot))
     }
 }
 
@@ -41,7 +43,10 @@ pub(crate) struct TopK {
 
 impl TopK {
     pub(crate) fn new(k: usize) -> Self {
-        Self { k, heap: std::collections::BinaryHeap::with_capacity(k + 1) }
+        Self {
+            k,
+            heap: std::collections::BinaryHeap::with_capacity(k + 1),
+        }
     }
 
     pub(crate) fn offer(&mut self, n: Neighbor) {

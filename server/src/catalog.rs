@@ -38,7 +38,9 @@ pub fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if ok {
         Ok(())
     } else {
@@ -66,12 +68,22 @@ impl Catalog {
             let collection = Collection::open(&name, &partition_dir(&path), storage)?;
             collections.insert(name, Arc::new(collection));
         }
-        Ok(Self { root, storage, limits, collections: RwLock::new(collections), admin: Mutex::new(()) })
+        Ok(Self {
+            root,
+            storage,
+            limits,
+            collections: RwLock::new(collections),
+            admin: Mutex::new(()),
+        })
     }
 
     /// A collection by name.
     pub fn get(&self, name: &str) -> Result<Arc<Collection>> {
-        self.collections.read().get(name).cloned().ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))
+        self.collections
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))
     }
 
     /// Names of all collections, sorted.
@@ -100,9 +112,13 @@ impl Catalog {
         Collection::initialise(&partition_dir(&staging), &settings, self.storage)?;
         let dir = self.root.join(name);
         fs_err::rename(&staging, &dir).map_err(io)?;
-        fs_err::File::open(&self.root).and_then(|d| d.sync_all()).map_err(io)?;
+        fs_err::File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
         let collection = Collection::open(name, &partition_dir(&dir), self.storage)?;
-        self.collections.write().insert(name.to_owned(), Arc::new(collection));
+        self.collections
+            .write()
+            .insert(name.to_owned(), Arc::new(collection));
         tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance, "collection created");
         Ok(())
     }
@@ -110,10 +126,16 @@ impl Catalog {
     /// Deletes a collection and its files (blocking).
     pub fn delete(&self, name: &str) -> Result<()> {
         let _admin = self.admin.lock();
-        let collection = self.collections.write().remove(name).ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
+        let collection = self
+            .collections
+            .write()
+            .remove(name)
+            .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
         collection.close();
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let trash = self.root.join(format!(".deleted-{name}-{nanos}"));
         fs_err::rename(self.root.join(name), &trash).map_err(io)?;
         fs_err::remove_dir_all(&trash).map_err(io)?;

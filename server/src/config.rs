@@ -123,7 +123,10 @@ impl Config {
         let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
         if let Some(path) = file {
             if !path.is_file() {
-                return Err(ConfigError::Parse(format!("config file {} does not exist", path.display())));
+                return Err(ConfigError::Parse(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
             }
             figment = figment.merge(Toml::file(path));
         }
@@ -137,7 +140,9 @@ impl Config {
         if let Some(file) = &cli.ready_file {
             figment = figment.merge(Serialized::default("http.ready_file", file));
         }
-        let config: Config = figment.extract().map_err(|e| ConfigError::Parse(flatten(e)))?;
+        let config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Parse(flatten(e)))?;
         config.validate()?;
         Ok(config)
     }
@@ -149,13 +154,19 @@ impl Config {
             problems.push("node.data_dir must not be empty".to_owned());
         }
         if self.http.addr.parse::<SocketAddr>().is_err() {
-            problems.push(format!("http.addr must be HOST:PORT with an IP host, got {:?}", self.http.addr));
+            problems.push(format!(
+                "http.addr must be HOST:PORT with an IP host, got {:?}",
+                self.http.addr
+            ));
         }
         let positive = [
             ("http.max_body_bytes", self.http.max_body_bytes),
             ("limits.max_limit", self.limits.max_limit),
             ("limits.max_ef", self.limits.max_ef),
-            ("limits.max_points_per_request", self.limits.max_points_per_request),
+            (
+                "limits.max_points_per_request",
+                self.limits.max_points_per_request,
+            ),
             ("limits.max_batch_queries", self.limits.max_batch_queries),
             ("limits.max_dim", self.limits.max_dim),
         ];
@@ -165,13 +176,18 @@ impl Config {
             }
         }
         if self.storage.snapshot_every_ops == 0 || self.storage.snapshot_every_secs == 0 {
-            problems.push("storage.snapshot_every_ops and snapshot_every_secs must be at least 1".to_owned());
+            problems.push(
+                "storage.snapshot_every_ops and snapshot_every_secs must be at least 1".to_owned(),
+            );
         }
         if !(0.0..=1.0).contains(&self.storage.vacuum_dead_ratio) {
             problems.push("storage.vacuum_dead_ratio must be within 0..=1".to_owned());
         }
         if !["text", "json"].contains(&self.log.format.as_str()) {
-            problems.push(format!("log.format must be \"text\" or \"json\", got {:?}", self.log.format));
+            problems.push(format!(
+                "log.format must be \"text\" or \"json\", got {:?}",
+                self.log.format
+            ));
         }
         if self.log.level.is_empty() {
             problems.push("log.level must not be empty".to_owned());
@@ -185,17 +201,24 @@ impl Config {
 
     /// The listen address (validated in [`Config::validate`]).
     pub fn http_addr(&self) -> SocketAddr {
-        self.http.addr.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 6333)))
+        self.http
+            .addr
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 6333)))
     }
 }
 
 fn flatten(error: figment::Error) -> String {
-    error.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+    error
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::result_large_err)]
     use super::*;
 
     #[test]
@@ -211,10 +234,16 @@ mod tests {
     #[test]
     fn layers_apply_in_order() {
         figment::Jail::expect_with(|jail| {
-            jail.create_file("c.toml", "[http]\naddr = \"127.0.0.1:7000\"\n[limits]\nmax_limit = 5\n")?;
+            jail.create_file(
+                "c.toml",
+                "[http]\naddr = \"127.0.0.1:7000\"\n[limits]\nmax_limit = 5\n",
+            )?;
             jail.set_env("CAIRN__LIMITS__MAX_LIMIT", "7");
             jail.set_env("CAIRN__STORAGE__SYNC_WRITES", "false");
-            let cli = CliOverrides { data_dir: Some("/tmp/x".into()), ..Default::default() };
+            let cli = CliOverrides {
+                data_dir: Some("/tmp/x".into()),
+                ..Default::default()
+            };
             let c = Config::load(Some(std::path::Path::new("c.toml")), &cli).unwrap();
             assert_eq!(c.http.addr, "127.0.0.1:7000");
             assert_eq!(c.limits.max_limit, 7);
@@ -228,7 +257,11 @@ mod tests {
     fn unknown_keys_are_errors() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("c.toml", "[http]\nadress = \"x\"\n")?;
-            let err = Config::load(Some(std::path::Path::new("c.toml")), &CliOverrides::default()).unwrap_err();
+            let err = Config::load(
+                Some(std::path::Path::new("c.toml")),
+                &CliOverrides::default(),
+            )
+            .unwrap_err();
             assert!(err.to_string().contains("adress"), "{err}");
             Ok(())
         });
@@ -244,8 +277,13 @@ mod tests {
         figment::Jail::expect_with(|jail| {
             jail.set_env("CAIRN__HTTP__ADDR", "");
             jail.set_env("CAIRN__LIMITS__MAX_EF", "0");
-            let err = Config::load(None, &CliOverrides::default()).unwrap_err().to_string();
-            assert!(err.contains("http.addr") && err.contains("limits.max_ef"), "{err}");
+            let err = Config::load(None, &CliOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("http.addr") && err.contains("limits.max_ef"),
+                "{err}"
+            );
             Ok(())
         });
     }

@@ -57,7 +57,9 @@ impl ServerError {
     /// The machine-readable code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            ServerError::CollectionNotFound(_) | ServerError::PointNotFound(_) => ErrorCode::NotFound,
+            ServerError::CollectionNotFound(_) | ServerError::PointNotFound(_) => {
+                ErrorCode::NotFound
+            }
             ServerError::CollectionExists(_) => ErrorCode::AlreadyExists,
             ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
             ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,

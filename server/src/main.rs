@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "cairn", version, about = "Cairn: distributed vector similarity search")]
+#[command(
+    name = "cairn",
+    version,
+    about = "Cairn: distributed vector similarity search"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -43,8 +47,11 @@ enum Command {
 }
 
 fn init_logging(config: &Config) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if config.log.format == "json" {
         builder.json().init();
     } else {
@@ -55,11 +62,23 @@ fn init_logging(config: &Config) {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config, data_dir, http_addr, ready_file } => {
-            let overrides = CliOverrides { data_dir, http_addr, ready_file };
+        Command::Serve {
+            config,
+            data_dir,
+            http_addr,
+            ready_file,
+        } => {
+            let overrides = CliOverrides {
+                data_dir,
+                http_addr,
+                ready_file,
+            };
             let config = Config::load(config.as_deref(), &overrides)?;
             init_logging(&config);
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start tokio")?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start tokio")?;
             runtime.block_on(cairn_server::roles::standalone::run(config))
         }
         Command::Config { config } => {
@@ -72,7 +91,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn toml_text(config: &Config) -> anyhow::Result<String> {
-    Ok(figment::Figment::from(figment::providers::Serialized::defaults(config))
-        .extract::<toml::Value>()
-        .map(|v| v.to_string())?)
+    Ok(
+        figment::Figment::from(figment::providers::Serialized::defaults(config))
+            .extract::<toml::Value>()
+            .map(|v| v.to_string())?,
+    )
 }

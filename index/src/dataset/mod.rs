@@ -41,7 +41,10 @@ impl Vectors {
     }
     /// The first `n` vectors.
     pub fn truncated(&self, n: usize) -> Vectors {
-        Vectors { dim: self.dim, data: self.data[..n.min(self.len()) * self.dim].to_vec() }
+        Vectors {
+            dim: self.dim,
+            data: self.data[..n.min(self.len()) * self.dim].to_vec(),
+        }
     }
 }
 
@@ -50,18 +53,29 @@ fn read_vecs<T>(path: &Path, decode: impl Fn([u8; 4]) -> T) -> Result<(usize, Ve
     read_records(path, 4, |c| decode([c[0], c[1], c[2], c[3]]))
 }
 
-fn read_records<T>(path: &Path, width: usize, decode: impl Fn(&[u8]) -> T) -> Result<(usize, Vec<T>)> {
+fn read_records<T>(
+    path: &Path,
+    width: usize,
+    decode: impl Fn(&[u8]) -> T,
+) -> Result<(usize, Vec<T>)> {
     let bytes = fs_err::read(path)?;
-    let corrupt = |comment: String| IndexError::Corrupt { path: path.to_path_buf(), comment };
+    let corrupt = |comment: String| IndexError::Corrupt {
+        path: path.to_path_buf(),
+        comment,
+    };
     let mut out = Vec::new();
     let mut dim = None;
     let mut pos = 0;
     while pos < bytes.len() {
-        let head = bytes.get(pos..pos + 4).ok_or_else(|| corrupt(format!("truncated header at {pos}")))?;
+        let head = bytes
+            .get(pos..pos + 4)
+            .ok_or_else(|| corrupt(format!("truncated header at {pos}")))?;
         let d = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
         let d = usize::try_from(d).map_err(|_| corrupt(format!("negative dimension at {pos}")))?;
         if *dim.get_or_insert(d) != d {
-            return Err(corrupt(format!("record at {pos} has dimension {d}, expected {dim:?}")));
+            return Err(corrupt(format!(
+                "record at {pos} has dimension {d}, expected {dim:?}"
+            )));
         }
         let body = bytes
             .get(pos + 4..pos + 4 + d * width)
@@ -90,7 +104,10 @@ pub fn read_ivecs(path: &Path) -> Result<Vec<Vec<u32>>> {
     if dim == 0 {
         return Ok(Vec::new());
     }
-    Ok(data.chunks_exact(dim).map(|r| r.iter().map(|&x| x.max(0) as u32).collect()).collect())
+    Ok(data
+        .chunks_exact(dim)
+        .map(|r| r.iter().map(|&x| x.max(0) as u32).collect())
+        .collect())
 }
 
 /// Where the shared datasets live: `$CAIRN_SHARED_DATA`, or `../shared/data` beside the

@@ -28,14 +28,23 @@ pub struct ClusterSpec {
 pub fn clustered_gaussian(spec: ClusterSpec) -> Vectors {
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let unit = Normal::new(0.0f32, 1.0).unwrap_or_else(|_| unreachable!("σ = 1 is valid"));
-    let centres: Vec<f32> = (0..spec.clusters.max(1) * spec.dim).map(|_| unit.sample(&mut rng)).collect();
+    let centres: Vec<f32> = (0..spec.clusters.max(1) * spec.dim)
+        .map(|_| unit.sample(&mut rng))
+        .collect();
     let mut data = Vec::with_capacity(spec.n * spec.dim);
     for _ in 0..spec.n {
         let c = rng.gen_range(0..spec.clusters.max(1));
         let centre = &centres[c * spec.dim..(c + 1) * spec.dim];
-        data.extend(centre.iter().map(|&x| x + spec.spread * unit.sample(&mut rng)));
+        data.extend(
+            centre
+                .iter()
+                .map(|&x| x + spec.spread * unit.sample(&mut rng)),
+        );
     }
-    Vectors { dim: spec.dim, data }
+    Vectors {
+        dim: spec.dim,
+        data,
+    }
 }
 
 /// Directions uniform on the sphere, norms log-normal with shape `sigma`: the long-tailed

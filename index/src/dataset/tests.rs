@@ -35,9 +35,18 @@ fn recall_counts_shared_ids() {
 
 #[test]
 fn generators_are_deterministic() {
-    let spec = ClusterSpec { n: 50, dim: 8, clusters: 4, spread: 0.5, seed: 7 };
+    let spec = ClusterSpec {
+        n: 50,
+        dim: 8,
+        clusters: 4,
+        spread: 0.5,
+        seed: 7,
+    };
     assert_eq!(clustered_gaussian(spec), clustered_gaussian(spec));
-    assert_ne!(clustered_gaussian(spec), clustered_gaussian(ClusterSpec { seed: 8, ..spec }));
+    assert_ne!(
+        clustered_gaussian(spec),
+        clustered_gaussian(ClusterSpec { seed: 8, ..spec })
+    );
     let a = long_tailed_norms(20, 4, 1.0, 3);
     assert_eq!(a, long_tailed_norms(20, 4, 1.0, 3));
 }
@@ -48,7 +57,10 @@ fn generators_are_deterministic() {
 fn siftsmall_ground_truth_matches_brute_force() {
     let dir = shared_data_dir().join("siftsmall");
     let data = load_dataset(&dir).expect("../shared/data/siftsmall is present beside the checkout");
-    assert_eq!((data.base.len(), data.base.dim, data.queries.len()), (10_000, 128, 100));
+    assert_eq!(
+        (data.base.len(), data.base.dim, data.queries.len()),
+        (10_000, 128, 100)
+    );
     let ours = ground_truth(&data.base, &data.queries, Metric::L2, 10);
     assert!(recall_at_k(&ours, &data.ground_truth, 10) > 0.999);
 }

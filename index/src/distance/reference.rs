@@ -2,7 +2,10 @@
 
 /// ⟨a, b⟩ accumulated in f64.
 pub fn dot(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum()
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum()
 }
 
 /// ‖a − b‖² accumulated in f64.
@@ -18,5 +21,8 @@ pub fn l2_squared(a: &[f32], b: &[f32]) -> f64 {
 
 /// Σ|aᵢ·bᵢ| — the quantity floating-point error bounds of a dot product scale with.
 pub fn abs_dot(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs()).sum()
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs())
+        .sum()
 }

@@ -13,7 +13,10 @@ fn dot_bound(n: usize, abs_sum: f64) -> f64 {
 
 fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     (1usize..300).prop_flat_map(|n| {
-        (prop::collection::vec(-100f32..100f32, n), prop::collection::vec(-100f32..100f32, n))
+        (
+            prop::collection::vec(-100f32..100f32, n),
+            prop::collection::vec(-100f32..100f32, n),
+        )
     })
 }
 

@@ -31,7 +31,12 @@ pub fn scan(
         computed += 1;
         top.offer(Neighbor::new(slot, key_fn(query, v)));
     }
-    (top.into_sorted(), SearchStats { distance_computations: computed })
+    (
+        top.into_sorted(),
+        SearchStats {
+            distance_computations: computed,
+        },
+    )
 }
 
 /// Checks a vector's length against the index dimension.
@@ -46,7 +51,10 @@ pub(crate) fn check_dim(expected: usize, got: usize) -> Result<()> {
 /// Validates a row-major batch and returns how many vectors it holds.
 pub(crate) fn batch_len(dim: usize, vectors: &[f32]) -> Result<usize> {
     if vectors.len() % dim != 0 {
-        return Err(IndexError::WrongDimension { expected: dim, got: vectors.len() % dim });
+        return Err(IndexError::WrongDimension {
+            expected: dim,
+            got: vectors.len() % dim,
+        });
     }
     Ok(vectors.len() / dim)
 }
@@ -62,13 +70,19 @@ pub struct FlatIndex {
 impl FlatIndex {
     /// An empty exact index.
     pub fn new(metric: Metric, dim: usize) -> Self {
-        Self { metric, dim, key_fn: metric.key_fn(), vectors: RwLock::new(Vec::new()) }
+        Self {
+            metric,
+            dim,
+            key_fn: metric.key_fn(),
+            vectors: RwLock::new(Vec::new()),
+        }
     }
 
     /// Reads what [`VectorIndex::write_to`] wrote.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
         let mut d = Decoder::new(bytes);
-        let metric = Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
+        let metric =
+            Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
         let dim = d.usize()?;
         let vectors = d.f32s()?;
         d.finish()?;
@@ -104,7 +118,14 @@ impl VectorIndex for FlatIndex {
         check_dim(self.dim, query.len())?;
         let mut q = query.to_vec();
         self.metric.preprocess(&mut q);
-        Ok(scan(&self.vectors.read(), self.dim, self.key_fn, &q, k, filter))
+        Ok(scan(
+            &self.vectors.read(),
+            self.dim,
+            self.key_fn,
+            &q,
+            k,
+            filter,
+        ))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let count = batch_len(self.dim, vectors)?;

@@ -44,7 +44,9 @@ fn filter_excludes_slots() {
     let index = FlatIndex::new(Metric::InnerProduct, 2);
     index.add(&[1.0, 0.0, 2.0, 0.0, 3.0, 0.0]).unwrap();
     let only_even = |s: Slot| s % 2 == 0;
-    let (hits, _) = index.search(&[1.0, 0.0], 3, &SearchParams::default(), Some(&only_even)).unwrap();
+    let (hits, _) = index
+        .search(&[1.0, 0.0], 3, &SearchParams::default(), Some(&only_even))
+        .unwrap();
     let slots: Vec<u32> = hits.iter().map(|h| h.slot).collect();
     assert_eq!(slots, vec![2, 0]);
 }
@@ -52,9 +54,20 @@ fn filter_excludes_slots() {
 #[test]
 fn wrong_dimension_is_an_error() {
     let index = FlatIndex::new(Metric::L2, 3);
-    assert!(matches!(index.add(&[1.0, 2.0]), Err(IndexError::WrongDimension { .. })));
-    let err = index.search(&[1.0], 1, &SearchParams::default(), None).unwrap_err();
-    assert!(matches!(err, IndexError::WrongDimension { expected: 3, got: 1 }));
+    assert!(matches!(
+        index.add(&[1.0, 2.0]),
+        Err(IndexError::WrongDimension { .. })
+    ));
+    let err = index
+        .search(&[1.0], 1, &SearchParams::default(), None)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        IndexError::WrongDimension {
+            expected: 3,
+            got: 1
+        }
+    ));
 }
 
 #[test]

@@ -13,7 +13,12 @@ use crate::{IndexError, Neighbor, Result, Slot};
 
 /// Appends `count` vectors with fresh levels and empty lists; returns the first new slot.
 /// Runs under the graph's write lock, which is only ever held for this copy.
-pub(super) fn append(index: &Hnsw, rng: &mut StdRng, vectors: &[f32], count: usize) -> Result<Slot> {
+pub(super) fn append(
+    index: &Hnsw,
+    rng: &mut StdRng,
+    vectors: &[f32],
+    count: usize,
+) -> Result<Slot> {
     let mult = index.params.level_mult();
     let levels: Vec<u8> = (0..count)
         .map(|_| {
@@ -32,10 +37,14 @@ pub(super) fn append(index: &Hnsw, rng: &mut StdRng, vectors: &[f32], count: usi
     for v in graph.vectors[start..].chunks_exact_mut(dim) {
         index.metric.preprocess(v);
     }
-    graph.links0.extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
+    graph
+        .links0
+        .extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
     for &level in &levels {
         let words = level as usize * (1 + m);
-        graph.upper.push((0..words).map(|_| AtomicU32::new(0)).collect());
+        graph
+            .upper
+            .push((0..words).map(|_| AtomicU32::new(0)).collect());
         graph.locks.push(Mutex::new(()));
     }
     graph.levels.extend_from_slice(&levels);
@@ -50,7 +59,9 @@ pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize) {
     if count < 8 {
         (first..end).for_each(|slot| link(index, &graph, slot));
     } else {
-        (first..end).into_par_iter().for_each(|slot| link(index, &graph, slot));
+        (first..end)
+            .into_par_iter()
+            .for_each(|slot| link(index, &graph, slot));
     }
 }
 
@@ -67,11 +78,15 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
         guard = Some(index.entry_lock.lock());
         entry = graph.entry();
         if entry.is_none() {
-            graph.entry.store(pack_entry(slot, level), Ordering::Release);
+            graph
+                .entry
+                .store(pack_entry(slot, level), Ordering::Release);
             return;
         }
     }
-    let Some((entry_slot, top)) = entry else { return };
+    let Some((entry_slot, top)) = entry else {
+        return;
+    };
     if level <= top {
         guard = None;
     }
@@ -87,8 +102,18 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
     let mut entry_points = vec![nearest];
     let mut chosen_per_layer = Vec::with_capacity(level.min(top) + 1);
     for layer in (0..=level.min(top)).rev() {
-        let found = search_layer(graph, key_fn, query, &entry_points, index.params.ef_construction, layer);
-        chosen_per_layer.push((layer, select_neighbors(graph, key_fn, slot, found.clone(), index.params.m)));
+        let found = search_layer(
+            graph,
+            key_fn,
+            query,
+            &entry_points,
+            index.params.ef_construction,
+            layer,
+        );
+        chosen_per_layer.push((
+            layer,
+            select_neighbors(graph, key_fn, slot, found.clone(), index.params.m),
+        ));
         entry_points = found;
     }
     for (layer, chosen) in chosen_per_layer.into_iter().rev() {
@@ -99,7 +124,9 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
         }
     }
     if guard.is_some() {
-        graph.entry.store(pack_entry(slot, level), Ordering::Release);
+        graph
+            .entry
+            .store(pack_entry(slot, level), Ordering::Release);
     }
 }
 
@@ -122,7 +149,9 @@ fn select_neighbors(
     // would make every full list keep the same oldest duplicates and leave later ones with
     // no in-links; a per-base hash turns a duplicate group into a random, connected graph.
     candidates.sort_unstable_by(|a, b| {
-        a.key.total_cmp(&b.key).then_with(|| tie_rank(a.slot, base).cmp(&tie_rank(b.slot, base)))
+        a.key
+            .total_cmp(&b.key)
+            .then_with(|| tie_rank(a.slot, base).cmp(&tie_rank(b.slot, base)))
     });
     let mut kept: Vec<Neighbor> = Vec::with_capacity(max);
     for candidate in &candidates {
@@ -130,7 +159,9 @@ fn select_neighbors(
             break;
         }
         let v = graph.vector(candidate.slot);
-        let diverse = kept.iter().all(|k| key_fn(v, graph.vector(k.slot)) >= candidate.key);
+        let diverse = kept
+            .iter()
+            .all(|k| key_fn(v, graph.vector(k.slot)) >= candidate.key);
         if diverse {
             kept.push(*candidate);
         }
@@ -163,7 +194,10 @@ fn add_reverse_link(
     let _lock = graph.locks[target as usize].lock();
     let list = graph.list(target, layer);
     let count = list[0].load(Ordering::Acquire) as usize;
-    if list[1..=count].iter().any(|w| w.load(Ordering::Relaxed) == new) {
+    if list[1..=count]
+        .iter()
+        .any(|w| w.load(Ordering::Relaxed) == new)
+    {
         return;
     }
     if count < capacity {
@@ -188,5 +222,7 @@ fn add_reverse_link(
 /// A cheap, deterministic pseudo-random rank of `slot` as seen from `base` (tie-breaking only).
 #[inline]
 fn tie_rank(slot: Slot, base: Slot) -> u32 {
-    (slot ^ base.rotate_left(16)).wrapping_mul(0x9E37_79B1).rotate_left(13)
+    (slot ^ base.rotate_left(16))
+        .wrapping_mul(0x9E37_79B1)
+        .rotate_left(13)
 }

@@ -152,7 +152,9 @@ impl Hnsw {
     pub fn new(params: HnswParams, metric: Metric, dim: usize) -> Result<Self> {
         params.validate()?;
         if dim == 0 {
-            return Err(IndexError::InvalidParams("dimension must be at least 1".into()));
+            return Err(IndexError::InvalidParams(
+                "dimension must be at least 1".into(),
+            ));
         }
         Ok(Self::from_graph(params, metric, Graph::new(dim, params.m)))
     }
@@ -209,7 +211,14 @@ impl VectorIndex for Hnsw {
         let mut q = query.to_vec();
         self.metric.preprocess(&mut q);
         if params.exact {
-            return Ok(crate::flat::scan(&graph.vectors, graph.dim, self.key_fn, &q, k, filter));
+            return Ok(crate::flat::scan(
+                &graph.vectors,
+                graph.dim,
+                self.key_fn,
+                &q,
+                k,
+                filter,
+            ));
         }
         let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
         Ok(search::knn(&graph, self.key_fn, &q, k, ef, filter))

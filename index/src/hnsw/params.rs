@@ -20,7 +20,12 @@ pub struct HnswParams {
 
 impl Default for HnswParams {
     fn default() -> Self {
-        Self { m: 16, ef_construction: 100, ef_search: 100, seed: 0x5eed_c41f }
+        Self {
+            m: 16,
+            ef_construction: 100,
+            ef_search: 100,
+            seed: 0x5eed_c41f,
+        }
     }
 }
 
@@ -32,7 +37,10 @@ impl HnswParams {
     /// Rejects parameters that cannot build a useful graph.
     pub fn validate(&self) -> Result<()> {
         if !(2..=MAX_M).contains(&self.m) {
-            return Err(IndexError::InvalidParams(format!("m must be in 2..={MAX_M}, got {}", self.m)));
+            return Err(IndexError::InvalidParams(format!(
+                "m must be in 2..={MAX_M}, got {}",
+                self.m
+            )));
         }
         if self.ef_construction == 0 || self.ef_construction > MAX_EF {
             return Err(IndexError::InvalidParams(format!(

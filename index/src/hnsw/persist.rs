@@ -32,7 +32,10 @@ pub(super) fn write(index: &Hnsw, out: &mut Vec<u8>) {
     e.u32s(graph.links0.iter().map(|w| w.load(Ordering::Relaxed)));
     let upper_words = graph.upper.iter().map(|u| u.len()).sum::<usize>();
     e.u32s(ExactIter {
-        inner: graph.upper.iter().flat_map(|u| u.iter().map(|w| w.load(Ordering::Relaxed))),
+        inner: graph
+            .upper
+            .iter()
+            .flat_map(|u| u.iter().map(|w| w.load(Ordering::Relaxed))),
         len: upper_words,
     });
 }
@@ -69,8 +72,11 @@ impl Hnsw {
             ef_search: d.usize()?,
             seed: d.u64()?,
         };
-        params.validate().map_err(|e| IndexError::corrupt(e.to_string()))?;
-        let metric = Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
+        params
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let metric =
+            Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
         let dim = d.usize()?;
         let entry = d.u64()?;
         let vectors = d.f32s()?;
@@ -82,7 +88,9 @@ impl Hnsw {
         let mut graph = Graph::new(dim, params.m);
         let n = levels.len();
         if dim == 0 || vectors.len() != n * dim || links0.len() != n * (1 + graph.m0) {
-            return Err(IndexError::corrupt("array sizes do not match the node count"));
+            return Err(IndexError::corrupt(
+                "array sizes do not match the node count",
+            ));
         }
         let mut upper = Vec::with_capacity(n);
         let mut rest = upper_flat.into_iter();
@@ -114,20 +122,31 @@ fn validate_links(graph: &Graph) -> Result<()> {
     let n = graph.len();
     if let Some((slot, level)) = graph.entry() {
         if slot as usize >= n || level != graph.levels[slot as usize] as usize {
-            return Err(IndexError::corrupt("entry point is not a node at its level"));
+            return Err(IndexError::corrupt(
+                "entry point is not a node at its level",
+            ));
         }
     } else if n > 0 {
-        return Err(IndexError::corrupt("non-empty graph without an entry point"));
+        return Err(IndexError::corrupt(
+            "non-empty graph without an entry point",
+        ));
     }
     for slot in 0..n as u32 {
         for layer in 0..=graph.levels[slot as usize] as usize {
             let list = graph.list(slot, layer);
             let count = list[0].load(Ordering::Relaxed) as usize;
             if count >= list.len() {
-                return Err(IndexError::corrupt(format!("list of slot {slot} overflows")));
+                return Err(IndexError::corrupt(format!(
+                    "list of slot {slot} overflows"
+                )));
             }
-            if list[1..=count].iter().any(|w| w.load(Ordering::Relaxed) as usize >= n) {
-                return Err(IndexError::corrupt(format!("slot {slot} links outside the graph")));
+            if list[1..=count]
+                .iter()
+                .any(|w| w.load(Ordering::Relaxed) as usize >= n)
+            {
+                return Err(IndexError::corrupt(format!(
+                    "slot {slot} links outside the graph"
+                )));
             }
         }
     }

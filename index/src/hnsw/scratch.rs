@@ -71,7 +71,10 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
             }
             Err(_) => {
                 let mut fresh = Scratch {
-                    visited: Visited { marks: Vec::new(), epoch: 0 },
+                    visited: Visited {
+                        marks: Vec::new(),
+                        epoch: 0,
+                    },
                     candidates: BinaryHeap::new(),
                     results: BinaryHeap::new(),
                 };

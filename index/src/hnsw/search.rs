@@ -45,7 +45,16 @@ pub(super) fn search_layer(
     layer: usize,
 ) -> Vec<Neighbor> {
     let mut computed = 0;
-    best_first(graph, key_fn, query, entry_points, ef, layer, None, &mut computed)
+    best_first(
+        graph,
+        key_fn,
+        query,
+        entry_points,
+        ef,
+        layer,
+        None,
+        &mut computed,
+    )
 }
 
 /// k-NN query: descend to layer 0, search it with `ef`, keep the best `k` accepted slots.
@@ -68,9 +77,23 @@ pub(super) fn knn(
     for layer in (1..=top).rev() {
         nearest = greedy_descent(graph, key_fn, query, nearest, layer, &mut computed);
     }
-    let mut hits = best_first(graph, key_fn, query, &[nearest], ef, 0, filter, &mut computed);
+    let mut hits = best_first(
+        graph,
+        key_fn,
+        query,
+        &[nearest],
+        ef,
+        0,
+        filter,
+        &mut computed,
+    );
     hits.truncate(k);
-    (hits, SearchStats { distance_computations: computed })
+    (
+        hits,
+        SearchStats {
+            distance_computations: computed,
+        },
+    )
 }
 
 /// The core loop shared by insertion and queries. `filter` restricts what enters the result
@@ -106,7 +129,8 @@ fn best_first(
                 break;
             }
             let list = graph.list(current.slot, layer);
-            let count = (list[0].load(std::sync::atomic::Ordering::Acquire) as usize).min(list.len() - 1);
+            let count =
+                (list[0].load(std::sync::atomic::Ordering::Acquire) as usize).min(list.len() - 1);
             let words = &list[1..=count];
             for (i, word) in words.iter().enumerate() {
                 if let Some(next) = words.get(i + 1) {

@@ -4,11 +4,27 @@ use crate::dataset::{
 };
 use crate::persist;
 
-fn search_all(index: &dyn VectorIndex, queries: &crate::dataset::Vectors, k: usize, ef: usize) -> Vec<Vec<u32>> {
-    let params = SearchParams { ef: Some(ef), exact: false };
+fn search_all(
+    index: &dyn VectorIndex,
+    queries: &crate::dataset::Vectors,
+    k: usize,
+    ef: usize,
+) -> Vec<Vec<u32>> {
+    let params = SearchParams {
+        ef: Some(ef),
+        exact: false,
+    };
     queries
         .rows()
-        .map(|q| index.search(q, k, &params, None).unwrap().0.iter().map(|n| n.slot).collect())
+        .map(|q| {
+            index
+                .search(q, k, &params, None)
+                .unwrap()
+                .0
+                .iter()
+                .map(|n| n.slot)
+                .collect()
+        })
         .collect()
 }
 
@@ -30,15 +46,32 @@ fn siftsmall_recall_and_identical_after_reload() {
 fn glove_cosine_recall() {
     let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
     let index = Hnsw::build(HnswParams::default(), Metric::Cosine, 50, &data.base.data).unwrap();
-    let recall = recall_at_k(&search_all(&index, &data.queries, 10, 100), &data.ground_truth, 10);
-    assert!(recall >= 0.95, "glove cosine recall@10 at ef=100 is {recall}");
+    let recall = recall_at_k(
+        &search_all(&index, &data.queries, 10, 100),
+        &data.ground_truth,
+        10,
+    );
+    assert!(
+        recall >= 0.95,
+        "glove cosine recall@10 at ef=100 is {recall}"
+    );
 }
 
 #[test]
 fn incremental_batches_match_one_build() {
-    let spec = ClusterSpec { n: 4_000, dim: 32, clusters: 20, spread: 0.6, seed: 1 };
+    let spec = ClusterSpec {
+        n: 4_000,
+        dim: 32,
+        clusters: 20,
+        spread: 0.6,
+        seed: 1,
+    };
     let base = clustered_gaussian(spec);
-    let queries = clustered_gaussian(ClusterSpec { n: 100, seed: 2, ..spec });
+    let queries = clustered_gaussian(ClusterSpec {
+        n: 100,
+        seed: 2,
+        ..spec
+    });
     let truth = ground_truth(&base, &queries, Metric::L2, 10);
     let index = Hnsw::new(HnswParams::default(), Metric::L2, 32).unwrap();
     for chunk in base.data.chunks(32 * 97) {
@@ -51,7 +84,13 @@ fn incremental_batches_match_one_build() {
 
 #[test]
 fn searches_run_while_batches_are_linked() {
-    let spec = ClusterSpec { n: 6_000, dim: 16, clusters: 10, spread: 0.5, seed: 3 };
+    let spec = ClusterSpec {
+        n: 6_000,
+        dim: 16,
+        clusters: 10,
+        spread: 0.5,
+        seed: 3,
+    };
     let base = clustered_gaussian(spec);
     let index = Hnsw::new(HnswParams::default(), Metric::L2, 16).unwrap();
     index.add(&base.data[..16 * 1000]).unwrap();
@@ -70,43 +109,94 @@ fn searches_run_while_batches_are_linked() {
     });
     // Every vector is findable as its own nearest neighbour once linked.
     let found = (0..6_000)
-        .filter(|&i| index.search(base.row(i), 1, &SearchParams::default(), None).unwrap().0[0].key == 0.0)
+        .filter(|&i| {
+            index
+                .search(base.row(i), 1, &SearchParams::default(), None)
+                .unwrap()
+                .0[0]
+                .key
+                == 0.0
+        })
         .count();
     assert!(found >= 5_950, "{found} of 6000 found themselves");
 }
 
 #[test]
 fn filter_restricts_results_and_keeps_recall() {
-    let spec = ClusterSpec { n: 3_000, dim: 16, clusters: 10, spread: 0.5, seed: 4 };
+    let spec = ClusterSpec {
+        n: 3_000,
+        dim: 16,
+        clusters: 10,
+        spread: 0.5,
+        seed: 4,
+    };
     let base = clustered_gaussian(spec);
     let index = Hnsw::build(HnswParams::default(), Metric::L2, 16, &base.data).unwrap();
     let even = |s: Slot| s % 2 == 0;
     let q = base.row(11);
-    let (hits, _) = index.search(q, 10, &SearchParams { ef: Some(200), exact: false }, Some(&even)).unwrap();
+    let (hits, _) = index
+        .search(
+            q,
+            10,
+            &SearchParams {
+                ef: Some(200),
+                exact: false,
+            },
+            Some(&even),
+        )
+        .unwrap();
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.slot % 2 == 0));
     let (exact, _) = crate::flat::scan(&base.data, 16, Metric::L2.key_fn(), q, 10, Some(&even));
-    let overlap = hits.iter().filter(|h| exact.iter().any(|e| e.slot == h.slot)).count();
+    let overlap = hits
+        .iter()
+        .filter(|h| exact.iter().any(|e| e.slot == h.slot))
+        .count();
     assert!(overlap >= 9, "filtered overlap {overlap}/10");
 }
 
 #[test]
 fn small_and_degenerate_graphs() {
     let index = Hnsw::new(HnswParams::default(), Metric::InnerProduct, 2).unwrap();
-    assert!(index.search(&[1.0, 0.0], 3, &SearchParams::default(), None).unwrap().0.is_empty());
+    assert!(index
+        .search(&[1.0, 0.0], 3, &SearchParams::default(), None)
+        .unwrap()
+        .0
+        .is_empty());
     index.add(&[1.0, 0.0]).unwrap();
-    let (hits, _) = index.search(&[1.0, 0.0], 3, &SearchParams::default(), None).unwrap();
+    let (hits, _) = index
+        .search(&[1.0, 0.0], 3, &SearchParams::default(), None)
+        .unwrap();
     assert_eq!(hits.len(), 1);
     // Many identical points (movielens-mips has groups of up to 100) must not break linking.
     index.add(&[0.5f32, 0.5].repeat(300)).unwrap();
-    let (hits, _) = index.search(&[0.0, 1.0], 50, &SearchParams { ef: Some(400), exact: false }, None).unwrap();
+    let (hits, _) = index
+        .search(
+            &[0.0, 1.0],
+            50,
+            &SearchParams {
+                ef: Some(400),
+                exact: false,
+            },
+            None,
+        )
+        .unwrap();
     assert_eq!(hits.len(), 50);
-    assert!(matches!(index.add(&[1.0, 2.0, 3.0]), Err(IndexError::WrongDimension { .. })));
+    assert!(matches!(
+        index.add(&[1.0, 2.0, 3.0]),
+        Err(IndexError::WrongDimension { .. })
+    ));
 }
 
 #[test]
 fn corrupt_payloads_are_rejected_not_trusted() {
-    let base = clustered_gaussian(ClusterSpec { n: 200, dim: 4, clusters: 3, spread: 0.5, seed: 5 });
+    let base = clustered_gaussian(ClusterSpec {
+        n: 200,
+        dim: 4,
+        clusters: 3,
+        spread: 0.5,
+        seed: 5,
+    });
     let index = Hnsw::build(HnswParams::default(), Metric::L2, 4, &base.data).unwrap();
     let mut bytes = Vec::new();
     index.write_to(&mut bytes);
@@ -135,12 +225,20 @@ fn write_v1_fixture() {
         HnswParams::default(),
         Metric::L2,
         4,
-        &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5],
+        &[
+            1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5,
+        ],
     )
     .unwrap();
     let mut payload = Vec::new();
     index.write_to(&mut payload);
-    let header = persist::FileHeader { kind: IndexKind::Hnsw, metric: Metric::L2, dim: 4, count: 4, applied_seq: 4 };
+    let header = persist::FileHeader {
+        kind: IndexKind::Hnsw,
+        metric: Metric::L2,
+        dim: 4,
+        count: 4,
+        applied_seq: 4,
+    };
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hnsw_v1.cidx");
     fs_err::create_dir_all(path.parent().unwrap()).unwrap();
     persist::write_file(&path, &header, &payload).unwrap();

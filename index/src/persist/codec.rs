@@ -63,9 +63,16 @@ impl<'a> Decoder<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| {
-            IndexError::corrupt(format!("truncated: wanted {n} bytes at offset {}", self.pos))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| {
+                IndexError::corrupt(format!(
+                    "truncated: wanted {n} bytes at offset {}",
+                    self.pos
+                ))
+            })?;
         let slice = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(slice)
@@ -102,21 +109,36 @@ impl<'a> Decoder<'a> {
     /// A length-prefixed f32 array.
     pub fn f32s(&mut self) -> Result<Vec<f32>> {
         let n = self.usize()?;
-        let raw = self.take(n.checked_mul(4).ok_or_else(|| IndexError::corrupt("f32 array too long"))?)?;
-        Ok(raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        let raw = self.take(
+            n.checked_mul(4)
+                .ok_or_else(|| IndexError::corrupt("f32 array too long"))?,
+        )?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
     /// A length-prefixed u32 array, mapped element-wise (e.g. into atomics) without a copy.
     pub fn u32s_map<T>(&mut self, f: impl Fn(u32) -> T) -> Result<Vec<T>> {
         let n = self.usize()?;
-        let raw = self.take(n.checked_mul(4).ok_or_else(|| IndexError::corrupt("u32 array too long"))?)?;
-        Ok(raw.chunks_exact(4).map(|c| f(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
+        let raw = self.take(
+            n.checked_mul(4)
+                .ok_or_else(|| IndexError::corrupt("u32 array too long"))?,
+        )?;
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| f(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect())
     }
     /// Fails unless every byte was consumed: trailing garbage means a format mismatch.
     pub fn finish(self) -> Result<()> {
         if self.pos == self.bytes.len() {
             Ok(())
         } else {
-            Err(IndexError::corrupt(format!("{} trailing bytes", self.bytes.len() - self.pos)))
+            Err(IndexError::corrupt(format!(
+                "{} trailing bytes",
+                self.bytes.len() - self.pos
+            )))
         }
     }
 }

@@ -103,7 +103,8 @@ pub fn decode(bytes: &[u8]) -> Result<(FileHeader, &[u8])> {
         return Err(IndexError::corrupt("checksum mismatch"));
     }
     let header = FileHeader {
-        kind: IndexKind::from_tag(bytes[12]).ok_or_else(|| IndexError::corrupt("unknown index kind"))?,
+        kind: IndexKind::from_tag(bytes[12])
+            .ok_or_else(|| IndexError::corrupt("unknown index kind"))?,
         metric: Metric::from_tag(bytes[13]).ok_or_else(|| IndexError::corrupt("unknown metric"))?,
         dim: u64_at(16),
         count: u64_at(24),
@@ -132,8 +133,14 @@ pub fn write_file(path: &Path, header: &FileHeader, payload: &[u8]) -> Result<()
 pub fn read_file(path: &Path) -> Result<(FileHeader, Vec<u8>)> {
     let bytes = fs_err::read(path)?;
     let (header, payload) = decode(&bytes).map_err(|e| match e {
-        IndexError::Corrupt { comment, .. } => IndexError::Corrupt { path: path.to_path_buf(), comment },
-        other @ (IndexError::WrongDimension { .. } | IndexError::InvalidParams(_) | IndexError::Full(_) | IndexError::Io(_)) => other,
+        IndexError::Corrupt { comment, .. } => IndexError::Corrupt {
+            path: path.to_path_buf(),
+            comment,
+        },
+        other @ (IndexError::WrongDimension { .. }
+        | IndexError::InvalidParams(_)
+        | IndexError::Full(_)
+        | IndexError::Io(_)) => other,
     })?;
     Ok((header, payload.to_vec()))
 }
@@ -143,7 +150,13 @@ mod tests {
     use super::*;
 
     fn header() -> FileHeader {
-        FileHeader { kind: IndexKind::Hnsw, metric: Metric::L2, dim: 4, count: 2, applied_seq: 77 }
+        FileHeader {
+            kind: IndexKind::Hnsw,
+            metric: Metric::L2,
+            dim: 4,
+            count: 2,
+            applied_seq: 77,
+        }
     }
 
     #[test]
@@ -168,7 +181,10 @@ mod tests {
     fn truncation_is_detected() {
         let bytes = encode(&header(), b"payload");
         for len in 0..bytes.len() {
-            assert!(decode(&bytes[..len]).is_err(), "truncation to {len} went unnoticed");
+            assert!(
+                decode(&bytes[..len]).is_err(),
+                "truncation to {len} went unnoticed"
+            );
         }
     }
 
@@ -191,7 +207,9 @@ mod tests {
         assert_eq!(h.kind, IndexKind::Hnsw);
         let index = crate::read_index(h.kind, payload).unwrap();
         assert_eq!(index.len() as u64, h.count);
-        let (hits, _) = index.search(&[1.0, 0.0, 0.0, 0.0], 1, &Default::default(), None).unwrap();
+        let (hits, _) = index
+            .search(&[1.0, 0.0, 0.0, 0.0], 1, &Default::default(), None)
+            .unwrap();
         assert_eq!(hits[0].slot, 0);
     }
 }

@@ -10,13 +10,25 @@ use crate::PointId;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Filter {
     /// All of these.
-    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub must: Option<Vec<Condition>>,
     /// At least one of these.
-    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub should: Option<Vec<Condition>>,
     /// None of these.
-    #[serde(default, deserialize_with = "one_or_many", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub must_not: Option<Vec<Condition>>,
 }
 
@@ -83,12 +95,21 @@ impl<'de> Deserialize<'de> for Condition {
         if map.contains_key("key") {
             Ok(Condition::Field(from::<_, D::Error>(value)?))
         } else if let Some(ids) = map.get("has_id") {
-            Ok(Condition::HasId { has_id: from::<_, D::Error>(ids.clone())? })
+            Ok(Condition::HasId {
+                has_id: from::<_, D::Error>(ids.clone())?,
+            })
         } else if let Some(key) = map.get("is_empty") {
-            Ok(Condition::IsEmpty { is_empty: from::<_, D::Error>(key.clone())? })
+            Ok(Condition::IsEmpty {
+                is_empty: from::<_, D::Error>(key.clone())?,
+            })
         } else if let Some(key) = map.get("is_null") {
-            Ok(Condition::IsNull { is_null: from::<_, D::Error>(key.clone())? })
-        } else if ["must", "should", "must_not"].iter().any(|k| map.contains_key(*k)) {
+            Ok(Condition::IsNull {
+                is_null: from::<_, D::Error>(key.clone())?,
+            })
+        } else if ["must", "should", "must_not"]
+            .iter()
+            .any(|k| map.contains_key(*k))
+        {
             Ok(Condition::Nested(Box::new(from::<_, D::Error>(value)?)))
         } else {
             Err(D::Error::custom(
@@ -156,13 +177,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.must.as_ref().unwrap().len(), 2);
-        assert!(matches!(f.should.as_ref().unwrap()[0], Condition::Field(FieldCondition { range: Some(_), .. })));
-        assert!(matches!(f.must_not.as_ref().unwrap()[0], Condition::Nested(_)));
+        assert!(matches!(
+            f.should.as_ref().unwrap()[0],
+            Condition::Field(FieldCondition { range: Some(_), .. })
+        ));
+        assert!(matches!(
+            f.must_not.as_ref().unwrap()[0],
+            Condition::Nested(_)
+        ));
     }
 
     #[test]
     fn unknown_condition_says_what_is_expected() {
         let err = serde_json::from_str::<Filter>(r#"{"must":[{"keyy":"x"}]}"#).unwrap_err();
-        assert!(err.to_string().contains("unknown filter condition"), "{err}");
+        assert!(
+            err.to_string().contains("unknown filter condition"),
+            "{err}"
+        );
     }
 }

@@ -36,7 +36,11 @@ pub struct Response<T> {
 impl<T> Response<T> {
     /// Wraps a result.
     pub fn ok(result: T, time: f64) -> Self {
-        Self { result, status: "ok".to_owned(), time }
+        Self {
+            result,
+            status: "ok".to_owned(),
+            time,
+        }
     }
 }
 

@@ -68,9 +68,9 @@ impl<'de> Deserialize<'de> for PointId {
                 Ok(PointId::Num(v))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PointId, E> {
-                u64::try_from(v)
-                    .map(PointId::Num)
-                    .map_err(|_| E::custom(format!("point id must be an unsigned integer, got {v}")))
+                u64::try_from(v).map(PointId::Num).map_err(|_| {
+                    E::custom(format!("point id must be an unsigned integer, got {v}"))
+                })
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PointId, E> {
                 uuid::Uuid::parse_str(v)
@@ -86,13 +86,42 @@ impl<'de> Deserialize<'de> for PointId {
 pub type Payload = serde_json::Map<String, serde_json::Value>;
 
 /// A vector as sent: a plain list, or Qdrant's named-vector map.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum VectorInput {
     /// One unnamed dense vector.
     Dense(Vec<f32>),
     /// Named vectors; Cairn collections have one unnamed vector, so only `""` is accepted.
     Named(BTreeMap<String, Vec<f32>>),
+}
+
+impl<'de> Deserialize<'de> for VectorInput {
+    /// Dispatches on the JSON type so a bad element is reported as such (an untagged enum
+    /// would only say that no variant matched).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match v.as_f64() {
+                    Some(x) => Ok(x as f32),
+                    None => Err(D::Error::custom(format!(
+                        "vector element {i} must be a number, got {v}"
+                    ))),
+                })
+                .collect::<Result<Vec<f32>, _>>()
+                .map(VectorInput::Dense),
+            serde_json::Value::Object(map) => {
+                serde_json::from_value(serde_json::Value::Object(map))
+                    .map(VectorInput::Named)
+                    .map_err(D::Error::custom)
+            }
+            other => Err(D::Error::custom(format!(
+                "vector must be an array of numbers, got {other}"
+            ))),
+        }
+    }
 }
 
 /// One point to upsert.

@@ -11,7 +11,12 @@ use super::{snapshot, ApplyJob, ApplyOp, Shared};
 /// How often an idle applier wakes to check the snapshot timer.
 const IDLE_TICK: Duration = Duration::from_millis(500);
 
-pub(super) fn run(shared: &Arc<Shared>, queue: &Receiver<ApplyJob>, mut applied: u64, mut snapshot_seq: u64) {
+pub(super) fn run(
+    shared: &Arc<Shared>,
+    queue: &Receiver<ApplyJob>,
+    mut applied: u64,
+    mut snapshot_seq: u64,
+) {
     let mut last_snapshot = Instant::now();
     loop {
         let closing = match queue.recv_timeout(IDLE_TICK) {
@@ -26,12 +31,16 @@ pub(super) fn run(shared: &Arc<Shared>, queue: &Receiver<ApplyJob>, mut applied:
         };
         let pending = applied - snapshot_seq;
         let due = pending >= shared.storage.snapshot_every_ops
-            || (pending > 0 && last_snapshot.elapsed() >= Duration::from_secs(shared.storage.snapshot_every_secs));
+            || (pending > 0
+                && last_snapshot.elapsed()
+                    >= Duration::from_secs(shared.storage.snapshot_every_secs));
         let vacuumed = vacuum_due(shared) && vacuum(shared);
         if due || vacuumed || (closing && pending > 0) {
             match snapshot::write(shared, applied) {
                 Ok(()) => snapshot_seq = applied,
-                Err(e) => tracing::error!(collection = %shared.name, error = %e, "snapshot failed; will retry"),
+                Err(e) => {
+                    tracing::error!(collection = %shared.name, error = %e, "snapshot failed; will retry")
+                }
             }
             last_snapshot = Instant::now();
         }
@@ -59,7 +68,10 @@ pub(super) fn publish(live: &LiveIndex, version: u64, points: Vec<super::NewPoin
     if points.is_empty() {
         return;
     }
-    let vectors: Vec<f32> = points.iter().flat_map(|p| p.vector.iter().copied()).collect();
+    let vectors: Vec<f32> = points
+        .iter()
+        .flat_map(|p| p.vector.iter().copied())
+        .collect();
     let first = match live.index.add(&vectors) {
         Ok(first) => first,
         Err(e) => {
@@ -71,7 +83,14 @@ pub(super) fn publish(live: &LiveIndex, version: u64, points: Vec<super::NewPoin
     };
     let mut table = live.table.write();
     for (offset, p) in points.into_iter().enumerate() {
-        table.publish(first + offset as u32, SlotEntry { id: p.id, version, payload: p.payload });
+        table.publish(
+            first + offset as u32,
+            SlotEntry {
+                id: p.id,
+                version,
+                payload: p.payload,
+            },
+        );
     }
 }
 
@@ -79,7 +98,8 @@ fn vacuum_due(shared: &Shared) -> bool {
     let live = shared.live();
     let table = live.table.read();
     let total = table.slots.len().max(1);
-    table.dead >= shared.storage.vacuum_min_dead && table.dead as f64 / total as f64 >= shared.storage.vacuum_dead_ratio
+    table.dead >= shared.storage.vacuum_min_dead
+        && table.dead as f64 / total as f64 >= shared.storage.vacuum_dead_ratio
 }
 
 /// Rebuilds the index from live points and swaps it in; searches keep using the old one

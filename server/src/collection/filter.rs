@@ -11,7 +11,11 @@ use crate::error::{Result, ServerError};
 
 /// Checks a filter's shape before it runs, so mistakes are a 400 that names the field.
 pub fn validate(filter: &Filter, path: &str) -> Result<()> {
-    for (name, list) in [("must", &filter.must), ("should", &filter.should), ("must_not", &filter.must_not)] {
+    for (name, list) in [
+        ("must", &filter.must),
+        ("should", &filter.should),
+        ("must_not", &filter.must_not),
+    ] {
         for (i, condition) in list.iter().flatten().enumerate() {
             let here = format!("{path}.{name}[{i}]");
             match condition {
@@ -30,17 +34,32 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
         return bad("key must not be empty".into());
     }
     match (&field.r#match, &field.range) {
-        (None, None) => bad(format!("condition on `{}` needs `match` or `range`", field.key)),
-        (Some(_), Some(_)) => bad(format!("condition on `{}` has both `match` and `range`", field.key)),
+        (None, None) => bad(format!(
+            "condition on `{}` needs `match` or `range`",
+            field.key
+        )),
+        (Some(_), Some(_)) => bad(format!(
+            "condition on `{}` has both `match` and `range`",
+            field.key
+        )),
         (Some(m), None) => {
-            let given = [m.value.is_some(), m.any.is_some(), m.except.is_some()].iter().filter(|x| **x).count();
+            let given = [m.value.is_some(), m.any.is_some(), m.except.is_some()]
+                .iter()
+                .filter(|x| **x)
+                .count();
             if given != 1 {
                 return bad("match needs exactly one of `value`, `any`, `except`".into());
             }
-            let values = m.value.iter().chain(m.any.iter().flatten()).chain(m.except.iter().flatten());
+            let values = m
+                .value
+                .iter()
+                .chain(m.any.iter().flatten())
+                .chain(m.except.iter().flatten());
             for v in values {
                 if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
-                    return bad(format!("match values must be strings, integers or booleans, got {v}"));
+                    return bad(format!(
+                        "match values must be strings, integers or booleans, got {v}"
+                    ));
                 }
             }
             Ok(())
@@ -58,8 +77,14 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
 pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>) -> bool {
     let holds = |c: &Condition| condition(c, id, payload);
     filter.must.as_ref().is_none_or(|all| all.iter().all(holds))
-        && filter.should.as_ref().is_none_or(|any| any.is_empty() || any.iter().any(holds))
-        && filter.must_not.as_ref().is_none_or(|none| !none.iter().any(holds))
+        && filter
+            .should
+            .as_ref()
+            .is_none_or(|any| any.is_empty() || any.iter().any(holds))
+        && filter
+            .must_not
+            .as_ref()
+            .is_none_or(|none| !none.iter().any(holds))
 }
 
 fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>) -> bool {
@@ -73,7 +98,9 @@ fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>) -> bool {
             }
         }
         Condition::HasId { has_id } => has_id.contains(id),
-        Condition::IsEmpty { is_empty } => lookup(payload, &is_empty.key).iter().all(|v| v.is_null()),
+        Condition::IsEmpty { is_empty } => {
+            lookup(payload, &is_empty.key).iter().all(|v| v.is_null())
+        }
         Condition::IsNull { is_null } => {
             let values = lookup(payload, &is_null.key);
             !values.is_empty() && values.iter().all(|v| v.is_null())
@@ -104,21 +131,32 @@ fn same(a: &Value, b: &Value) -> bool {
 
 fn in_range(r: &Range, v: &Value) -> bool {
     let Some(x) = v.as_f64() else { return false };
-    r.gt.is_none_or(|b| x > b) && r.gte.is_none_or(|b| x >= b) && r.lt.is_none_or(|b| x < b) && r.lte.is_none_or(|b| x <= b)
+    r.gt.is_none_or(|b| x > b)
+        && r.gte.is_none_or(|b| x >= b)
+        && r.lt.is_none_or(|b| x < b)
+        && r.lte.is_none_or(|b| x <= b)
 }
 
 /// Every value at a dotted path, arrays flattened (an empty vector when the key is missing).
 fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
-    let Some(payload) = payload else { return Vec::new() };
+    let Some(payload) = payload else {
+        return Vec::new();
+    };
     let mut parts = key.split('.');
-    let Some(first) = parts.next() else { return Vec::new() };
+    let Some(first) = parts.next() else {
+        return Vec::new();
+    };
     let mut current: Vec<&Value> = payload.get(first).into_iter().collect();
     for part in parts {
         current = current
             .into_iter()
             .flat_map(|v| match v {
                 Value::Array(items) => items.iter().filter_map(|i| i.get(part)).collect::<Vec<_>>(),
-                other => other.get(part).into_iter().collect(),
+                other @ (Value::Null
+                | Value::Bool(_)
+                | Value::Number(_)
+                | Value::String(_)
+                | Value::Object(_)) => other.get(part).into_iter().collect(),
             })
             .collect();
     }
@@ -126,7 +164,11 @@ fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
         .into_iter()
         .flat_map(|v| match v {
             Value::Array(items) => items.iter().collect::<Vec<_>>(),
-            other => vec![other],
+            other @ (Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Object(_)) => vec![other],
         })
         .collect()
 }
@@ -166,7 +208,11 @@ mod tests {
         no(r#"{"must_not":[{"key":"city","match":{"value":"London"}}]}"#);
         yes(r#"{"must":[{"is_empty":{"key":"missing"}}]}"#);
         yes(r#"{"must":[{"must_not":[{"key":"n","range":{"lt":0}}]}]}"#);
-        assert!(!matches(&filter(r#"{"must":[{"key":"n","range":{"gte":0}}]}"#), &id, None));
+        assert!(!matches(
+            &filter(r#"{"must":[{"key":"n","range":{"gte":0}}]}"#),
+            &id,
+            None
+        ));
     }
 
     #[test]
@@ -174,7 +220,8 @@ mod tests {
         let f: Filter = serde_json::from_str(r#"{"must":[{"key":"a"}]}"#).unwrap();
         let err = validate(&f, "filter").unwrap_err().to_string();
         assert!(err.contains("filter.must[0]"), "{err}");
-        let f: Filter = serde_json::from_str(r#"{"must":[{"key":"a","match":{"value":{"x":1}}}]}"#).unwrap();
+        let f: Filter =
+            serde_json::from_str(r#"{"must":[{"key":"a","match":{"value":{"x":1}}}]}"#).unwrap();
         assert!(validate(&f, "filter").is_err());
     }
 }

@@ -8,15 +8,26 @@ use crate::config::Limits;
 use crate::error::{Result, ServerError};
 
 /// Checks a vector's dimension and values and preprocesses it for the metric.
-pub fn check_vector(settings: &CollectionSettings, mut vector: Vec<f32>, field: &str) -> Result<Vec<f32>> {
+pub fn check_vector(
+    settings: &CollectionSettings,
+    mut vector: Vec<f32>,
+    field: &str,
+) -> Result<Vec<f32>> {
     if vector.is_empty() {
         return Err(ServerError::InvalidVector(format!("{field} is empty")));
     }
     if vector.len() != settings.dim {
-        return Err(ServerError::WrongDimension { field: field.to_owned(), expected: settings.dim, got: vector.len() });
+        return Err(ServerError::WrongDimension {
+            field: field.to_owned(),
+            expected: settings.dim,
+            got: vector.len(),
+        });
     }
     if let Some(i) = vector.iter().position(|x| !x.is_finite()) {
-        return Err(ServerError::InvalidVector(format!("{field}[{i}] is {}, vectors must be finite", vector[i])));
+        return Err(ServerError::InvalidVector(format!(
+            "{field}[{i}] is {}, vectors must be finite",
+            vector[i]
+        )));
     }
     settings.metric().preprocess(&mut vector);
     Ok(vector)
@@ -35,8 +46,13 @@ fn dense(input: VectorInput, field: &str) -> Result<Vec<f32>> {
 }
 
 /// Validates an upsert body (list or column form) into points ready to commit.
-pub fn prepare_points(settings: &CollectionSettings, req: UpsertRequest, limits: &Limits) -> Result<Vec<NewPoint>> {
-    let points: Vec<(PointId, VectorInput, Option<Payload>, String)> = match (req.points, req.batch) {
+pub fn prepare_points(
+    settings: &CollectionSettings,
+    req: UpsertRequest,
+    limits: &Limits,
+) -> Result<Vec<NewPoint>> {
+    let points: Vec<(PointId, VectorInput, Option<Payload>, String)> = match (req.points, req.batch)
+    {
         (Some(points), None) => points
             .into_iter()
             .enumerate()
@@ -58,18 +74,32 @@ pub fn prepare_points(settings: &CollectionSettings, req: UpsertRequest, limits:
                 .zip(batch.vectors)
                 .zip(payloads)
                 .enumerate()
-                .map(|(i, ((id, v), p))| (id, VectorInput::Dense(v), p, format!("batch.vectors[{i}]")))
+                .map(|(i, ((id, v), p))| {
+                    (id, VectorInput::Dense(v), p, format!("batch.vectors[{i}]"))
+                })
                 .collect()
         }
-        (Some(_), Some(_)) => return Err(ServerError::InvalidRequest("give either `points` or `batch`, not both".into())),
-        (None, None) => return Err(ServerError::InvalidRequest("body needs `points` or `batch`".into())),
+        (Some(_), Some(_)) => {
+            return Err(ServerError::InvalidRequest(
+                "give either `points` or `batch`, not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err(ServerError::InvalidRequest(
+                "body needs `points` or `batch`".into(),
+            ))
+        }
     };
     check_count(points.len(), limits, "points")?;
     points
         .into_iter()
         .map(|(id, vector, payload, field)| {
             let vector = check_vector(settings, dense(vector, &field)?, &field)?;
-            Ok(NewPoint { id, vector, payload })
+            Ok(NewPoint {
+                id,
+                vector,
+                payload,
+            })
         })
         .collect()
 }
@@ -113,10 +143,14 @@ impl PayloadSelection {
             None if default_all => PayloadSelection::All,
             None | Some(WithPayload::Enable(false)) => PayloadSelection::None,
             Some(WithPayload::Enable(true)) => PayloadSelection::All,
-            Some(WithPayload::Fields(include)) => PayloadSelection::Keys { include: Some(include), exclude: Vec::new() },
-            Some(WithPayload::Selector { include, exclude }) => {
-                PayloadSelection::Keys { include, exclude: exclude.unwrap_or_default() }
-            }
+            Some(WithPayload::Fields(include)) => PayloadSelection::Keys {
+                include: Some(include),
+                exclude: Vec::new(),
+            },
+            Some(WithPayload::Selector { include, exclude }) => PayloadSelection::Keys {
+                include,
+                exclude: exclude.unwrap_or_default(),
+            },
         }
     }
 
@@ -130,7 +164,10 @@ impl PayloadSelection {
                 Some(
                     payload
                         .into_iter()
-                        .filter(|(k, _)| include.as_ref().is_none_or(|inc| inc.contains(k)) && !exclude.contains(k))
+                        .filter(|(k, _)| {
+                            include.as_ref().is_none_or(|inc| inc.contains(k))
+                                && !exclude.contains(k)
+                        })
                         .collect(),
                 )
             }

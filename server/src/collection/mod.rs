@@ -38,7 +38,9 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tokio::sync::watch;
 
-pub use input::{check_vector as input_check_vector, prepare_delete_ids, prepare_points, PayloadSelection};
+pub use input::{
+    check_vector as input_check_vector, prepare_delete_ids, prepare_points, PayloadSelection,
+};
 pub use query::{QueryPlan, ScrollPlan};
 pub use settings::CollectionSettings;
 
@@ -122,11 +124,21 @@ const APPLY_QUEUE: usize = 64;
 impl Collection {
     /// Opens a collection whose partition lives in `dir`, loading or rebuilding its index.
     pub fn open(name: &str, dir: &Path, storage: StorageConfig) -> Result<Self> {
-        let store = PartitionStore::open(&paths::db(dir), StoreOptions { sync_writes: storage.sync_writes })?;
+        let store = PartitionStore::open(
+            &paths::db(dir),
+            StoreOptions {
+                sync_writes: storage.sync_writes,
+            },
+        )?;
         let settings: CollectionSettings = match store.get_meta(settings::META_KEY)? {
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| ServerError::Internal(format!("settings of `{name}` do not parse: {e}")))?,
-            None => return Err(ServerError::Internal(format!("collection `{name}` has no settings"))),
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ServerError::Internal(format!("settings of `{name}` do not parse: {e}"))
+            })?,
+            None => {
+                return Err(ServerError::Internal(format!(
+                    "collection `{name}` has no settings"
+                )))
+            }
         };
         let loaded = recovery::load(&settings, &store, dir)?;
         let last_seq = store.last_seq()?;
@@ -152,15 +164,28 @@ impl Collection {
             .map_err(|e| ServerError::Internal(format!("cannot start applier: {e}")))?;
         Ok(Self {
             shared,
-            writer: Mutex::new(Writer { last_seq, queue: Some(tx) }),
+            writer: Mutex::new(Writer {
+                last_seq,
+                queue: Some(tx),
+            }),
             applier: Mutex::new(Some(handle)),
         })
     }
 
     /// Writes the settings of a new collection into an empty partition directory.
-    pub fn initialise(dir: &Path, settings: &CollectionSettings, storage: StorageConfig) -> Result<()> {
-        let store = PartitionStore::open(&paths::db(dir), StoreOptions { sync_writes: storage.sync_writes })?;
-        let bytes = serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
+    pub fn initialise(
+        dir: &Path,
+        settings: &CollectionSettings,
+        storage: StorageConfig,
+    ) -> Result<()> {
+        let store = PartitionStore::open(
+            &paths::db(dir),
+            StoreOptions {
+                sync_writes: storage.sync_writes,
+            },
+        )?;
+        let bytes =
+            serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
         store.put_meta(settings::META_KEY, &bytes)?;
         Ok(())
     }
@@ -208,7 +233,10 @@ impl Collection {
     fn commit(&self, op: ApplyOp) -> Result<u64> {
         let mut writer = self.writer.lock();
         let Some(queue) = writer.queue.clone() else {
-            return Err(ServerError::Unavailable(format!("collection `{}` is closing", self.name())));
+            return Err(ServerError::Unavailable(format!(
+                "collection `{}` is closing",
+                self.name()
+            )));
         };
         let seq = writer.last_seq + 1;
         let write = match &op {
@@ -216,8 +244,18 @@ impl Collection {
                 points
                     .iter()
                     .map(|p| {
-                        let payload = p.payload.as_ref().map(|m| serde_json::Value::Object(m.clone()).to_string());
-                        (keys::encode(&p.id), StoredPoint { version: seq, vector: p.vector.clone(), payload })
+                        let payload = p
+                            .payload
+                            .as_ref()
+                            .map(|m| serde_json::Value::Object(m.clone()).to_string());
+                        (
+                            keys::encode(&p.id),
+                            StoredPoint {
+                                version: seq,
+                                vector: p.vector.clone(),
+                                payload,
+                            },
+                        )
                     })
                     .collect(),
             ),
@@ -225,9 +263,12 @@ impl Collection {
         };
         self.shared.store.write(seq, &write)?;
         writer.last_seq = seq;
-        queue
-            .send(ApplyJob { seq, op })
-            .map_err(|_| ServerError::Unavailable(format!("collection `{}`: index applier stopped", self.name())))?;
+        queue.send(ApplyJob { seq, op }).map_err(|_| {
+            ServerError::Unavailable(format!(
+                "collection `{}`: index applier stopped",
+                self.name()
+            ))
+        })?;
         Ok(seq)
     }
 
@@ -237,7 +278,12 @@ impl Collection {
         rx.wait_for(|&applied| applied >= seq)
             .await
             .map(|_| ())
-            .map_err(|_| ServerError::Unavailable(format!("collection `{}`: index applier stopped", self.name())))
+            .map_err(|_| {
+                ServerError::Unavailable(format!(
+                    "collection `{}`: index applier stopped",
+                    self.name()
+                ))
+            })
     }
 
     /// Stops the applier after it drains its queue and writes a final snapshot.

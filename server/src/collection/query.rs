@@ -91,7 +91,9 @@ impl Collection {
             QueryTarget::Vector(v) => v.clone(),
             QueryTarget::Point(id) => {
                 let (slot, _) = table.get(id).ok_or(ServerError::PointNotFound(*id))?;
-                live.index.vector(slot).ok_or(ServerError::PointNotFound(*id))?
+                live.index
+                    .vector(slot)
+                    .ok_or(ServerError::PointNotFound(*id))?
             }
         };
         let k = plan.offset + plan.limit;
@@ -109,7 +111,9 @@ impl Collection {
                     cairn_index::IndexParams::Hnsw(p) => p.ef_search,
                     cairn_index::IndexParams::Flat => k,
                 });
-                ef = Some(((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize);
+                ef = Some(
+                    ((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize,
+                );
             }
         }
         let params = SearchParams { ef, exact };
@@ -117,25 +121,38 @@ impl Collection {
         if !exact && filter.is_some() && hits.len() < k {
             // A filtered graph search can come up short when the filter cuts the graph's
             // reachable region; an exact scan is the guarantee.
-            hits = live.index.search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?.0;
+            hits = live
+                .index
+                .search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?
+                .0;
         }
         let metric = live.index.metric();
         let mut out = Vec::with_capacity(plan.limit);
         for hit in hits.into_iter().skip(plan.offset) {
             let score = metric.key_to_score(hit.key);
             if let Some(t) = plan.score_threshold {
-                let worse = if metric.higher_is_better() { score < t } else { score > t };
+                let worse = if metric.higher_is_better() {
+                    score < t
+                } else {
+                    score > t
+                };
                 if worse {
                     break;
                 }
             }
-            let Some(entry) = table.entry(hit.slot) else { continue };
+            let Some(entry) = table.entry(hit.slot) else {
+                continue;
+            };
             out.push(ScoredPoint {
                 id: entry.id,
                 version: entry.version,
                 score,
                 payload: plan.with_payload.apply(entry.payload.as_ref()),
-                vector: if plan.with_vector { live.index.vector(hit.slot) } else { None },
+                vector: if plan.with_vector {
+                    live.index.vector(hit.slot)
+                } else {
+                    None
+                },
             });
         }
         Ok(out)
@@ -159,9 +176,19 @@ impl Collection {
                 next = Some(*id);
                 break;
             }
-            let payload = table.entry(slot).and_then(|e| plan.with_payload.apply(e.payload.as_ref()));
-            let vector = if plan.with_vector { live.index.vector(slot) } else { None };
-            page.push(Record { id: *id, payload, vector });
+            let payload = table
+                .entry(slot)
+                .and_then(|e| plan.with_payload.apply(e.payload.as_ref()));
+            let vector = if plan.with_vector {
+                live.index.vector(slot)
+            } else {
+                None
+            };
+            page.push(Record {
+                id: *id,
+                payload,
+                vector,
+            });
         }
         (page, next)
     }
@@ -172,7 +199,11 @@ impl Collection {
         let table = live.table.read();
         match filter {
             None => table.live() as u64,
-            Some(_) => table.by_id.values().filter(|&&slot| passes(&table, filter, slot)).count() as u64,
+            Some(_) => table
+                .by_id
+                .values()
+                .filter(|&&slot| passes(&table, filter, slot))
+                .count() as u64,
         }
     }
 
@@ -180,11 +211,21 @@ impl Collection {
     pub fn matching_ids(&self, filter: &Filter) -> Vec<PointId> {
         let live = self.shared.live();
         let table = live.table.read();
-        table.by_id.iter().filter(|(_, &slot)| passes(&table, Some(filter), slot)).map(|(id, _)| *id).collect()
+        table
+            .by_id
+            .iter()
+            .filter(|(_, &slot)| passes(&table, Some(filter), slot))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// The points with these ids that exist, in request order.
-    pub fn get_points(&self, ids: &[PointId], with_payload: &PayloadSelection, with_vector: bool) -> Vec<Record> {
+    pub fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Vec<Record> {
         let live = self.shared.live();
         let table = live.table.read();
         ids.iter()
@@ -193,7 +234,11 @@ impl Collection {
                 Some(Record {
                     id: *id,
                     payload: with_payload.apply(entry.payload.as_ref()),
-                    vector: if with_vector { live.index.vector(slot) } else { None },
+                    vector: if with_vector {
+                        live.index.vector(slot)
+                    } else {
+                        None
+                    },
                 })
             })
             .collect()

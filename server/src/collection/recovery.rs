@@ -20,13 +20,21 @@ pub(super) struct Recovered {
     pub(super) report: LoadReport,
 }
 
-pub(super) fn load(settings: &CollectionSettings, store: &PartitionStore, dir: &std::path::Path) -> Result<Recovered> {
+pub(super) fn load(
+    settings: &CollectionSettings,
+    store: &PartitionStore,
+    dir: &std::path::Path,
+) -> Result<Recovered> {
     let started = Instant::now();
     let last_seq = store.last_seq()?;
     let snapshot = match snapshot::read(dir, settings.dim) {
         Ok(Some(s)) if s.applied_seq <= last_seq => Some(s),
         Ok(Some(s)) => {
-            tracing::warn!(snapshot_seq = s.applied_seq, last_seq, "snapshot is ahead of the store; rebuilding");
+            tracing::warn!(
+                snapshot_seq = s.applied_seq,
+                last_seq,
+                "snapshot is ahead of the store; rebuilding"
+            );
             None
         }
         Ok(None) => None,
@@ -47,7 +55,11 @@ pub(super) fn load(settings: &CollectionSettings, store: &PartitionStore, dir: &
 /// Snapshot path: attach payloads, replay the op log, repair version mismatches.
 fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Recovered> {
     let live = loaded.live;
-    let mut report = LoadReport { index_source: "snapshot".into(), snapshot_seq: loaded.applied_seq, ..Default::default() };
+    let mut report = LoadReport {
+        index_source: "snapshot".into(),
+        snapshot_seq: loaded.applied_seq,
+        ..Default::default()
+    };
 
     // 1. Ids the op log says changed after the snapshot.
     let mut touched = BTreeSet::new();
@@ -60,7 +72,8 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
     let mut stored: BTreeMap<PointId, (u64, Option<Payload>)> = BTreeMap::new();
     for item in store.scan_meta()? {
         let (key, version, payload) = item?;
-        let id = keys::decode(&key).ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
+        let id = keys::decode(&key)
+            .ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
         stored.insert(id, (version, parse_payload(payload)?));
     }
     let mut table = live.table.write();
@@ -68,7 +81,10 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
     let mut repaired = 0;
     for (id, (version, payload)) in &mut stored {
         match table.by_id.get(id).copied() {
-            Some(slot) if table.entry(slot).is_some_and(|e| e.version == *version) && !touched.contains(id) => {
+            Some(slot)
+                if table.entry(slot).is_some_and(|e| e.version == *version)
+                    && !touched.contains(id) =>
+            {
                 if let Some(Some(entry)) = table.slots.get_mut(slot as usize) {
                     entry.payload = payload.take();
                 }
@@ -79,7 +95,12 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
             }
         }
     }
-    let gone: Vec<PointId> = table.by_id.keys().filter(|id| !stored.contains_key(id)).copied().collect();
+    let gone: Vec<PointId> = table
+        .by_id
+        .keys()
+        .filter(|id| !stored.contains_key(id))
+        .copied()
+        .collect();
     repaired += gone.iter().filter(|id| !touched.contains(id)).count() as u64;
     for id in &gone {
         table.remove(id);
@@ -88,44 +109,84 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
     // 3. Re-insert stale points with their stored vectors, grouped by version.
     let mut by_version: BTreeMap<u64, Vec<NewPoint>> = BTreeMap::new();
     for id in stale {
-        let Some((version, payload)) = stored.remove(&id) else { continue };
+        let Some((version, payload)) = stored.remove(&id) else {
+            continue;
+        };
         let vector = store
             .get_vector(&keys::encode(&id))?
             .ok_or_else(|| ServerError::Internal(format!("point {id} has no stored vector")))?;
-        by_version.entry(version).or_default().push(NewPoint { id, vector, payload });
+        by_version.entry(version).or_default().push(NewPoint {
+            id,
+            vector,
+            payload,
+        });
     }
     for (version, points) in by_version {
         applier::publish(&live, version, points);
     }
     if repaired > 0 {
-        tracing::warn!(repaired, "points disagreed with the snapshot beyond the op log; repaired from the store");
+        tracing::warn!(
+            repaired,
+            "points disagreed with the snapshot beyond the op log; repaired from the store"
+        );
     }
     report.repaired_points = repaired;
-    Ok(Recovered { live, snapshot_seq: loaded.applied_seq, report })
+    Ok(Recovered {
+        live,
+        snapshot_seq: loaded.applied_seq,
+        report,
+    })
 }
 
 /// No snapshot: build the index from every stored point.
-fn rebuild(settings: &CollectionSettings, store: &PartitionStore, last_seq: u64) -> Result<Recovered> {
+fn rebuild(
+    settings: &CollectionSettings,
+    store: &PartitionStore,
+    last_seq: u64,
+) -> Result<Recovered> {
     let mut entries = Vec::new();
     let mut vectors = Vec::new();
     for item in store.scan_points()? {
         let (key, point) = item?;
-        let id = keys::decode(&key).ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
+        let id = keys::decode(&key)
+            .ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
         if point.vector.len() != settings.dim {
-            return Err(ServerError::Internal(format!("stored point {id} has dimension {}", point.vector.len())));
+            return Err(ServerError::Internal(format!(
+                "stored point {id} has dimension {}",
+                point.vector.len()
+            )));
         }
         vectors.extend_from_slice(&point.vector);
-        entries.push(SlotEntry { id, version: point.version, payload: parse_payload(point.payload)? });
+        entries.push(SlotEntry {
+            id,
+            version: point.version,
+            payload: parse_payload(point.payload)?,
+        });
     }
-    let source = if entries.is_empty() && last_seq == 0 { "new" } else { "rebuilt" };
+    let source = if entries.is_empty() && last_seq == 0 {
+        "new"
+    } else {
+        "rebuilt"
+    };
     let live = build_live(settings, entries, &vectors)?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
-    let report = LoadReport { index_source: source.into(), ..Default::default() };
-    Ok(Recovered { live, snapshot_seq: if source == "new" { last_seq } else { 0 }, report })
+    let report = LoadReport {
+        index_source: source.into(),
+        ..Default::default()
+    };
+    Ok(Recovered {
+        live,
+        snapshot_seq: if source == "new" { last_seq } else { 0 },
+        report,
+    })
 }
 
 /// A fresh index over `entries` (in order) and their row-major `vectors`.
-pub(super) fn build_live(settings: &CollectionSettings, entries: Vec<SlotEntry>, vectors: &[f32]) -> Result<LiveIndex> {
+pub(super) fn build_live(
+    settings: &CollectionSettings,
+    entries: Vec<SlotEntry>,
+    vectors: &[f32],
+) -> Result<LiveIndex> {
     let index = cairn_index::new_index(&settings.index, settings.metric(), settings.dim)?;
     let mut table = PointTable::default();
     let dim = settings.dim;
@@ -136,10 +197,16 @@ pub(super) fn build_live(settings: &CollectionSettings, entries: Vec<SlotEntry>,
             table.publish(first + offset as u32, entry);
         }
     }
-    Ok(LiveIndex { index, table: table.into() })
+    Ok(LiveIndex {
+        index,
+        table: table.into(),
+    })
 }
 
 fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
-    text.map(|t| serde_json::from_str(&t).map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}"))))
-        .transpose()
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}")))
+    })
+    .transpose()
 }

@@ -32,7 +32,9 @@ impl CollectionSettings {
     pub fn from_request(req: &CreateCollection, limits: &Limits) -> Result<Self> {
         let v = &req.vectors;
         if v.size == 0 {
-            return Err(ServerError::InvalidRequest("vectors.size must be at least 1".into()));
+            return Err(ServerError::InvalidRequest(
+                "vectors.size must be at least 1".into(),
+            ));
         }
         if v.size > limits.max_dim {
             return Err(ServerError::LimitExceeded(format!(
@@ -58,7 +60,8 @@ impl CollectionSettings {
         let index = match req.index.unwrap_or(IndexConfig::Hnsw) {
             IndexConfig::Flat => IndexParams::Flat,
             IndexConfig::Hnsw => {
-                hnsw.validate().map_err(|e| ServerError::InvalidRequest(format!("hnsw_config: {e}")))?;
+                hnsw.validate()
+                    .map_err(|e| ServerError::InvalidRequest(format!("hnsw_config: {e}")))?;
                 IndexParams::Hnsw(hnsw)
             }
         };
@@ -66,7 +69,9 @@ impl CollectionSettings {
             dim: v.size,
             distance: v.distance,
             index,
-            full_scan_threshold: diff.full_scan_threshold.unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
+            full_scan_threshold: diff
+                .full_scan_threshold
+                .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
         })
     }
 

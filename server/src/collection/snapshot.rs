@@ -64,13 +64,19 @@ pub(super) fn read(dir: &std::path::Path, dim: usize) -> Result<Option<Loaded>> 
     }
     let (header, bytes) = persist::read_file(&path)?;
     if header.dim != dim as u64 {
-        return Err(corrupt(&path, format!("dimension {} but the collection has {dim}", header.dim)));
+        return Err(corrupt(
+            &path,
+            format!("dimension {} but the collection has {dim}", header.dim),
+        ));
     }
     let mut d = Decoder::new(&bytes);
     let index = cairn_index::read_index(header.kind, d.bytes()?)?;
     let slots = d.usize()?;
     if slots != index.len() {
-        return Err(corrupt(&path, format!("{slots} table slots for {} index slots", index.len())));
+        return Err(corrupt(
+            &path,
+            format!("{slots} table slots for {} index slots", index.len()),
+        ));
     }
     let mut table = PointTable::default();
     table.slots.reserve(slots);
@@ -80,14 +86,31 @@ pub(super) fn read(dir: &std::path::Path, dim: usize) -> Result<Option<Loaded>> 
             table.dead += 1;
             continue;
         }
-        let id = keys::decode(d.bytes()?).ok_or_else(|| corrupt(&path, format!("bad id at slot {slot}")))?;
+        let id = keys::decode(d.bytes()?)
+            .ok_or_else(|| corrupt(&path, format!("bad id at slot {slot}")))?;
         let version = d.u64()?;
-        table.publish(slot as u32, SlotEntry { id, version, payload: None });
+        table.publish(
+            slot as u32,
+            SlotEntry {
+                id,
+                version,
+                payload: None,
+            },
+        );
     }
     d.finish()?;
-    Ok(Some(Loaded { live: LiveIndex { index, table: table.into() }, applied_seq: header.applied_seq }))
+    Ok(Some(Loaded {
+        live: LiveIndex {
+            index,
+            table: table.into(),
+        },
+        applied_seq: header.applied_seq,
+    }))
 }
 
 fn corrupt(path: &std::path::Path, comment: String) -> ServerError {
-    ServerError::Index(IndexError::Corrupt { path: path.to_path_buf(), comment })
+    ServerError::Index(IndexError::Corrupt {
+        path: path.to_path_buf(),
+        comment,
+    })
 }

@@ -5,8 +5,9 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams, CollectionsList,
-    CreateCollection, HnswConfig, IndexConfig, OptimizersConfig, VectorParams, WalConfig,
+    CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams,
+    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig, VectorParams,
+    WalConfig,
 };
 use cairn_index::IndexParams;
 
@@ -17,7 +18,12 @@ use crate::error::Result;
 
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let collections = state.catalog()?.names().into_iter().map(|name| CollectionDescription { name }).collect();
+    let collections = state
+        .catalog()?
+        .names()
+        .into_iter()
+        .map(|name| CollectionDescription { name })
+        .collect();
     Ok(ok(CollectionsList { collections }, t))
 }
 
@@ -32,23 +38,38 @@ pub(super) async fn create(
     Ok(ok(true, t))
 }
 
-pub(super) async fn delete(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+pub(super) async fn delete(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let catalog = state.catalog()?.clone();
     blocking(move || catalog.delete(&name)).await?;
     Ok(ok(true, t))
 }
 
-pub(super) async fn exists(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+pub(super) async fn exists(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let exists = state.catalog()?.get(&name).is_ok();
     Ok(ok(CollectionExists { exists }, t))
 }
 
-pub(super) async fn info(AxState(state): AxState<State>, Path(name): Path<String>) -> Result<impl IntoResponse> {
+pub(super) async fn info(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
-    Ok(ok(InfoWithLoad { info: describe(&collection), load: collection.load_report().clone() }, t))
+    Ok(ok(
+        InfoWithLoad {
+            info: describe(&collection),
+            load: collection.load_report().clone(),
+        },
+        t,
+    ))
 }
 
 /// Collection info plus Cairn's load report (how the index came back at start-up).
@@ -75,7 +96,11 @@ fn describe(collection: &Collection) -> CollectionInfo {
         segments_count: 1,
         config: CollectionConfig {
             params: CollectionParams {
-                vectors: VectorParams { size: s.dim, distance: s.distance, hnsw_config: None },
+                vectors: VectorParams {
+                    size: s.dim,
+                    distance: s.distance,
+                    hnsw_config: None,
+                },
                 shard_number: 1,
                 replication_factor: 1,
                 write_consistency_factor: 1,
@@ -99,7 +124,10 @@ fn describe(collection: &Collection) -> CollectionInfo {
                 flush_interval_sec: 30,
                 max_optimization_threads: None,
             },
-            wal_config: WalConfig { wal_capacity_mb: 32, wal_segments_ahead: 0 },
+            wal_config: WalConfig {
+                wal_capacity_mb: 32,
+                wal_segments_ahead: 0,
+            },
             quantization_config: None,
             index,
         },

@@ -10,9 +10,10 @@ use crate::error::ServerError;
 /// HTTP status of an error code: the one place this mapping lives.
 pub fn status_of(code: ErrorCode) -> StatusCode {
     match code {
-        ErrorCode::InvalidRequest | ErrorCode::WrongDimension | ErrorCode::InvalidVector | ErrorCode::LimitExceeded => {
-            StatusCode::BAD_REQUEST
-        }
+        ErrorCode::InvalidRequest
+        | ErrorCode::WrongDimension
+        | ErrorCode::InvalidVector
+        | ErrorCode::LimitExceeded => StatusCode::BAD_REQUEST,
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::AlreadyExists => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -25,7 +26,13 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 
 /// A response body for an error code and message.
 pub fn error_response(code: ErrorCode, message: String) -> Response {
-    let body = ErrorBody { status: ErrorStatus { error: message, code }, time: 0.0 };
+    let body = ErrorBody {
+        status: ErrorStatus {
+            error: message,
+            code,
+        },
+        time: 0.0,
+    };
     (status_of(code), Json(body)).into_response()
 }
 

@@ -20,7 +20,10 @@ impl<T: DeserializeOwned> FromRequest<State> for ApiJson<T> {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ServerError::PayloadTooLarge(state.max_body_bytes)
             } else {
-                ServerError::InvalidRequest(format!("cannot read request body: {}", rejection.body_text()))
+                ServerError::InvalidRequest(format!(
+                    "cannot read request body: {}",
+                    rejection.body_text()
+                ))
             }
         })?;
         decode(&bytes).map(ApiJson)
@@ -30,7 +33,9 @@ impl<T: DeserializeOwned> FromRequest<State> for ApiJson<T> {
 /// Decodes JSON, reporting the path of the first bad field.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ServerError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ServerError::InvalidRequest("request body is empty; expected a JSON object".into()));
+        return Err(ServerError::InvalidRequest(
+            "request body is empty; expected a JSON object".into(),
+        ));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -45,26 +50,9 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ServerError> {
             }
         }
     })?;
-    de.end().map_err(|e| ServerError::InvalidRequest(format!("malformed JSON: {e}")))?;
+    de.end()
+        .map_err(|e| ServerError::InvalidRequest(format!("malformed JSON: {e}")))?;
     Ok(value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cairn_api::UpsertRequest;
-
-    #[test]
-    fn errors_name_the_field() {
-        let err = decode::<UpsertRequest>(br#"{"points":[{"id":1,"vector":[1.0,"x"]}]}"#).unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("points[0]"), "{msg}");
-        let err = decode::<UpsertRequest>(br#"{"points":[{"id":-4,"vector":[1.0]}]}"#).unwrap_err();
-        assert!(err.to_string().contains("points[0].id"), "{err}");
-        let err = decode::<UpsertRequest>(br#"{"points": [}"#).unwrap_err();
-        assert!(err.to_string().starts_with("malformed JSON"), "{err}");
-        assert!(decode::<UpsertRequest>(b"  ").is_err());
-    }
 }
 
 /// Like [`ApiJson`], but an empty body decodes as `T::default()` (count, scroll).
@@ -78,12 +66,34 @@ impl<T: DeserializeOwned + Default> FromRequest<State> for OptionalJson<T> {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ServerError::PayloadTooLarge(state.max_body_bytes)
             } else {
-                ServerError::InvalidRequest(format!("cannot read request body: {}", rejection.body_text()))
+                ServerError::InvalidRequest(format!(
+                    "cannot read request body: {}",
+                    rejection.body_text()
+                ))
             }
         })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
         decode(&bytes).map(OptionalJson)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_api::UpsertRequest;
+
+    #[test]
+    fn errors_name_the_field() {
+        let err =
+            decode::<UpsertRequest>(br#"{"points":[{"id":1,"vector":[1.0,"x"]}]}"#).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("points[0]"), "{msg}");
+        let err = decode::<UpsertRequest>(br#"{"points":[{"id":-4,"vector":[1.0]}]}"#).unwrap_err();
+        assert!(err.to_string().contains("points[0].id"), "{err}");
+        let err = decode::<UpsertRequest>(br#"{"points": [}"#).unwrap_err();
+        assert!(err.to_string().starts_with("malformed JSON"), "{err}");
+        assert!(decode::<UpsertRequest>(b"  ").is_err());
     }
 }

@@ -13,16 +13,21 @@ use parking_lot::Mutex;
 use super::State;
 use crate::catalog::Catalog;
 
-/// Counters keyed by (method, route, status).
+/// (method, route template, status).
+type RequestKey = (String, String, u16);
+
+/// Counters keyed by (method, route, status): request count and total seconds.
 #[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), (u64, f64)>>,
+    requests: Mutex<BTreeMap<RequestKey, (u64, f64)>>,
 }
 
 impl Metrics {
     fn record(&self, method: &str, route: &str, status: u16, seconds: f64) {
         let mut map = self.requests.lock();
-        let entry = map.entry((method.to_owned(), route.to_owned(), status)).or_default();
+        let entry = map
+            .entry((method.to_owned(), route.to_owned(), status))
+            .or_default();
         entry.0 += 1;
         entry.1 += seconds;
     }
@@ -36,7 +41,9 @@ impl Metrics {
         for ((method, route, status), (count, _)) in map.iter() {
             let _ = writeln!(out, "cairn_http_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {count}");
         }
-        out.push_str("# HELP cairn_http_request_seconds_sum Total seconds spent per route and status.\n");
+        out.push_str(
+            "# HELP cairn_http_request_seconds_sum Total seconds spent per route and status.\n",
+        );
         out.push_str("# TYPE cairn_http_request_seconds_sum counter\n");
         for ((method, route, status), (_, seconds)) in map.iter() {
             let _ = writeln!(out, "cairn_http_request_seconds_sum{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {seconds}");
@@ -45,15 +52,30 @@ impl Metrics {
         if let Some(catalog) = catalog {
             out.push_str("# HELP cairn_collection_points Live points per collection.\n# TYPE cairn_collection_points gauge\n");
             for c in catalog.all() {
-                let _ = writeln!(out, "cairn_collection_points{{collection=\"{}\"}} {}", c.name(), c.points());
+                let _ = writeln!(
+                    out,
+                    "cairn_collection_points{{collection=\"{}\"}} {}",
+                    c.name(),
+                    c.points()
+                );
             }
             out.push_str("# HELP cairn_collection_applied_seq Last op applied to the index.\n# TYPE cairn_collection_applied_seq gauge\n");
             for c in catalog.all() {
-                let _ = writeln!(out, "cairn_collection_applied_seq{{collection=\"{}\"}} {}", c.name(), c.applied_seq());
+                let _ = writeln!(
+                    out,
+                    "cairn_collection_applied_seq{{collection=\"{}\"}} {}",
+                    c.name(),
+                    c.applied_seq()
+                );
             }
             out.push_str("# HELP cairn_index_memory_bytes Bytes held by each collection's index.\n# TYPE cairn_index_memory_bytes gauge\n");
             for c in catalog.all() {
-                let _ = writeln!(out, "cairn_index_memory_bytes{{collection=\"{}\"}} {}", c.name(), c.index_memory_bytes());
+                let _ = writeln!(
+                    out,
+                    "cairn_index_memory_bytes{{collection=\"{}\"}} {}",
+                    c.name(),
+                    c.index_memory_bytes()
+                );
             }
         }
         out
@@ -65,8 +87,16 @@ impl Metrics {
 pub async fn track(AxState(state): AxState<State>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
-    let route = request.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
-    state.metrics.record(&method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    state.metrics.record(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
     response
 }

@@ -41,7 +41,13 @@ pub struct AppState {
 impl AppState {
     /// State of a server that is still loading.
     pub fn new(limits: Limits, max_body_bytes: usize) -> Self {
-        Self { catalog: OnceLock::new(), ready: AtomicBool::new(false), limits, max_body_bytes, metrics: Default::default() }
+        Self {
+            catalog: OnceLock::new(),
+            ready: AtomicBool::new(false),
+            limits,
+            max_body_bytes,
+            metrics: Default::default(),
+        }
     }
 
     /// Installs the loaded catalog and turns `/readyz` green.
@@ -57,7 +63,9 @@ impl AppState {
 
     /// The catalog, or 503 while loading.
     pub fn catalog(&self) -> Result<&Arc<Catalog>> {
-        self.catalog.get().ok_or_else(|| ServerError::Unavailable("server is loading collections".into()))
+        self.catalog
+            .get()
+            .ok_or_else(|| ServerError::Unavailable("server is loading collections".into()))
     }
 }
 
@@ -70,8 +78,12 @@ pub(crate) fn ok<T>(result: T, started: Instant) -> axum::Json<Response<T>> {
 }
 
 /// Runs blocking work on tokio's blocking pool.
-pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ServerError::Internal(format!("worker failed: {e}")))?
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ServerError::Internal(format!("worker failed: {e}")))?
 }
 
 /// The router with every route and layer.
@@ -85,22 +97,53 @@ pub fn router(state: State) -> Router {
         .route("/collections", get(collections::list))
         .route(
             "/collections/{collection}",
-            get(collections::info).put(collections::create).delete(collections::delete),
+            get(collections::info)
+                .put(collections::create)
+                .delete(collections::delete),
         )
         .route("/collections/{collection}/exists", get(collections::exists))
-        .route("/collections/{collection}/points", axum::routing::put(points::upsert).post(points::get_many))
-        .route("/collections/{collection}/points/{id}", get(points::get_one))
-        .route("/collections/{collection}/points/delete", post(points::delete))
-        .route("/collections/{collection}/points/scroll", post(points::scroll))
-        .route("/collections/{collection}/points/count", post(points::count))
+        .route(
+            "/collections/{collection}/points",
+            axum::routing::put(points::upsert).post(points::get_many),
+        )
+        .route(
+            "/collections/{collection}/points/{id}",
+            get(points::get_one),
+        )
+        .route(
+            "/collections/{collection}/points/delete",
+            post(points::delete),
+        )
+        .route(
+            "/collections/{collection}/points/scroll",
+            post(points::scroll),
+        )
+        .route(
+            "/collections/{collection}/points/count",
+            post(points::count),
+        )
         .route("/collections/{collection}/points/query", post(query::query))
-        .route("/collections/{collection}/points/query/batch", post(query::query_batch))
-        .route("/collections/{collection}/points/search", post(query::search))
-        .route("/collections/{collection}/points/search/batch", post(query::search_batch))
+        .route(
+            "/collections/{collection}/points/query/batch",
+            post(query::query_batch),
+        )
+        .route(
+            "/collections/{collection}/points/search",
+            post(query::search),
+        )
+        .route(
+            "/collections/{collection}/points/search/batch",
+            post(query::search_batch),
+        )
         .fallback(service::not_found)
         .method_not_allowed_fallback(service::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(service::panic_response))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            service::panic_response,
+        ))
         .with_state(state)
 }

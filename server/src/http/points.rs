@@ -6,8 +6,8 @@ use std::time::Instant;
 use axum::extract::{Path, Query, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ScrollRequest, ScrollResult,
-    UpdateResult, UpdateStatus, UpsertRequest,
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ScrollRequest,
+    ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
 };
 
 use super::json::{ApiJson, OptionalJson};
@@ -24,13 +24,18 @@ fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
     match params.get("wait").map(String::as_str) {
         None | Some("false") => Ok(false),
         Some("true" | "") => Ok(true),
-        Some(other) => Err(ServerError::InvalidRequest(format!("query parameter wait must be true or false, got {other:?}"))),
+        Some(other) => Err(ServerError::InvalidRequest(format!(
+            "query parameter wait must be true or false, got {other:?}"
+        ))),
     }
 }
 
 fn check_limit(state: &State, limit: usize, field: &str) -> Result<()> {
     if limit > state.limits.max_limit {
-        return Err(ServerError::LimitExceeded(format!("{field} {limit} is above the maximum of {}", state.limits.max_limit)));
+        return Err(ServerError::LimitExceeded(format!(
+            "{field} {limit} is above the maximum of {}",
+            state.limits.max_limit
+        )));
     }
     Ok(())
 }
@@ -42,9 +47,15 @@ async fn finish_write(
 ) -> Result<UpdateResult> {
     if wait {
         collection.wait_applied(seq).await?;
-        Ok(UpdateResult { operation_id: seq, status: UpdateStatus::Completed })
+        Ok(UpdateResult {
+            operation_id: seq,
+            status: UpdateStatus::Completed,
+        })
     } else {
-        Ok(UpdateResult { operation_id: seq, status: UpdateStatus::Acknowledged })
+        Ok(UpdateResult {
+            operation_id: seq,
+            status: UpdateStatus::Acknowledged,
+        })
     }
 }
 
@@ -85,8 +96,16 @@ pub(super) async fn delete(
                 validate(&filter, "filter")?;
                 c.matching_ids(&filter)
             }
-            (Some(_), Some(_)) => return Err(ServerError::InvalidRequest("give either `points` or `filter`, not both".into())),
-            (None, None) => return Err(ServerError::InvalidRequest("body needs `points` or `filter`".into())),
+            (Some(_), Some(_)) => {
+                return Err(ServerError::InvalidRequest(
+                    "give either `points` or `filter`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(ServerError::InvalidRequest(
+                    "body needs `points` or `filter`".into(),
+                ))
+            }
         };
         c.delete_blocking(ids)
     })
@@ -94,7 +113,10 @@ pub(super) async fn delete(
     Ok(ok(finish_write(&collection, seq, wait).await?, t))
 }
 
-pub(super) async fn get_one(AxState(state): AxState<State>, Path((name, id)): Path<(String, String)>) -> Result<impl IntoResponse> {
+pub(super) async fn get_one(
+    AxState(state): AxState<State>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let id: PointId = id.parse().map_err(ServerError::InvalidRequest)?;
     let collection = state.catalog()?.get(&name)?;
@@ -115,7 +137,10 @@ pub(super) async fn get_many(
     let ids = prepare_delete_ids(request.ids, &state.limits)?;
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
     let with_vector = request.with_vector.is_some_and(|w| w.enabled());
-    Ok(ok(collection.get_points(&ids, &with_payload, with_vector), t))
+    Ok(ok(
+        collection.get_points(&ids, &with_payload, with_vector),
+        t,
+    ))
 }
 
 pub(super) async fn scroll(
@@ -137,8 +162,15 @@ pub(super) async fn scroll(
         with_payload: PayloadSelection::from_wire(request.with_payload, true),
         with_vector: request.with_vector.is_some_and(|w| w.enabled()),
     };
-    let (points, next_page_offset) = blocking(move || Ok(collection.scroll_blocking(&plan))).await?;
-    Ok(ok(ScrollResult { points, next_page_offset }, t))
+    let (points, next_page_offset) =
+        blocking(move || Ok(collection.scroll_blocking(&plan))).await?;
+    Ok(ok(
+        ScrollResult {
+            points,
+            next_page_offset,
+        },
+        t,
+    ))
 }
 
 pub(super) async fn count(

@@ -5,7 +5,8 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    NearestTarget, QueryBatchRequest, QueryInput, QueryRequest, QueryResponse, SearchBatchRequest, SearchRequest,
+    NearestTarget, QueryBatchRequest, QueryInput, QueryRequest, QueryResponse, SearchBatchRequest,
+    SearchRequest,
 };
 
 use super::json::ApiJson;
@@ -20,8 +21,17 @@ use crate::error::{Result, ServerError};
 const DEFAULT_LIMIT: usize = 10;
 
 /// Validates a query against the collection and the limits; `field` prefixes error paths.
-fn plan(collection: &Collection, request: QueryRequest, limits: &Limits, field: &str) -> Result<QueryPlan> {
-    if request.using.as_deref().is_some_and(|name| !name.is_empty()) {
+fn plan(
+    collection: &Collection,
+    request: QueryRequest,
+    limits: &Limits,
+    field: &str,
+) -> Result<QueryPlan> {
+    if request
+        .using
+        .as_deref()
+        .is_some_and(|name| !name.is_empty())
+    {
         return Err(ServerError::InvalidRequest(format!(
             "{field}using: named vectors are not supported; collections have one unnamed vector"
         )));
@@ -38,17 +48,24 @@ fn plan(collection: &Collection, request: QueryRequest, limits: &Limits, field: 
     let params = request.params.unwrap_or_default();
     if let Some(ef) = params.hnsw_ef {
         if ef > limits.max_ef {
-            return Err(ServerError::LimitExceeded(format!("{field}params.hnsw_ef {ef} is above the maximum of {}", limits.max_ef)));
+            return Err(ServerError::LimitExceeded(format!(
+                "{field}params.hnsw_ef {ef} is above the maximum of {}",
+                limits.max_ef
+            )));
         }
         if ef == 0 {
-            return Err(ServerError::InvalidRequest(format!("{field}params.hnsw_ef must be at least 1")));
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}params.hnsw_ef must be at least 1"
+            )));
         }
     }
     if let Some(filter) = &request.filter {
         validate(filter, &format!("{field}filter"))?;
     }
     if request.score_threshold.is_some_and(|t| !t.is_finite()) {
-        return Err(ServerError::InvalidRequest(format!("{field}score_threshold must be finite")));
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}score_threshold must be finite"
+        )));
     }
     let vector_field = format!("{field}query");
     let target = match request.query {
@@ -85,16 +102,39 @@ fn check_batch(n: usize, limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-async fn run(state: &State, name: &str, requests: Vec<QueryRequest>, batched: bool) -> Result<Vec<QueryResponse>> {
+async fn run(
+    state: &State,
+    name: &str,
+    requests: Vec<QueryRequest>,
+    batched: bool,
+) -> Result<Vec<QueryResponse>> {
     let collection = state.catalog()?.get(name)?;
     let limits = state.limits;
     blocking(move || {
         let plans = requests
             .into_iter()
             .enumerate()
-            .map(|(i, r)| plan(&collection, r, &limits, &if batched { format!("searches[{i}].") } else { String::new() }))
+            .map(|(i, r)| {
+                plan(
+                    &collection,
+                    r,
+                    &limits,
+                    &if batched {
+                        format!("searches[{i}].")
+                    } else {
+                        String::new()
+                    },
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
-        plans.iter().map(|p| Ok(QueryResponse { points: collection.query_blocking(p)? })).collect()
+        plans
+            .iter()
+            .map(|p| {
+                Ok(QueryResponse {
+                    points: collection.query_blocking(p)?,
+                })
+            })
+            .collect()
     })
     .await
 }
@@ -106,7 +146,9 @@ pub(super) async fn query(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let mut responses = run(&state, &name, vec![request], false).await?;
-    let response = responses.pop().ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
+    let response = responses
+        .pop()
+        .ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
     Ok(ok(response, t))
 }
 
@@ -138,7 +180,14 @@ pub(super) async fn search_batch(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     check_batch(request.searches.len(), &state.limits)?;
-    let requests = request.searches.into_iter().map(QueryRequest::from).collect();
+    let requests = request
+        .searches
+        .into_iter()
+        .map(QueryRequest::from)
+        .collect();
     let responses = run(&state, &name, requests, true).await?;
-    Ok(ok(responses.into_iter().map(|r| r.points).collect::<Vec<_>>(), t))
+    Ok(ok(
+        responses.into_iter().map(|r| r.points).collect::<Vec<_>>(),
+        t,
+    ))
 }

@@ -11,7 +11,13 @@ use super::error::error_response;
 use super::{ok, State};
 
 pub(super) async fn root() -> impl IntoResponse {
-    ok(ServerInfo { title: "cairn - vector search engine".into(), version: env!("CARGO_PKG_VERSION").into() }, Instant::now())
+    ok(
+        ServerInfo {
+            title: "cairn - vector search engine".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        Instant::now(),
+    )
 }
 
 /// Liveness: the process answers.
@@ -24,26 +30,47 @@ pub(super) async fn readyz(AxState(state): AxState<State>) -> Response {
     if state.is_ready() {
         ok("all collections are loaded", Instant::now()).into_response()
     } else {
-        error_response(ErrorCode::Unavailable, "server is loading collections".into())
+        error_response(
+            ErrorCode::Unavailable,
+            "server is loading collections".into(),
+        )
     }
 }
 
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
-    let body = state.metrics.render(state.catalog().ok().map(|c| c.as_ref()));
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+    let body = state
+        .metrics
+        .render(state.catalog().ok().map(|c| c.as_ref()));
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+        .into_response()
 }
 
 pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
     error_response(ErrorCode::NotFound, format!("no route for {}", uri.path()))
 }
 
-pub(super) async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
-    let mut response = error_response(ErrorCode::InvalidRequest, format!("method {method} is not allowed on {}", uri.path()));
+pub(super) async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> Response {
+    let mut response = error_response(
+        ErrorCode::InvalidRequest,
+        format!("method {method} is not allowed on {}", uri.path()),
+    );
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
 }
 
 pub(super) fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("request handler panicked");
-    error_response(ErrorCode::Internal, "internal error: request handler panicked".into())
+    error_response(
+        ErrorCode::Internal,
+        "internal error: request handler panicked".into(),
+    )
 }

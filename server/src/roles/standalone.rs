@@ -23,13 +23,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let state = Arc::new(AppState::new(config.limits, config.http.max_body_bytes));
     let app = router(state.clone());
     let server = tokio::spawn(async move {
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
     });
 
     let data_dir = config.node.data_dir.clone();
-    let catalog = tokio::task::spawn_blocking(move || Catalog::open(&data_dir, config.storage, config.limits))
-        .await?
-        .context("cannot load collections")?;
+    let catalog = tokio::task::spawn_blocking(move || {
+        Catalog::open(&data_dir, config.storage, config.limits)
+    })
+    .await?
+    .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");

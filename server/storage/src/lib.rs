@@ -29,4 +29,6 @@ mod error;
 mod store;
 
 pub use error::{Result, StorageError};
-pub use store::{OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, WriteOp};
+pub use store::{
+    MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, WriteOp,
+};

@@ -7,7 +7,11 @@ use proptest::prelude::*;
 use super::*;
 
 fn point(version: u64, x: f32, payload: Option<&str>) -> StoredPoint {
-    StoredPoint { version, vector: vec![x, -x], payload: payload.map(str::to_owned) }
+    StoredPoint {
+        version,
+        vector: vec![x, -x],
+        payload: payload.map(str::to_owned),
+    }
 }
 
 #[test]
@@ -16,17 +20,37 @@ fn writes_read_back_and_survive_reopen() {
     {
         let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
         assert_eq!(store.last_seq().unwrap(), 0);
-        store.write(1, &WriteOp::Upsert(vec![(b"a".to_vec(), point(1, 1.0, Some("{\"k\":1}")))])).unwrap();
-        store.write(2, &WriteOp::Upsert(vec![(b"b".to_vec(), point(2, 2.0, None))])).unwrap();
-        store.write(3, &WriteOp::Delete(vec![b"a".to_vec()])).unwrap();
+        store
+            .write(
+                1,
+                &WriteOp::Upsert(vec![(b"a".to_vec(), point(1, 1.0, Some("{\"k\":1}")))]),
+            )
+            .unwrap();
+        store
+            .write(
+                2,
+                &WriteOp::Upsert(vec![(b"b".to_vec(), point(2, 2.0, None))]),
+            )
+            .unwrap();
+        store
+            .write(3, &WriteOp::Delete(vec![b"a".to_vec()]))
+            .unwrap();
         store.put_meta("config", b"{}").unwrap();
     }
     let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(store.last_seq().unwrap(), 3);
     assert_eq!(store.get(b"a").unwrap(), None);
     assert_eq!(store.get(b"b").unwrap(), Some(point(2, 2.0, None)));
-    assert_eq!(store.get_meta("config").unwrap().as_deref(), Some(&b"{}"[..]));
-    let log: Vec<(u64, OpKind)> = store.oplog_after(1).unwrap().map(|e| e.unwrap()).map(|(s, e)| (s, e.kind)).collect();
+    assert_eq!(
+        store.get_meta("config").unwrap().as_deref(),
+        Some(&b"{}"[..])
+    );
+    let log: Vec<(u64, OpKind)> = store
+        .oplog_after(1)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|(s, e)| (s, e.kind))
+        .collect();
     assert_eq!(log, vec![(2, OpKind::Upsert), (3, OpKind::Delete)]);
 }
 
@@ -35,7 +59,10 @@ fn sequence_numbers_must_increase() {
     let dir = tempfile::tempdir().unwrap();
     let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
     store.write(5, &WriteOp::Delete(vec![])).unwrap();
-    assert!(matches!(store.write(5, &WriteOp::Delete(vec![])), Err(StorageError::OutOfOrder { last: 5, got: 5 })));
+    assert!(matches!(
+        store.write(5, &WriteOp::Delete(vec![])),
+        Err(StorageError::OutOfOrder { last: 5, got: 5 })
+    ));
 }
 
 #[test]
@@ -43,7 +70,9 @@ fn trimming_keeps_later_entries() {
     let dir = tempfile::tempdir().unwrap();
     let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
     for seq in 1..=10 {
-        store.write(seq, &WriteOp::Delete(vec![seq.to_be_bytes().to_vec()])).unwrap();
+        store
+            .write(seq, &WriteOp::Delete(vec![seq.to_be_bytes().to_vec()]))
+            .unwrap();
     }
     store.trim_oplog_below(8).unwrap();
     assert_eq!(store.oplog_first().unwrap(), Some(8));

@@ -1,6 +1,9 @@
 use std::path::{Path, PathBuf};
 
-use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{Result, StorageError};
@@ -54,6 +57,9 @@ pub struct OpLogEntry {
     pub keys: Vec<Vec<u8>>,
 }
 
+/// `(key, version, payload)` of one point, without its vector.
+pub type MetaRecord = (Vec<u8>, u64, Option<String>);
+
 /// A batch to commit under one sequence number.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
@@ -87,11 +93,22 @@ impl PartitionStore {
             o.set_write_buffer_size(16 << 20);
             ColumnFamilyDescriptor::new(name, o)
         };
-        let db = DB::open_cf_descriptors(&db_opts, path, [cf(CF_POINTS), cf(CF_VECTORS), cf(CF_OPLOG), cf(CF_META)])
-            .map_err(|source| StorageError::Rocks { path: path.to_path_buf(), source })?;
+        let db = DB::open_cf_descriptors(
+            &db_opts,
+            path,
+            [cf(CF_POINTS), cf(CF_VECTORS), cf(CF_OPLOG), cf(CF_META)],
+        )
+        .map_err(|source| StorageError::Rocks {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(options.sync_writes);
-        Ok(Self { db, path: path.to_path_buf(), write_options })
+        Ok(Self {
+            db,
+            path: path.to_path_buf(),
+            write_options,
+        })
     }
 
     /// The database directory.
@@ -100,23 +117,38 @@ impl PartitionStore {
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily> {
-        self.db.cf_handle(name).ok_or_else(|| self.corrupt(format!("missing column family {name}")))
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| self.corrupt(format!("missing column family {name}")))
     }
 
     fn rocks(&self, source: rocksdb::Error) -> StorageError {
-        StorageError::Rocks { path: self.path.clone(), source }
+        StorageError::Rocks {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     fn corrupt(&self, comment: String) -> StorageError {
-        StorageError::Corrupt { path: self.path.clone(), comment }
+        StorageError::Corrupt {
+            path: self.path.clone(),
+            comment,
+        }
     }
 
     /// The last sequence number committed (0 for a new store).
     pub fn last_seq(&self) -> Result<u64> {
-        match self.db.get_cf(self.cf(CF_META)?, LAST_SEQ).map_err(|e| self.rocks(e))? {
+        match self
+            .db
+            .get_cf(self.cf(CF_META)?, LAST_SEQ)
+            .map_err(|e| self.rocks(e))?
+        {
             None => Ok(0),
             Some(bytes) => {
-                let array: [u8; 8] = bytes.as_slice().try_into().map_err(|_| self.corrupt("last_seq is not 8 bytes".into()))?;
+                let array: [u8; 8] = bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| self.corrupt("last_seq is not 8 bytes".into()))?;
                 Ok(u64::from_be_bytes(array))
             }
         }
@@ -135,47 +167,76 @@ impl PartitionStore {
         let entry = match op {
             WriteOp::Upsert(items) => {
                 for (key, point) in items {
-                    let meta = PointMeta { version: point.version, payload: point.payload.clone() };
+                    let meta = PointMeta {
+                        version: point.version,
+                        payload: point.payload.clone(),
+                    };
                     batch.put_cf(points, key, encode(&meta));
                     batch.put_cf(vectors, key, vector_bytes(&point.vector));
                 }
-                OpLogEntry { kind: OpKind::Upsert, keys: items.iter().map(|(k, _)| k.clone()).collect() }
+                OpLogEntry {
+                    kind: OpKind::Upsert,
+                    keys: items.iter().map(|(k, _)| k.clone()).collect(),
+                }
             }
             WriteOp::Delete(keys) => {
                 for key in keys {
                     batch.delete_cf(points, key);
                     batch.delete_cf(vectors, key);
                 }
-                OpLogEntry { kind: OpKind::Delete, keys: keys.clone() }
+                OpLogEntry {
+                    kind: OpKind::Delete,
+                    keys: keys.clone(),
+                }
             }
         };
         batch.put_cf(self.cf(CF_OPLOG)?, seq.to_be_bytes(), encode(&entry));
         batch.put_cf(self.cf(CF_META)?, LAST_SEQ, seq.to_be_bytes());
-        self.db.write_opt(batch, &self.write_options).map_err(|e| self.rocks(e))
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(|e| self.rocks(e))
     }
 
     /// One point by key.
     pub fn get(&self, key: &[u8]) -> Result<Option<StoredPoint>> {
-        let Some(meta) = self.db.get_cf(self.cf(CF_POINTS)?, key).map_err(|e| self.rocks(e))? else {
+        let Some(meta) = self
+            .db
+            .get_cf(self.cf(CF_POINTS)?, key)
+            .map_err(|e| self.rocks(e))?
+        else {
             return Ok(None);
         };
         let meta: PointMeta = decode(&meta).map_err(|c| self.corrupt(c))?;
-        let vector = self.get_vector(key)?.ok_or_else(|| self.corrupt("point without a vector".into()))?;
-        Ok(Some(StoredPoint { version: meta.version, vector, payload: meta.payload }))
+        let vector = self
+            .get_vector(key)?
+            .ok_or_else(|| self.corrupt("point without a vector".into()))?;
+        Ok(Some(StoredPoint {
+            version: meta.version,
+            vector,
+            payload: meta.payload,
+        }))
     }
 
     /// The vector of one point.
     pub fn get_vector(&self, key: &[u8]) -> Result<Option<Vec<f32>>> {
-        match self.db.get_cf(self.cf(CF_VECTORS)?, key).map_err(|e| self.rocks(e))? {
+        match self
+            .db
+            .get_cf(self.cf(CF_VECTORS)?, key)
+            .map_err(|e| self.rocks(e))?
+        {
             None => Ok(None),
-            Some(bytes) => vector_from_bytes(&bytes).map(Some).map_err(|c| self.corrupt(c)),
+            Some(bytes) => vector_from_bytes(&bytes)
+                .map(Some)
+                .map_err(|c| self.corrupt(c)),
         }
     }
 
     /// Every point's version and payload in key order, without reading vectors: what a
     /// restart needs when the index itself comes from a snapshot file.
-    pub fn scan_meta(&self) -> Result<impl Iterator<Item = Result<(Vec<u8>, u64, Option<String>)>> + '_> {
-        let iter = self.db.iterator_cf(self.cf(CF_POINTS)?, IteratorMode::Start);
+    pub fn scan_meta(&self) -> Result<impl Iterator<Item = Result<MetaRecord>> + '_> {
+        let iter = self
+            .db
+            .iterator_cf(self.cf(CF_POINTS)?, IteratorMode::Start);
         Ok(iter.map(move |item| {
             let (k, v) = item.map_err(|e| self.rocks(e))?;
             let meta: PointMeta = decode(&v).map_err(|c| self.corrupt(c))?;
@@ -186,7 +247,9 @@ impl PartitionStore {
     /// Every point in key order, vectors included. Errors are yielded, not swallowed.
     pub fn scan_points(&self) -> Result<impl Iterator<Item = Result<(Vec<u8>, StoredPoint)>> + '_> {
         let metas = self.scan_meta()?;
-        let mut vectors = self.db.iterator_cf(self.cf(CF_VECTORS)?, IteratorMode::Start);
+        let mut vectors = self
+            .db
+            .iterator_cf(self.cf(CF_VECTORS)?, IteratorMode::Start);
         Ok(metas.map(move |item| {
             let (key, version, payload) = item?;
             // Both families hold exactly the same keys (written in one batch), so the two
@@ -199,17 +262,33 @@ impl PartitionStore {
                 return Err(self.corrupt("vector and point families disagree on keys".into()));
             }
             let vector = vector_from_bytes(&vbytes).map_err(|c| self.corrupt(c))?;
-            Ok((key, StoredPoint { version, vector, payload }))
+            Ok((
+                key,
+                StoredPoint {
+                    version,
+                    vector,
+                    payload,
+                },
+            ))
         }))
     }
 
     /// Op-log entries with sequence number greater than `after`, in order.
-    pub fn oplog_after(&self, after: u64) -> Result<impl Iterator<Item = Result<(u64, OpLogEntry)>> + '_> {
+    pub fn oplog_after(
+        &self,
+        after: u64,
+    ) -> Result<impl Iterator<Item = Result<(u64, OpLogEntry)>> + '_> {
         let start = after.saturating_add(1).to_be_bytes();
-        let iter = self.db.iterator_cf(self.cf(CF_OPLOG)?, IteratorMode::From(&start, Direction::Forward));
+        let iter = self.db.iterator_cf(
+            self.cf(CF_OPLOG)?,
+            IteratorMode::From(&start, Direction::Forward),
+        );
         Ok(iter.map(move |item| {
             let (k, v) = item.map_err(|e| self.rocks(e))?;
-            let array: [u8; 8] = k.as_ref().try_into().map_err(|_| self.corrupt("op-log key is not 8 bytes".into()))?;
+            let array: [u8; 8] = k
+                .as_ref()
+                .try_into()
+                .map_err(|_| self.corrupt("op-log key is not 8 bytes".into()))?;
             let entry = decode(&v).map_err(|c| self.corrupt(c))?;
             Ok((u64::from_be_bytes(array), entry))
         }))
@@ -227,12 +306,16 @@ impl PartitionStore {
     /// replica needs them any more. Space comes back at RocksDB's next compaction.
     pub fn trim_oplog_below(&self, seq: u64) -> Result<()> {
         let cf = self.cf(CF_OPLOG)?;
-        self.db.delete_range_cf(cf, 0u64.to_be_bytes(), seq.to_be_bytes()).map_err(|e| self.rocks(e))
+        self.db
+            .delete_range_cf(cf, 0u64.to_be_bytes(), seq.to_be_bytes())
+            .map_err(|e| self.rocks(e))
     }
 
     /// A small named value (collection config, routing tables).
     pub fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        self.db.get_cf(self.cf(CF_META)?, name.as_bytes()).map_err(|e| self.rocks(e))
+        self.db
+            .get_cf(self.cf(CF_META)?, name.as_bytes())
+            .map_err(|e| self.rocks(e))
     }
 
     /// Stores a small named value durably.
@@ -248,7 +331,12 @@ impl PartitionStore {
     pub fn estimated_points(&self) -> u64 {
         self.cf(CF_POINTS)
             .ok()
-            .and_then(|cf| self.db.property_int_value_cf(cf, "rocksdb.estimate-num-keys").ok().flatten())
+            .and_then(|cf| {
+                self.db
+                    .property_int_value_cf(cf, "rocksdb.estimate-num-keys")
+                    .ok()
+                    .flatten()
+            })
             .unwrap_or(0)
     }
 }
@@ -268,7 +356,10 @@ fn vector_from_bytes(bytes: &[u8]) -> std::result::Result<Vec<f32>, String> {
     if bytes.len() % 4 != 0 {
         return Err(format!("vector of {} bytes", bytes.len()));
     }
-    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {

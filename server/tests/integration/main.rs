@@ -1,0 +1,14 @@
+//! Integration tests: the real `cairn` binary on port 0, spoken to over HTTP.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr
+)]
+
+mod bad_input;
+mod durability;
+mod harness;
+mod qdrant_client;
+mod recall;
+mod restart;

@@ -1,0 +1,66 @@
+//! The official Qdrant Python client, unmodified, in REST mode against Cairn. The test makes
+//! its own virtualenv (cached in the target directory) and installs `qdrant-client` from PyPI.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::harness::Server;
+
+/// Pinned so a new client release cannot change what this test means.
+const QDRANT_CLIENT: &str = "qdrant-client==1.20.0";
+
+fn venv() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let venv = target.join("qdrant-client-venv");
+    let python = venv.join("bin/python");
+    let marker = venv.join(format!(".installed-{QDRANT_CLIENT}"));
+    if !marker.is_file() {
+        let _ = std::fs::remove_dir_all(&venv);
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(
+            status.success(),
+            "cannot create a virtualenv (is python3-venv installed?)"
+        );
+        let status = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                QDRANT_CLIENT,
+            ])
+            .status()
+            .expect("pip install");
+        assert!(status.success(), "pip install {QDRANT_CLIENT} failed");
+        std::fs::write(&marker, "").unwrap();
+    }
+    python
+}
+
+#[test]
+fn official_qdrant_python_client_works_unmodified() {
+    let python = venv();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/qdrant_client/check.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(server.url(""))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "qdrant-client check failed:\n{stdout}\n{stderr}\nserver log:\n{}",
+        server.log()
+    );
+    assert!(stdout.contains("qdrant-client check passed"), "{stdout}");
+}

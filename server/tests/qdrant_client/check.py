@@ -1,0 +1,68 @@
+"""Drives Cairn with the official Qdrant Python client (REST mode), unmodified.
+
+Usage: check.py http://127.0.0.1:PORT — exits non-zero on the first wrong answer.
+"""
+import sys
+
+from qdrant_client import QdrantClient, models
+
+url = sys.argv[1]
+client = QdrantClient(url=url, prefer_grpc=False, timeout=30, check_compatibility=False)
+name = "qdrant_client_check"
+
+assert not client.collection_exists(name)
+assert client.create_collection(
+    collection_name=name,
+    vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT),
+)
+assert client.collection_exists(name)
+assert name in [c.name for c in client.get_collections().collections]
+
+points = [
+    models.PointStruct(id=1, vector=[0.05, 0.61, 0.76, 0.74], payload={"city": "Berlin", "n": 1}),
+    models.PointStruct(id=2, vector=[0.19, 0.81, 0.75, 0.11], payload={"city": "London", "n": 2}),
+    models.PointStruct(id=3, vector=[0.36, 0.55, 0.47, 0.94], payload={"city": "Moscow", "n": 3}),
+    models.PointStruct(id=4, vector=[0.18, 0.01, 0.85, 0.80], payload={"city": "New York", "n": 4}),
+    models.PointStruct(id=5, vector=[0.24, 0.18, 0.22, 0.44], payload={"city": "Beijing", "n": 5}),
+    models.PointStruct(id="a3bb189e-8bf9-3888-9912-ace4e6543002", vector=[0.35, 0.08, 0.11, 0.44], payload={"city": "Mumbai", "n": 6}),
+]
+result = client.upsert(collection_name=name, points=points, wait=True)
+assert result.status == models.UpdateStatus.COMPLETED, result
+
+query = [0.2, 0.1, 0.9, 0.7]
+hits = client.query_points(collection_name=name, query=query, limit=3, with_payload=True).points
+assert [h.id for h in hits] == [4, 1, 3], [h.id for h in hits]
+assert abs(hits[0].score - (0.2 * 0.18 + 0.1 * 0.01 + 0.9 * 0.85 + 0.7 * 0.80)) < 1e-5, hits[0].score
+assert hits[0].payload == {"city": "New York", "n": 4}
+
+london_or_more = models.Filter(
+    must=[models.FieldCondition(key="n", range=models.Range(gte=2))],
+    must_not=[models.FieldCondition(key="city", match=models.MatchValue(value="New York"))],
+)
+hits = client.query_points(collection_name=name, query=query, query_filter=london_or_more, limit=3).points
+assert [h.id for h in hits] == [3, 2, 5], [h.id for h in hits]
+
+records = client.retrieve(collection_name=name, ids=[2, "a3bb189e-8bf9-3888-9912-ace4e6543002", 99], with_vectors=True)
+assert sorted(str(r.id) for r in records) == ["2", "a3bb189e-8bf9-3888-9912-ace4e6543002"], records
+by_id = {str(r.id): r for r in records}
+assert by_id["2"].payload == {"city": "London", "n": 2}
+assert [round(x, 5) for x in by_id["2"].vector] == [0.19, 0.81, 0.75, 0.11]
+
+page, offset = client.scroll(collection_name=name, limit=4, with_payload=True)
+assert [p.id for p in page] == [1, 2, 3, 4], [p.id for p in page]
+assert offset == 5, offset
+page, offset = client.scroll(collection_name=name, limit=4, offset=offset)
+assert [str(p.id) for p in page] == ["5", "a3bb189e-8bf9-3888-9912-ace4e6543002"] and offset is None
+
+assert client.count(collection_name=name, exact=True).count == 6
+city_filter = models.Filter(must=[models.FieldCondition(key="city", match=models.MatchAny(any=["Berlin", "Moscow"]))])
+assert client.count(collection_name=name, count_filter=city_filter).count == 2
+
+client.delete(collection_name=name, points_selector=models.PointIdsList(points=[1]), wait=True)
+client.delete(collection_name=name, points_selector=models.FilterSelector(filter=city_filter), wait=True)
+assert client.count(collection_name=name).count == 4
+assert client.retrieve(collection_name=name, ids=[1, 3]) == []
+
+assert client.delete_collection(collection_name=name)
+assert not client.collection_exists(name)
+print("qdrant-client check passed")
