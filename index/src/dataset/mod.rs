@@ -3,7 +3,7 @@
 
 mod synthetic;
 
-pub use synthetic::{clustered_gaussian, long_tailed_norms, ClusterSpec};
+pub use synthetic::{clustered_gaussian, clustered_with_structure, long_tailed_norms, ClusterSpec};
 
 use std::path::Path;
 

@@ -40,6 +40,7 @@ fn generators_are_deterministic() {
         dim: 8,
         clusters: 4,
         spread: 0.5,
+        intrinsic_dim: None,
         seed: 7,
     };
     assert_eq!(clustered_gaussian(spec), clustered_gaussian(spec));

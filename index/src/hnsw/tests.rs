@@ -1,6 +1,7 @@
 use super::*;
 use crate::dataset::{
-    clustered_gaussian, ground_truth, load_dataset, recall_at_k, shared_data_dir, ClusterSpec,
+    clustered_gaussian, clustered_with_structure, ground_truth, load_dataset, recall_at_k,
+    shared_data_dir, ClusterSpec,
 };
 use crate::persist;
 
@@ -64,14 +65,18 @@ fn incremental_batches_match_one_build() {
         dim: 32,
         clusters: 20,
         spread: 0.6,
+        intrinsic_dim: None,
         seed: 1,
     };
     let base = clustered_gaussian(spec);
-    let queries = clustered_gaussian(ClusterSpec {
-        n: 100,
-        seed: 2,
-        ..spec
-    });
+    let queries = clustered_with_structure(
+        ClusterSpec {
+            n: 100,
+            seed: 2,
+            ..spec
+        },
+        spec.seed,
+    );
     let truth = ground_truth(&base, &queries, Metric::L2, 10);
     let index = Hnsw::new(HnswParams::default(), Metric::L2, 32).unwrap();
     for chunk in base.data.chunks(32 * 97) {
@@ -89,6 +94,7 @@ fn searches_run_while_batches_are_linked() {
         dim: 16,
         clusters: 10,
         spread: 0.5,
+        intrinsic_dim: None,
         seed: 3,
     };
     let base = clustered_gaussian(spec);
@@ -128,6 +134,7 @@ fn filter_restricts_results_and_keeps_recall() {
         dim: 16,
         clusters: 10,
         spread: 0.5,
+        intrinsic_dim: None,
         seed: 4,
     };
     let base = clustered_gaussian(spec);
@@ -195,6 +202,7 @@ fn corrupt_payloads_are_rejected_not_trusted() {
         dim: 4,
         clusters: 3,
         spread: 0.5,
+        intrinsic_dim: None,
         seed: 5,
     });
     let index = Hnsw::build(HnswParams::default(), Metric::L2, 4, &base.data).unwrap();

@@ -61,9 +61,11 @@ const SELECTIVITY_SAMPLE: usize = 512;
 const MAX_FILTER_EF_BOOST: f64 = 8.0;
 
 fn passes(table: &PointTable, filter: Option<&Filter>, slot: Slot) -> bool {
-    match table.entry(slot) {
-        Some(entry) => filter.is_none_or(|f| matches(f, &entry.id, entry.payload.as_ref())),
-        None => false,
+    match filter {
+        None => table.is_live(slot),
+        Some(f) => table
+            .entry(slot)
+            .is_some_and(|e| matches(f, &e.id, e.payload.as_ref())),
     }
 }
 

@@ -77,7 +77,16 @@ pub(crate) fn ok<T>(result: T, started: Instant) -> axum::Json<Response<T>> {
     axum::Json(Response::ok(result, started.elapsed().as_secs_f64()))
 }
 
-/// Runs blocking work on tokio's blocking pool.
+/// Runs a search on the current worker thread, after telling tokio to move this worker's
+/// other tasks elsewhere (`block_in_place`). A search is CPU-bound and short (tens to hundreds
+/// of microseconds); handing it to the blocking pool would add two thread wake-ups per query
+/// (measured: ~60 µs more per query than this on 2 cores). A plain call would be ~14 µs
+/// cheaper still, but would stall the worker's other connections during a long exact scan.
+pub(crate) fn search_in_place<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    tokio::task::block_in_place(f)
+}
+
+/// Runs blocking work (RocksDB commits, collection creation) on tokio's blocking pool.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {

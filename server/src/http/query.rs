@@ -10,7 +10,7 @@ use cairn_api::{
 };
 
 use super::json::ApiJson;
-use super::{blocking, ok, State};
+use super::{ok, search_in_place, State};
 use crate::collection::filter::validate;
 use crate::collection::query::QueryTarget;
 use crate::collection::{Collection, PayloadSelection, QueryPlan};
@@ -102,7 +102,7 @@ fn check_batch(n: usize, limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-async fn run(
+fn run(
     state: &State,
     name: &str,
     requests: Vec<QueryRequest>,
@@ -110,7 +110,7 @@ async fn run(
 ) -> Result<Vec<QueryResponse>> {
     let collection = state.catalog()?.get(name)?;
     let limits = state.limits;
-    blocking(move || {
+    search_in_place(move || {
         let plans = requests
             .into_iter()
             .enumerate()
@@ -136,7 +136,6 @@ async fn run(
             })
             .collect()
     })
-    .await
 }
 
 pub(super) async fn query(
@@ -145,7 +144,7 @@ pub(super) async fn query(
     ApiJson(request): ApiJson<QueryRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let mut responses = run(&state, &name, vec![request], false).await?;
+    let mut responses = run(&state, &name, vec![request], false)?;
     let response = responses
         .pop()
         .ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
@@ -159,7 +158,7 @@ pub(super) async fn query_batch(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     check_batch(request.searches.len(), &state.limits)?;
-    Ok(ok(run(&state, &name, request.searches, true).await?, t))
+    Ok(ok(run(&state, &name, request.searches, true)?, t))
 }
 
 pub(super) async fn search(
@@ -168,7 +167,7 @@ pub(super) async fn search(
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let mut responses = run(&state, &name, vec![request.into()], false).await?;
+    let mut responses = run(&state, &name, vec![request.into()], false)?;
     let points = responses.pop().map(|r| r.points).unwrap_or_default();
     Ok(ok(points, t))
 }
@@ -185,7 +184,7 @@ pub(super) async fn search_batch(
         .into_iter()
         .map(QueryRequest::from)
         .collect();
-    let responses = run(&state, &name, requests, true).await?;
+    let responses = run(&state, &name, requests, true)?;
     Ok(ok(
         responses.into_iter().map(|r| r.points).collect::<Vec<_>>(),
         t,

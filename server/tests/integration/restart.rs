@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use cairn_index::dataset::{clustered_gaussian, ClusterSpec};
+use cairn_index::dataset::{clustered_gaussian, clustered_with_structure, ClusterSpec};
 use serde_json::json;
 
 use crate::harness::{ids, Server};
@@ -14,14 +14,18 @@ fn restart_of_100k_collection_loads_the_index_file() {
         dim: 128,
         clusters: 100,
         spread: 0.7,
+        intrinsic_dim: None,
         seed: 42,
     };
     let base = clustered_gaussian(spec);
-    let queries = clustered_gaussian(ClusterSpec {
-        n: 20,
-        seed: 43,
-        ..spec
-    });
+    let queries = clustered_with_structure(
+        ClusterSpec {
+            n: 20,
+            seed: 43,
+            ..spec
+        },
+        spec.seed,
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), &[]);
     server.create("big", 128, "Euclid", json!({}));

@@ -1,0 +1,324 @@
+//! Standalone-server performance, ours against in-process baselines in one run:
+//!
+//! 1. **Ingest**: REST upserts in batches (`wait=true`, so each batch is durable *and*
+//!    searchable before the next is sent) against building the same HNSW in-process with the
+//!    same parameters and all cores.
+//! 2. **Query**: a single client sending one query at a time over REST against single-thread
+//!    in-process search at the same `ef`; recall@10 against exact ground truth for both.
+//!    REST+JSON overhead per query = REST mean latency − in-process mean latency.
+//!
+//! Request bodies are serialised before the clock starts: the client's JSON encoding is not
+//! the server's cost.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{ensure, Context};
+use cairn_index::dataset::{
+    clustered_gaussian, clustered_with_structure, ground_truth, recall_at_k, ClusterSpec, Vectors,
+};
+use cairn_index::hnsw::{Hnsw, HnswParams};
+use cairn_index::{Metric, SearchParams, VectorIndex};
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use crate::server::{find_binary, CairnProcess};
+
+/// Options of `cairn-loadtest standalone`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Vectors in the collection.
+    #[arg(long, default_value_t = 100_000)]
+    n: usize,
+    /// Dimension.
+    #[arg(long, default_value_t = 128)]
+    dim: usize,
+    /// Queries measured per `ef`.
+    #[arg(long, default_value_t = 1000)]
+    queries: usize,
+    /// Points per upsert request.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// HNSW links per node.
+    #[arg(long, default_value_t = 16)]
+    m: usize,
+    /// HNSW construction candidate list.
+    #[arg(long, default_value_t = 100)]
+    ef_construction: usize,
+    /// Search `ef` values to sweep.
+    #[arg(long, value_delimiter = ',', default_value = "32,48,64,96,128")]
+    ef: Vec<usize>,
+    /// Clusters of the synthetic set and the spread of points around them (1.0 = heavily
+    /// overlapping, which makes the set hard enough for recall to depend on `ef`).
+    #[arg(long, default_value_t = 100)]
+    clusters: usize,
+    /// Spread of points around their cluster centre.
+    #[arg(long, default_value_t = 1.0)]
+    spread: f32,
+    /// Dimensions each cluster really varies in (0: all of them, isotropic).
+    #[arg(long, default_value_t = 24)]
+    intrinsic_dim: usize,
+    /// The `cairn` binary (default: beside this one).
+    #[arg(long)]
+    cairn: Option<PathBuf>,
+}
+
+struct Latencies {
+    hist: Histogram<u64>,
+    total_secs: f64,
+    count: usize,
+    /// Sum of the `time` the server reported (handler time, excluding HTTP and transport).
+    server_secs: f64,
+}
+
+impl Latencies {
+    fn new() -> Self {
+        Self {
+            hist: Histogram::new(3)
+                .unwrap_or_else(|_| unreachable!("3 significant figures is valid")),
+            total_secs: 0.0,
+            count: 0,
+            server_secs: 0.0,
+        }
+    }
+    fn record(&mut self, secs: f64) {
+        let _ = self.hist.record((secs * 1e6).max(1.0) as u64);
+        self.total_secs += secs;
+        self.count += 1;
+    }
+    fn mean_us(&self) -> f64 {
+        self.total_secs / self.count.max(1) as f64 * 1e6
+    }
+    fn qps(&self) -> f64 {
+        self.count as f64 / self.total_secs.max(1e-12)
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let binary = find_binary(args.cairn.as_deref())?;
+    let intrinsic_dim = (args.intrinsic_dim > 0).then_some(args.intrinsic_dim);
+    let spec = ClusterSpec {
+        n: args.n,
+        dim: args.dim,
+        clusters: args.clusters,
+        spread: args.spread,
+        intrinsic_dim,
+        seed: 42,
+    };
+    let base = clustered_gaussian(spec);
+    let queries = clustered_with_structure(
+        ClusterSpec {
+            n: args.queries,
+            seed: 4242,
+            ..spec
+        },
+        spec.seed,
+    );
+    let truth = ground_truth(&base, &queries, Metric::L2, 10);
+    let params = HnswParams {
+        m: args.m,
+        ef_construction: args.ef_construction,
+        ef_search: 64,
+        ..HnswParams::default()
+    };
+    println!(
+        "# standalone: n={} dim={} clusters={} spread={} intrinsic_dim={} M={} efC={} batch={}",
+        args.n,
+        args.dim,
+        args.clusters,
+        args.spread,
+        args.intrinsic_dim,
+        args.m,
+        args.ef_construction,
+        args.batch
+    );
+
+    // Baseline 1: in-process build.
+    let t = Instant::now();
+    let index = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
+    let build_secs = t.elapsed().as_secs_f64();
+
+    // Ours 1: REST ingest.
+    // The timed index snapshot (every 30 s by default) would otherwise land in the middle of
+    // the query sweep and show up as p99 spikes that have nothing to do with queries.
+    let server = CairnProcess::start(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = reqwest::Client::new();
+    let ingest_secs = runtime.block_on(ingest(&client, &server, &base, args))?;
+    println!("\n## Ingest\n");
+    println!("| what | seconds | ratio to in-process build |\n|---|---:|---:|");
+    println!("| in-process HNSW build (all cores) | {build_secs:.2} | 1.00 |");
+    println!(
+        "| REST upsert, batches of {}, wait=true | {ingest_secs:.2} | {:.2} |",
+        args.batch,
+        ingest_secs / build_secs
+    );
+
+    // Query sweep.
+    let floor = runtime.block_on(transport_floor(&client, &server))?;
+    println!("\n## Query (one client, one query at a time)\n");
+    println!(
+        "HTTP round trip of `GET /healthz` (transport floor): mean {:.1} µs, p50 {} µs\n",
+        floor.mean_us(),
+        floor.hist.value_at_quantile(0.5)
+    );
+    println!("| ef | in-process recall@10 | in-process QPS | in-process mean µs | REST recall@10 | REST QPS | REST p50 µs | REST p99 µs | server handler mean µs | REST overhead µs | overhead / in-process |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &ef in &args.ef {
+        let (local_recall, local) = local_search(&index, &queries, &truth, ef)?;
+        let (rest_recall, rest) =
+            runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
+        let overhead = rest.mean_us() - local.mean_us();
+        println!(
+            "| {ef} | {local_recall:.4} | {:.0} | {:.1} | {rest_recall:.4} | {:.0} | {} | {} | {:.1} | {overhead:.1} | {:.2} |",
+            local.qps(),
+            local.mean_us(),
+            rest.qps(),
+            rest.hist.value_at_quantile(0.5),
+            rest.hist.value_at_quantile(0.99),
+            rest.server_secs / rest.count.max(1) as f64 * 1e6,
+            overhead / local.mean_us()
+        );
+    }
+    Ok(())
+}
+
+async fn ingest(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+    base: &Vectors,
+    args: &Args,
+) -> anyhow::Result<f64> {
+    let create = json!({"vectors": {"size": args.dim, "distance": "Euclid"}, "hnsw_config": {"m": args.m, "ef_construct": args.ef_construction}});
+    let r = client
+        .put(server.url("/collections/bench"))
+        .json(&create)
+        .send()
+        .await?;
+    ensure!(
+        r.status().is_success(),
+        "create failed: {}",
+        r.text().await?
+    );
+    let bodies: Vec<Vec<u8>> = base
+        .data
+        .chunks(args.dim * args.batch)
+        .enumerate()
+        .map(|(b, chunk)| {
+            let ids: Vec<usize> =
+                (b * args.batch..b * args.batch + chunk.len() / args.dim).collect();
+            let vectors: Vec<&[f32]> = chunk.chunks(args.dim).collect();
+            serde_json::to_vec(&json!({"batch": {"ids": ids, "vectors": vectors}}))
+        })
+        .collect::<Result<_, _>>()?;
+    let url = server.url("/collections/bench/points?wait=true");
+    let t = Instant::now();
+    for body in bodies {
+        let r = client
+            .put(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await?;
+        ensure!(
+            r.status().is_success(),
+            "upsert failed: {}",
+            r.text().await?
+        );
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+fn local_search(
+    index: &Hnsw,
+    queries: &Vectors,
+    truth: &[Vec<u32>],
+    ef: usize,
+) -> anyhow::Result<(f64, Latencies)> {
+    let params = SearchParams {
+        ef: Some(ef),
+        exact: false,
+    };
+    let mut lat = Latencies::new();
+    let mut results = Vec::with_capacity(queries.len());
+    for q in queries.rows() {
+        let t = Instant::now();
+        let (hits, _) = index.search(q, 10, &params, None)?;
+        lat.record(t.elapsed().as_secs_f64());
+        results.push(hits.iter().map(|h| h.slot).collect());
+    }
+    Ok((recall_at_k(&results, truth, 10), lat))
+}
+
+/// Latency of the cheapest request: what HTTP on loopback costs before any search.
+async fn transport_floor(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+) -> anyhow::Result<Latencies> {
+    let url = server.url("/healthz");
+    let mut lat = Latencies::new();
+    for i in 0..1200 {
+        let t = Instant::now();
+        client.get(&url).send().await?.bytes().await?;
+        if i >= 200 {
+            lat.record(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(lat)
+}
+
+async fn rest_search(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+    queries: &Vectors,
+    truth: &[Vec<u32>],
+    ef: usize,
+) -> anyhow::Result<(f64, Latencies)> {
+    let url = server.url("/collections/bench/points/query");
+    let bodies: Vec<Vec<u8>> = queries
+        .rows()
+        .map(|q| serde_json::to_vec(&json!({"query": q, "limit": 10, "params": {"hnsw_ef": ef}})))
+        .collect::<Result<_, _>>()?;
+    // Warm the connection and the server's thread-local scratch.
+    for body in bodies.iter().take(20) {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await?
+            .bytes()
+            .await?;
+    }
+    let mut lat = Latencies::new();
+    let mut server_secs = 0.0;
+    let mut results = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let t = Instant::now();
+        let bytes = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        lat.record(t.elapsed().as_secs_f64());
+        let v: serde_json::Value =
+            serde_json::from_slice(&bytes).context("query response is not JSON")?;
+        server_secs += v["time"].as_f64().unwrap_or(0.0);
+        let ids = v["result"]["points"]
+            .as_array()
+            .context("no points in response")?;
+        results.push(
+            ids.iter()
+                .filter_map(|p| p["id"].as_u64())
+                .map(|id| id as u32)
+                .collect(),
+        );
+    }
+    lat.server_secs = server_secs;
+    Ok((recall_at_k(&results, truth, 10), lat))
+}
