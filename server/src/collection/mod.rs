@@ -88,6 +88,15 @@ pub struct LoadReport {
     pub load_ms: u64,
 }
 
+/// Index slot counts, reported in collection info.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SlotStats {
+    /// Slots in the index (live and dead).
+    pub index_slots: u64,
+    /// Dead slots awaiting the vacuum.
+    pub dead_slots: u64,
+}
+
 /// What the applier and readers share.
 pub(crate) struct Shared {
     pub(crate) name: String,
@@ -208,6 +217,17 @@ impl Collection {
     /// Live points.
     pub fn points(&self) -> usize {
         self.shared.live().table.read().live()
+    }
+
+    /// Slots in the index and how many of them are dead (deleted or overwritten points that
+    /// still route searches until the next vacuum).
+    pub fn slot_stats(&self) -> SlotStats {
+        let live = self.shared.live();
+        let table = live.table.read();
+        SlotStats {
+            index_slots: live.index.len() as u64,
+            dead_slots: table.dead as u64,
+        }
     }
 
     /// Bytes the index holds.

@@ -67,6 +67,7 @@ pub(super) async fn info(
         InfoWithLoad {
             info: describe(&collection),
             load: collection.load_report().clone(),
+            slots: collection.slot_stats(),
         },
         t,
     ))
@@ -78,6 +79,7 @@ struct InfoWithLoad {
     #[serde(flatten)]
     info: CollectionInfo,
     load: crate::collection::LoadReport,
+    slots: crate::collection::SlotStats,
 }
 
 fn describe(collection: &Collection) -> CollectionInfo {

@@ -12,3 +12,4 @@ mod harness;
 mod qdrant_client;
 mod recall;
 mod restart;
+mod vacuum;
