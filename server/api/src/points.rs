@@ -117,7 +117,10 @@ impl<'de> Deserialize<'de> for VectorInput {
                     .map(VectorInput::Named)
                     .map_err(D::Error::custom)
             }
-            other => Err(D::Error::custom(format!(
+            other @ (serde_json::Value::Null
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Number(_)
+            | serde_json::Value::String(_)) => Err(D::Error::custom(format!(
                 "vector must be an array of numbers, got {other}"
             ))),
         }
