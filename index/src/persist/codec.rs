@@ -106,27 +106,25 @@ impl<'a> Decoder<'a> {
         let n = self.usize()?;
         self.take(n)
     }
+    /// The 4-byte words of a length-prefixed array.
+    fn words(&mut self) -> Result<std::slice::ChunksExact<'a, u8>> {
+        let n = self.usize()?;
+        let len = n
+            .checked_mul(4)
+            .ok_or_else(|| IndexError::corrupt("array too long"))?;
+        Ok(self.take(len)?.chunks_exact(4))
+    }
     /// A length-prefixed f32 array.
     pub fn f32s(&mut self) -> Result<Vec<f32>> {
-        let n = self.usize()?;
-        let raw = self.take(
-            n.checked_mul(4)
-                .ok_or_else(|| IndexError::corrupt("f32 array too long"))?,
-        )?;
-        Ok(raw
-            .chunks_exact(4)
+        Ok(self
+            .words()?
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
     }
     /// A length-prefixed u32 array, mapped element-wise (e.g. into atomics) without a copy.
     pub fn u32s_map<T>(&mut self, f: impl Fn(u32) -> T) -> Result<Vec<T>> {
-        let n = self.usize()?;
-        let raw = self.take(
-            n.checked_mul(4)
-                .ok_or_else(|| IndexError::corrupt("u32 array too long"))?,
-        )?;
-        Ok(raw
-            .chunks_exact(4)
+        Ok(self
+            .words()?
             .map(|c| f(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
             .collect())
     }

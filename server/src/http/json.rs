@@ -16,18 +16,23 @@ impl<T: DeserializeOwned> FromRequest<State> for ApiJson<T> {
     type Rejection = ServerError;
 
     async fn from_request(req: Request, state: &State) -> Result<Self, ServerError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ServerError::PayloadTooLarge(state.max_body_bytes)
-            } else {
-                ServerError::InvalidRequest(format!(
-                    "cannot read request body: {}",
-                    rejection.body_text()
-                ))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         decode(&bytes).map(ApiJson)
     }
+}
+
+/// The raw body, with the size limit reported as a Cairn 413.
+async fn read_body(req: Request, state: &State) -> Result<Bytes, ServerError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ServerError::PayloadTooLarge(state.max_body_bytes)
+        } else {
+            ServerError::InvalidRequest(format!(
+                "cannot read request body: {}",
+                rejection.body_text()
+            ))
+        }
+    })
 }
 
 /// Decodes JSON, reporting the path of the first bad field.
@@ -62,16 +67,7 @@ impl<T: DeserializeOwned + Default> FromRequest<State> for OptionalJson<T> {
     type Rejection = ServerError;
 
     async fn from_request(req: Request, state: &State) -> Result<Self, ServerError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ServerError::PayloadTooLarge(state.max_body_bytes)
-            } else {
-                ServerError::InvalidRequest(format!(
-                    "cannot read request body: {}",
-                    rejection.body_text()
-                ))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
