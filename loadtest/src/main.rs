@@ -4,6 +4,7 @@
 //! ratios, because the machines are shared and absolute times drift.
 #![allow(clippy::print_stdout)]
 
+mod raw_http;
 mod server;
 mod standalone;
 

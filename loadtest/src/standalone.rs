@@ -22,6 +22,7 @@ use cairn_index::{Metric, SearchParams, VectorIndex};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
+use crate::raw_http::RawClient;
 use crate::server::{find_binary, CairnProcess};
 
 /// Options of `cairn-loadtest standalone`.
@@ -156,33 +157,100 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ingest_secs / build_secs
     );
 
-    // Query sweep.
+    // Query sweep: the same queries through a minimal HTTP/1.1 client (what the server
+    // costs) and through reqwest (what a typical Rust client costs on top).
     let floor = runtime.block_on(transport_floor(&client, &server))?;
+    let mut raw = RawClient::connect(&server.addr)?;
+    let raw_floor = raw_transport_floor(&mut raw)?;
     println!("\n## Query (one client, one query at a time)\n");
     println!(
-        "HTTP round trip of `GET /healthz` (transport floor): mean {:.1} µs, p50 {} µs\n",
+        "HTTP round trip of `GET /healthz` (transport floor): minimal client mean {:.1} µs, reqwest mean {:.1} µs\n",
+        raw_floor.mean_us(),
         floor.mean_us(),
-        floor.hist.value_at_quantile(0.5)
     );
-    println!("| ef | in-process recall@10 | in-process QPS | in-process mean µs | REST recall@10 | REST QPS | REST p50 µs | REST p99 µs | server handler mean µs | REST overhead µs | overhead / in-process |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| ef | in-process recall@10 | in-process QPS | in-process mean µs | REST recall@10 | server handler mean µs | minimal client QPS | mean µs | p50 | p99 | overhead / in-process | reqwest QPS | mean µs | p50 | p99 | overhead / in-process |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &ef in &args.ef {
         let (local_recall, local) = local_search(&index, &queries, &truth, ef)?;
-        let (rest_recall, rest) =
-            runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
-        let overhead = rest.mean_us() - local.mean_us();
+        let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
+        let (_, rest) = runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
+        let ratio = |l: &Latencies| (l.mean_us() - local.mean_us()) / local.mean_us();
         println!(
-            "| {ef} | {local_recall:.4} | {:.0} | {:.1} | {rest_recall:.4} | {:.0} | {} | {} | {:.1} | {overhead:.1} | {:.2} |",
+            "| {ef} | {local_recall:.4} | {:.0} | {:.1} | {rest_recall:.4} | {:.1} | {:.0} | {:.1} | {} | {} | {:.2} | {:.0} | {:.1} | {} | {} | {:.2} |",
             local.qps(),
             local.mean_us(),
+            minimal.server_secs / minimal.count.max(1) as f64 * 1e6,
+            minimal.qps(),
+            minimal.mean_us(),
+            minimal.hist.value_at_quantile(0.5),
+            minimal.hist.value_at_quantile(0.99),
+            ratio(&minimal),
             rest.qps(),
+            rest.mean_us(),
             rest.hist.value_at_quantile(0.5),
             rest.hist.value_at_quantile(0.99),
-            rest.server_secs / rest.count.max(1) as f64 * 1e6,
-            overhead / local.mean_us()
+            ratio(&rest),
         );
     }
     Ok(())
+}
+
+fn raw_transport_floor(raw: &mut RawClient) -> anyhow::Result<Latencies> {
+    let mut lat = Latencies::new();
+    for i in 0..1200 {
+        let t = Instant::now();
+        raw.send("GET", "/healthz", b"")?;
+        if i >= 200 {
+            lat.record(t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(lat)
+}
+
+fn raw_search(
+    raw: &mut RawClient,
+    queries: &Vectors,
+    truth: &[Vec<u32>],
+    ef: usize,
+) -> anyhow::Result<(f64, Latencies)> {
+    let bodies = query_bodies(queries, ef)?;
+    for body in bodies.iter().take(20) {
+        raw.send("POST", "/collections/bench/points/query", body)?;
+    }
+    let mut lat = Latencies::new();
+    let mut results = Vec::with_capacity(bodies.len());
+    for body in &bodies {
+        let t = Instant::now();
+        let (status, bytes) = raw.send("POST", "/collections/bench/points/query", body)?;
+        lat.record(t.elapsed().as_secs_f64());
+        ensure!(status == 200, "query failed with {status}");
+        let (ids, server_secs) = parse_hits(&bytes)?;
+        lat.server_secs += server_secs;
+        results.push(ids);
+    }
+    Ok((recall_at_k(&results, truth, 10), lat))
+}
+
+fn query_bodies(queries: &Vectors, ef: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+    Ok(queries
+        .rows()
+        .map(|q| serde_json::to_vec(&json!({"query": q, "limit": 10, "params": {"hnsw_ef": ef}})))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Hit ids and the server's reported handler time of one query response.
+fn parse_hits(bytes: &[u8]) -> anyhow::Result<(Vec<u32>, f64)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).context("query response is not JSON")?;
+    let points = v["result"]["points"]
+        .as_array()
+        .context("no points in response")?;
+    let ids = points
+        .iter()
+        .filter_map(|p| p["id"].as_u64())
+        .map(|id| id as u32)
+        .collect();
+    Ok((ids, v["time"].as_f64().unwrap_or(0.0)))
 }
 
 async fn ingest(
@@ -277,10 +345,7 @@ async fn rest_search(
     ef: usize,
 ) -> anyhow::Result<(f64, Latencies)> {
     let url = server.url("/collections/bench/points/query");
-    let bodies: Vec<Vec<u8>> = queries
-        .rows()
-        .map(|q| serde_json::to_vec(&json!({"query": q, "limit": 10, "params": {"hnsw_ef": ef}})))
-        .collect::<Result<_, _>>()?;
+    let bodies = query_bodies(queries, ef)?;
     // Warm the connection and the server's thread-local scratch.
     for body in bodies.iter().take(20) {
         client
@@ -293,7 +358,6 @@ async fn rest_search(
             .await?;
     }
     let mut lat = Latencies::new();
-    let mut server_secs = 0.0;
     let mut results = Vec::with_capacity(bodies.len());
     for body in bodies {
         let t = Instant::now();
@@ -306,19 +370,9 @@ async fn rest_search(
             .bytes()
             .await?;
         lat.record(t.elapsed().as_secs_f64());
-        let v: serde_json::Value =
-            serde_json::from_slice(&bytes).context("query response is not JSON")?;
-        server_secs += v["time"].as_f64().unwrap_or(0.0);
-        let ids = v["result"]["points"]
-            .as_array()
-            .context("no points in response")?;
-        results.push(
-            ids.iter()
-                .filter_map(|p| p["id"].as_u64())
-                .map(|id| id as u32)
-                .collect(),
-        );
+        let (ids, server_secs) = parse_hits(&bytes)?;
+        lat.server_secs += server_secs;
+        results.push(ids);
     }
-    lat.server_secs = server_secs;
     Ok((recall_at_k(&results, truth, 10), lat))
 }

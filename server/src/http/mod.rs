@@ -82,6 +82,7 @@ pub(crate) fn ok<T>(result: T, started: Instant) -> axum::Json<Response<T>> {
 /// of microseconds); handing it to the blocking pool would add two thread wake-ups per query
 /// (measured: ~60 µs more per query than this on 2 cores). A plain call would be ~14 µs
 /// cheaper still, but would stall the worker's other connections during a long exact scan.
+/// `block_in_place` needs tokio's multi-thread runtime, which `main.rs` builds.
 pub(crate) fn search_in_place<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     tokio::task::block_in_place(f)
 }
