@@ -4,13 +4,15 @@
 //!    searchable before the next is sent) against building the same HNSW in-process with the
 //!    same parameters and all cores.
 //! 2. **Query**: a single client sending one query at a time over REST against single-thread
-//!    in-process search at the same `ef`; recall@10 against exact ground truth for both.
-//!    REST+JSON overhead per query = REST mean latency − in-process mean latency.
+//!    in-process search at the same `ef` **on the same graph** (the server's snapshot file,
+//!    loaded here); recall@10 against exact ground truth for both. Reported two ways: the
+//!    server's own REST+JSON cost (its `/metrics` route time − in-process search time), and
+//!    end to end through a minimal HTTP client, reqwest, and `/points/query/batch`.
 //!
 //! Request bodies are serialised before the clock starts: the client's JSON encoding is not
 //! the server's cost.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{ensure, Context};
@@ -18,7 +20,9 @@ use cairn_index::dataset::{
     clustered_gaussian, clustered_with_structure, ground_truth, recall_at_k, ClusterSpec, Vectors,
 };
 use cairn_index::hnsw::{Hnsw, HnswParams};
-use cairn_index::{Metric, SearchParams, VectorIndex};
+use cairn_index::persist::codec::Decoder;
+use cairn_index::persist::read_file;
+use cairn_index::{read_index, Metric, SearchParams, VectorIndex};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -136,13 +140,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     // Baseline 1: in-process build.
     let t = Instant::now();
-    let index = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
+    let built = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
     let build_secs = t.elapsed().as_secs_f64();
+    drop(built);
 
     // Ours 1: REST ingest.
     // The timed index snapshot (every 30 s by default) would otherwise land in the middle of
     // the query sweep and show up as p99 spikes that have nothing to do with queries.
-    let server = CairnProcess::start(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
+    let mut server =
+        CairnProcess::start(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -157,42 +163,152 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ingest_secs / build_secs
     );
 
-    // Query sweep: the same queries through a minimal HTTP/1.1 client (what the server
-    // costs) and through reqwest (what a typical Rust client costs on top).
+    // Baseline 2 searches the server's own graph: stop the server (it writes its snapshot),
+    // load that file here, start the server again (it loads the same file). A graph built
+    // 256 points at a time differs from a one-shot build, and comparing two different graphs
+    // would mix graph quality into the REST overhead.
+    server.stop()?;
+    let index = load_snapshot(&server.data_dir(), args.n)?;
+    server.restart()?;
+
     let floor = runtime.block_on(transport_floor(&client, &server))?;
     let mut raw = RawClient::connect(&server.addr)?;
     let raw_floor = raw_transport_floor(&mut raw)?;
-    println!("\n## Query (one client, one query at a time)\n");
-    println!(
-        "HTTP round trip of `GET /healthz` (transport floor): minimal client mean {:.1} µs, reqwest mean {:.1} µs\n",
-        raw_floor.mean_us(),
-        floor.mean_us(),
-    );
-    println!("| ef | in-process recall@10 | in-process QPS | in-process mean µs | REST recall@10 | server handler mean µs | minimal client QPS | mean µs | p50 | p99 | overhead / in-process | reqwest QPS | mean µs | p50 | p99 | overhead / in-process |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut server_rows = Vec::new();
+    let mut e2e_rows = Vec::new();
     for &ef in &args.ef {
-        let (local_recall, local) = local_search(&index, &queries, &truth, ef)?;
+        let (local_recall, local) = local_search(index.as_ref(), &queries, &truth, ef)?;
+        let before = route_seconds(&mut raw)?;
         let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
+        let after = route_seconds(&mut raw)?;
+        let route_us = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e6;
         let (_, rest) = runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
-        let ratio = |l: &Latencies| (l.mean_us() - local.mean_us()) / local.mean_us();
-        println!(
-            "| {ef} | {local_recall:.4} | {:.0} | {:.1} | {rest_recall:.4} | {:.1} | {:.0} | {:.1} | {} | {} | {:.2} | {:.0} | {:.1} | {} | {} | {:.2} |",
+        let (batch_recall, batch_us) = raw_batch_search(&mut raw, &queries, &truth, ef, BATCH)?;
+        ensure!(
+            (batch_recall - rest_recall).abs() < 1e-9,
+            "batch queries found other points than single queries"
+        );
+        let local_us = local.mean_us();
+        let handler_us = minimal.server_secs / minimal.count.max(1) as f64 * 1e6;
+        let ratio = |us: f64| (us - local_us) / local_us;
+        server_rows.push(format!(
+            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {handler_us:.1} | {route_us:.1} | {:.1} | **{:.2}** |",
+            route_us - local_us,
+            ratio(route_us)
+        ));
+        e2e_rows.push(format!(
+            "| {ef} | {:.0} | {:.0} | {:.1} | {} | {} | **{:.2}** | {:.1} | {} | {} | {:.2} | {batch_us:.1} | **{:.2}** |",
             local.qps(),
-            local.mean_us(),
-            minimal.server_secs / minimal.count.max(1) as f64 * 1e6,
             minimal.qps(),
             minimal.mean_us(),
             minimal.hist.value_at_quantile(0.5),
             minimal.hist.value_at_quantile(0.99),
-            ratio(&minimal),
-            rest.qps(),
+            ratio(minimal.mean_us()),
             rest.mean_us(),
             rest.hist.value_at_quantile(0.5),
             rest.hist.value_at_quantile(0.99),
-            ratio(&rest),
-        );
+            ratio(rest.mean_us()),
+            ratio(batch_us),
+        ));
     }
+    println!("\n## Query: the server's REST+JSON cost (from its own `/metrics`)\n");
+    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. Overhead = route − in-process search on the same graph.\n");
+    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | server handler mean µs | server route mean µs | REST+JSON overhead µs | overhead / in-process |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    server_rows.iter().for_each(|r| println!("{r}"));
+    println!("\n## Query: end to end, one client on loopback\n");
+    println!(
+        "HTTP round trip of `GET /healthz` (no body, no search): minimal client mean {:.1} µs, reqwest mean {:.1} µs. Batch: `/points/query/batch` with {BATCH} queries per request, mean per query.\n",
+        raw_floor.mean_us(),
+        floor.mean_us(),
+    );
+    println!("| ef | in-process QPS | minimal client QPS | mean µs | p50 | p99 | overhead / in-process | reqwest mean µs | p50 | p99 | overhead / in-process | batch mean µs per query | overhead / in-process |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    e2e_rows.iter().for_each(|r| println!("{r}"));
     Ok(())
+}
+
+/// Queries per request in the batch measurement.
+const BATCH: usize = 32;
+
+/// Loads the index snapshot the server wrote for the `bench` collection.
+fn load_snapshot(data_dir: &Path, n: usize) -> anyhow::Result<Box<dyn VectorIndex>> {
+    let path = data_dir.join("collections/bench/partitions/0/index.cidx");
+    let (header, payload) = read_file(&path)?;
+    // The collection's snapshot payload starts with the index bytes; the slot table follows.
+    let index = read_index(header.kind, Decoder::new(&payload).bytes()?)?;
+    // Points were sent in id order into an empty collection, so slot i holds id i and the
+    // ground truth's base ids are slots.
+    ensure!(
+        index.len() == n,
+        "snapshot holds {} slots, not {n}",
+        index.len()
+    );
+    Ok(index)
+}
+
+/// Sends the queries `batch` at a time through `/points/query/batch`: (recall, mean µs per
+/// query).
+fn raw_batch_search(
+    raw: &mut RawClient,
+    queries: &Vectors,
+    truth: &[Vec<u32>],
+    ef: usize,
+    batch: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let rows: Vec<&[f32]> = queries.rows().collect();
+    let bodies = rows
+        .chunks(batch)
+        .map(|chunk| {
+            let searches: Vec<_> = chunk
+                .iter()
+                .map(|q| json!({"query": q, "limit": 10, "params": {"hnsw_ef": ef}}))
+                .collect();
+            serde_json::to_vec(&json!({ "searches": searches }))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let path = "/collections/bench/points/query/batch";
+    raw.send("POST", path, &bodies[0])?;
+    let mut results = Vec::with_capacity(rows.len());
+    let t = Instant::now();
+    for body in &bodies {
+        let (status, bytes) = raw.send("POST", path, body)?;
+        ensure!(status == 200, "batch query failed with {status}");
+        let v: serde_json::Value = serde_json::from_slice(&bytes)?;
+        for response in v["result"].as_array().context("no batch result")? {
+            results.push(hit_ids(&response["points"])?);
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    Ok((
+        recall_at_k(&results, truth, 10),
+        secs / rows.len() as f64 * 1e6,
+    ))
+}
+
+/// The server's own account of the query route from `/metrics`: (total seconds, requests)
+/// spent between routing and the response being built (body read, JSON decode, handler,
+/// JSON encode), i.e. everything but the socket and hyper's header handling.
+fn route_seconds(raw: &mut RawClient) -> anyhow::Result<(f64, f64)> {
+    let (status, body) = raw.send("GET", "/metrics", b"")?;
+    ensure!(status == 200, "metrics failed with {status}");
+    let text = String::from_utf8(body)?;
+    let series = r#"{method="POST",route="/collections/{collection}/points/query",status="200"}"#;
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(series)?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    Ok((
+        value("cairn_http_request_seconds_sum"),
+        value("cairn_http_requests_total"),
+    ))
 }
 
 fn raw_transport_floor(raw: &mut RawClient) -> anyhow::Result<Latencies> {
@@ -242,15 +358,20 @@ fn query_bodies(queries: &Vectors, ef: usize) -> anyhow::Result<Vec<Vec<u8>>> {
 fn parse_hits(bytes: &[u8]) -> anyhow::Result<(Vec<u32>, f64)> {
     let v: serde_json::Value =
         serde_json::from_slice(bytes).context("query response is not JSON")?;
-    let points = v["result"]["points"]
-        .as_array()
-        .context("no points in response")?;
-    let ids = points
+    Ok((
+        hit_ids(&v["result"]["points"])?,
+        v["time"].as_f64().unwrap_or(0.0),
+    ))
+}
+
+/// The ids of a `points` list of a query response.
+fn hit_ids(points: &serde_json::Value) -> anyhow::Result<Vec<u32>> {
+    let points = points.as_array().context("no points in response")?;
+    Ok(points
         .iter()
         .filter_map(|p| p["id"].as_u64())
         .map(|id| id as u32)
-        .collect();
-    Ok((ids, v["time"].as_f64().unwrap_or(0.0)))
+        .collect())
 }
 
 async fn ingest(
@@ -300,7 +421,7 @@ async fn ingest(
 }
 
 fn local_search(
-    index: &Hnsw,
+    index: &dyn VectorIndex,
     queries: &Vectors,
     truth: &[Vec<u32>],
     ef: usize,

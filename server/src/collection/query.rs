@@ -84,7 +84,35 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
     hit as f64 / seen as f64
 }
 
+/// Vector elements a query may touch and still count as short: about 1 M, which is 300 to
+/// 500 µs of distance work on the 2-core machines the benchmarks run on. Short queries run on
+/// the async worker that parsed them; anything larger leaves it (see `http::search`), so
+/// that a worker never blocks its other connections for much longer than quickwit's
+/// "at most 500 µs" rule.
+const SHORT_QUERY_WORK: usize = 1 << 20;
+
 impl Collection {
+    /// Whether `plan` is cheap enough to run on an async worker: an unfiltered graph search
+    /// whose estimated work (`max(ef, k)` expansions × `2M` neighbours × `dim`) is below
+    /// [`SHORT_QUERY_WORK`], or an exact scan of a small collection. Filtered queries are
+    /// never short: their cost depends on the filter's selectivity, known only once sampled.
+    pub fn is_short(&self, plan: &QueryPlan) -> bool {
+        if plan.filter.is_some() {
+            return false;
+        }
+        let settings = self.settings();
+        let k = plan.offset + plan.limit;
+        let work = match settings.index {
+            cairn_index::IndexParams::Hnsw(p) if !plan.exact => {
+                plan.ef.unwrap_or(p.ef_search).max(k) * 2 * p.m * settings.dim
+            }
+            cairn_index::IndexParams::Hnsw(_) | cairn_index::IndexParams::Flat => {
+                self.points() * settings.dim
+            }
+        };
+        work <= SHORT_QUERY_WORK
+    }
+
     /// Runs a k-NN query (blocking: call from a blocking thread).
     pub fn query_blocking(&self, plan: &QueryPlan) -> Result<Vec<ScoredPoint>> {
         let live = self.shared.live();

@@ -109,24 +109,20 @@ fn run(
     batched: bool,
 ) -> Result<Vec<QueryResponse>> {
     let collection = state.catalog()?.get(name)?;
-    let limits = state.limits;
-    search_in_place(move || {
-        let plans = requests
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                plan(
-                    &collection,
-                    r,
-                    &limits,
-                    &if batched {
-                        format!("searches[{i}].")
-                    } else {
-                        String::new()
-                    },
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
+    let plans = requests
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let field = if batched {
+                format!("searches[{i}].")
+            } else {
+                String::new()
+            };
+            plan(&collection, r, &state.limits, &field)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let short = plans.len() == 1 && collection.is_short(&plans[0]);
+    search_in_place(short, move || {
         plans
             .iter()
             .map(|p| {
