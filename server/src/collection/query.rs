@@ -91,26 +91,33 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
 /// "at most 500 µs" rule.
 const SHORT_QUERY_WORK: usize = 1 << 20;
 
-impl Collection {
-    /// Whether `plan` is cheap enough to run on an async worker: an unfiltered graph search
-    /// whose estimated work (`max(ef, k)` expansions × `2M` neighbours × `dim`) is below
-    /// [`SHORT_QUERY_WORK`], or an exact scan of a small collection. Filtered queries are
-    /// never short: their cost depends on the filter's selectivity, known only once sampled.
-    pub fn is_short(&self, plan: &QueryPlan) -> bool {
-        if plan.filter.is_some() {
-            return false;
+/// Vector elements `plan` will touch: `max(ef, k)` expansions × `2M` neighbours × `dim` for
+/// an unfiltered graph search, `points × dim` for an exact scan. `None` for filtered queries:
+/// their cost depends on the filter's selectivity, known only once sampled.
+fn estimated_work(
+    index: &cairn_index::IndexParams,
+    dim: usize,
+    points: usize,
+    plan: &QueryPlan,
+) -> Option<usize> {
+    if plan.filter.is_some() {
+        return None;
+    }
+    let k = plan.offset + plan.limit;
+    Some(match index {
+        cairn_index::IndexParams::Hnsw(p) if !plan.exact => {
+            plan.ef.unwrap_or(p.ef_search).max(k) * 2 * p.m * dim
         }
+        cairn_index::IndexParams::Hnsw(_) | cairn_index::IndexParams::Flat => points * dim,
+    })
+}
+
+impl Collection {
+    /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
+    pub fn is_short(&self, plan: &QueryPlan) -> bool {
         let settings = self.settings();
-        let k = plan.offset + plan.limit;
-        let work = match settings.index {
-            cairn_index::IndexParams::Hnsw(p) if !plan.exact => {
-                plan.ef.unwrap_or(p.ef_search).max(k) * 2 * p.m * settings.dim
-            }
-            cairn_index::IndexParams::Hnsw(_) | cairn_index::IndexParams::Flat => {
-                self.points() * settings.dim
-            }
-        };
-        work <= SHORT_QUERY_WORK
+        estimated_work(&settings.index, settings.dim, self.points(), plan)
+            .is_some_and(|work| work <= SHORT_QUERY_WORK)
     }
 
     /// Runs a k-NN query (blocking: call from a blocking thread).
@@ -272,5 +279,66 @@ impl Collection {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_api::{Filter, PointId};
+    use cairn_index::hnsw::HnswParams;
+    use cairn_index::IndexParams;
+
+    use super::*;
+
+    fn plan(ef: Option<usize>, exact: bool, filter: Option<Filter>) -> QueryPlan {
+        QueryPlan {
+            target: QueryTarget::Point(PointId::Num(1)),
+            filter,
+            limit: 10,
+            offset: 0,
+            ef,
+            exact,
+            score_threshold: None,
+            with_payload: PayloadSelection::from_wire(None, false),
+            with_vector: false,
+        }
+    }
+
+    fn short(index: &IndexParams, dim: usize, points: usize, plan: &QueryPlan) -> bool {
+        estimated_work(index, dim, points, plan).is_some_and(|w| w <= SHORT_QUERY_WORK)
+    }
+
+    #[test]
+    fn graph_searches_at_usual_ef_are_short_and_large_scans_are_not() {
+        let hnsw = IndexParams::Hnsw(HnswParams::default());
+        assert!(short(&hnsw, 128, 1_000_000, &plan(Some(64), false, None)));
+        assert!(short(&hnsw, 128, 1_000_000, &plan(Some(256), false, None)));
+        assert!(!short(
+            &hnsw,
+            128,
+            1_000_000,
+            &plan(Some(4096), false, None)
+        ));
+        assert!(!short(&hnsw, 1536, 1_000_000, &plan(Some(64), false, None)));
+        assert!(!short(&hnsw, 128, 100_000, &plan(Some(64), true, None)));
+        assert!(short(
+            &IndexParams::Flat,
+            128,
+            1_000,
+            &plan(None, false, None)
+        ));
+        assert!(!short(
+            &IndexParams::Flat,
+            128,
+            100_000,
+            &plan(None, false, None)
+        ));
+    }
+
+    #[test]
+    fn filtered_queries_are_never_short() {
+        let hnsw = IndexParams::Hnsw(HnswParams::default());
+        let filter: Filter = serde_json::from_str(r#"{"must": [{"has_id": [1]}]}"#).unwrap();
+        assert!(!short(&hnsw, 4, 10, &plan(Some(8), false, Some(filter))));
     }
 }
