@@ -3,7 +3,9 @@
 #
 #   clang, libclang-dev  bindgen (librocksdb-sys) needs libclang
 #   g++, make            RocksDB's C++ sources
-#   cmake                FAISS (cairn-faiss) builds with cmake
+#   cmake                FAISS (cairn-faiss) builds with cmake (≥ 3.24)
+#   libopenblas-dev      BLAS for FAISS (k-means, exact scans, codec training)
+#   liblapack-dev        LAPACK for FAISS (OPQ's rotation); OpenMP comes with g++ (libgomp)
 #   pkg-config           -sys crates probing for system libraries
 #   python3-venv         the Qdrant-client compatibility test makes a virtualenv
 #
@@ -21,6 +23,8 @@ have_cmd g++ || need+=(g++)
 have_cmd make || need+=(make)
 have_cmd cmake || need+=(cmake)
 have_cmd pkg-config || need+=(pkg-config)
+have_pkg libopenblas-dev || need+=(libopenblas-dev)
+have_pkg liblapack-dev || need+=(liblapack-dev)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then

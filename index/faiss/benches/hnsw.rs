@@ -1,0 +1,243 @@
+//! HNSW search, Cairn against FAISS: same data, same M and efConstruction, same run.
+//!
+//! For each data set, M and recall target, each side's smallest `ef` (from one ladder) that
+//! reaches the target recall@10 is found first, outside the timing, against exact ground
+//! truth computed in the same run. Criterion then times one pass over all queries on one
+//! thread, so its elements/s is queries per second at that recall. An exact scan by each side
+//! is the floor. Builds use both cores (rayon for Cairn, OpenMP for FAISS) and are timed once;
+//! those times and bytes per vector go to stderr.
+//!
+//! `CAIRN_BENCH_SYNTHETIC_N` sets the synthetic set's size (default 200,000; 0 skips it).
+#![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
+
+use std::time::{Duration, Instant};
+
+use cairn_faiss::baseline::{BaselineKind, FaissIndex};
+use cairn_index::dataset::{
+    clustered_gaussian, clustered_with_structure, ground_truth, load_dataset, recall_at_k,
+    shared_data_dir, ClusterSpec, Vectors,
+};
+use cairn_index::flat::FlatIndex;
+use cairn_index::hnsw::{Hnsw, HnswParams};
+use cairn_index::{Metric, SearchParams, VectorIndex};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+const EF_LADDER: &[usize] = &[
+    10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024,
+];
+const TARGETS: &[f64] = &[0.95, 0.99];
+const K: usize = 10;
+
+struct Set {
+    name: String,
+    metric: Metric,
+    base: Vectors,
+    queries: Vectors,
+    truth: Vec<Vec<u32>>,
+}
+
+fn shared(name: &str, metric: Metric) -> Option<Set> {
+    let dir = shared_data_dir().join(name);
+    let data = match load_dataset(&dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("skipping {name}: {e}");
+            return None;
+        }
+    };
+    let truth = ground_truth(&data.base, &data.queries, metric, K);
+    Some(Set {
+        name: name.to_owned(),
+        metric,
+        base: data.base,
+        queries: data.queries,
+        truth,
+    })
+}
+
+/// Overlapping clusters confined to 24-dimensional subspaces (see BENCHMARKS.md): hard enough
+/// that recall@10 = 0.95 needs ef ≥ 64, unlike well-separated isotropic clusters.
+fn synthetic() -> Option<Set> {
+    let n = std::env::var("CAIRN_BENCH_SYNTHETIC_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    if n == 0 {
+        return None;
+    }
+    let spec = ClusterSpec {
+        n,
+        dim: 128,
+        clusters: 100,
+        spread: 1.0,
+        intrinsic_dim: Some(24),
+        seed: 42,
+    };
+    let base = clustered_gaussian(spec);
+    let queries = clustered_with_structure(
+        ClusterSpec {
+            n: 500,
+            seed: 4242,
+            ..spec
+        },
+        42,
+    );
+    let truth = ground_truth(&base, &queries, Metric::L2, K);
+    Some(Set {
+        name: format!("synthetic{}k", n / 1000),
+        metric: Metric::L2,
+        base,
+        queries,
+        truth,
+    })
+}
+
+/// One side of the comparison: search one query at `ef`.
+trait Side {
+    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32>;
+}
+
+struct Cairn(Hnsw);
+
+impl Side for Cairn {
+    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32> {
+        let params = SearchParams {
+            ef: Some(ef),
+            exact: false,
+        };
+        let (hits, _) = self.0.search(query, K, &params, None).unwrap();
+        hits.iter().map(|h| h.slot).collect()
+    }
+}
+
+struct Faiss(std::cell::RefCell<FaissIndex>, std::cell::Cell<usize>);
+
+impl Side for Faiss {
+    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32> {
+        if self.1.get() != ef {
+            self.0.borrow_mut().set_ef_search(ef).unwrap();
+            self.1.set(ef);
+        }
+        let hits = self.0.borrow().search(query, K).unwrap();
+        hits.iter().map(|h| h.slot).collect()
+    }
+}
+
+/// The smallest ladder `ef` reaching `target`, with the recall it reached.
+fn calibrate(side: &dyn Side, set: &Set, target: f64) -> Option<(usize, f64)> {
+    EF_LADDER.iter().find_map(|&ef| {
+        let found: Vec<Vec<u32>> = set.queries.rows().map(|q| side.knn(q, ef)).collect();
+        let recall = recall_at_k(&found, &set.truth, K);
+        (recall >= target).then_some((ef, recall))
+    })
+}
+
+fn hnsw_vs_faiss(c: &mut Criterion) {
+    let sets: Vec<Set> = [
+        shared("siftsmall", Metric::L2),
+        shared("glove50-5k-angular", Metric::Cosine),
+        synthetic(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let scratch = tempfile::tempdir().unwrap();
+    for set in &sets {
+        let dim = set.base.dim;
+        let n = set.base.len();
+        floor(c, set);
+        for m in [16usize, 32] {
+            let params = HnswParams {
+                m,
+                ef_construction: 200,
+                ..HnswParams::default()
+            };
+            let t = Instant::now();
+            let cairn = Cairn(Hnsw::build(params, set.metric, dim, &set.base.data).unwrap());
+            let cairn_build = t.elapsed();
+            cairn_faiss::set_threads(2);
+            let t = Instant::now();
+            let kind = BaselineKind::Hnsw {
+                m,
+                ef_construction: 200,
+            };
+            let faiss = FaissIndex::build(kind, set.metric, dim, &set.base.data).unwrap();
+            let faiss_build = t.elapsed();
+            cairn_faiss::set_threads(1);
+            let faiss_bytes = faiss.serialized_bytes(scratch.path()).unwrap();
+            eprintln!(
+                "{} M={m}: build with 2 threads cairn {:.2}s faiss {:.2}s (ratio {:.2}); bytes/vector cairn {:.0} faiss {:.0}",
+                set.name,
+                cairn_build.as_secs_f64(),
+                faiss_build.as_secs_f64(),
+                cairn_build.as_secs_f64() / faiss_build.as_secs_f64(),
+                cairn.0.memory_bytes() as f64 / n as f64,
+                faiss_bytes as f64 / n as f64,
+            );
+            let faiss = Faiss(faiss.into(), usize::MAX.into());
+            for &target in TARGETS {
+                let mut group =
+                    c.benchmark_group(format!("hnsw_search/{}/M{m}/recall{target}", set.name));
+                group
+                    .throughput(Throughput::Elements(set.queries.len() as u64))
+                    .sample_size(20)
+                    .warm_up_time(Duration::from_secs(1))
+                    .measurement_time(Duration::from_secs(4));
+                for (name, side) in [
+                    ("cairn", &cairn as &dyn Side),
+                    ("faiss", &faiss as &dyn Side),
+                ] {
+                    let Some((ef, recall)) = calibrate(side, set, target) else {
+                        eprintln!("{}: {name} M={m} never reaches {target}", set.name);
+                        continue;
+                    };
+                    let id = BenchmarkId::new(name, format!("ef{ef}_recall{recall:.4}"));
+                    group.bench_function(id, |b| {
+                        b.iter(|| {
+                            for q in set.queries.rows() {
+                                black_box(side.knn(black_box(q), ef));
+                            }
+                        })
+                    });
+                }
+                group.finish();
+            }
+        }
+    }
+}
+
+/// Exact scans: what the graph buys over reading every vector.
+fn floor(c: &mut Criterion, set: &Set) {
+    let dim = set.base.dim;
+    let cairn = FlatIndex::new(set.metric, dim);
+    cairn.add(&set.base.data).unwrap();
+    cairn_faiss::set_threads(1);
+    let faiss = FaissIndex::build(BaselineKind::Flat, set.metric, dim, &set.base.data).unwrap();
+    let mut group = c.benchmark_group(format!("flat_scan/{}", set.name));
+    group
+        .throughput(Throughput::Elements(set.queries.len() as u64))
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4));
+    let exact = SearchParams {
+        ef: None,
+        exact: true,
+    };
+    group.bench_function("cairn", |b| {
+        b.iter(|| {
+            for q in set.queries.rows() {
+                black_box(cairn.search(black_box(q), K, &exact, None).unwrap());
+            }
+        })
+    });
+    group.bench_function("faiss", |b| {
+        b.iter(|| {
+            for q in set.queries.rows() {
+                black_box(faiss.search(black_box(q), K).unwrap());
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, hnsw_vs_faiss);
+criterion_main!(benches);

@@ -1,0 +1,249 @@
+//! FAISS's own indexes, as baselines: benchmarks build the same graph with the same
+//! parameters in Cairn and in FAISS and compare them in one run.
+//!
+//! Results come back as [`cairn_index::Neighbor`]s with Cairn's "lower is closer" keys
+//! (squared L2, or the negated inner product), so a benchmark scores both sides with the
+//! same recall code.
+
+use cairn_index::{Metric, Neighbor};
+use faiss::index::autotune::ParameterSpace;
+use faiss::index::IndexImpl;
+use faiss::{index_factory, Index, MetricType};
+
+use crate::kmeans::to_u32;
+use crate::{check, rows, FaissError, Result};
+
+/// Which FAISS index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineKind {
+    /// `IndexFlat`: exact scan with FAISS's BLAS/SIMD kernels.
+    Flat,
+    /// `IndexHNSWFlat` with `m` links per node (`2m` on layer 0, as in Cairn) and the given
+    /// construction candidate list.
+    Hnsw {
+        /// Links per node on upper layers.
+        m: usize,
+        /// `efConstruction`.
+        ef_construction: usize,
+    },
+}
+
+/// A built FAISS index over row-major vectors. Slots are insertion order, as in Cairn.
+pub struct FaissIndex {
+    index: IndexImpl,
+    kind: BaselineKind,
+    metric: Metric,
+    dim: usize,
+}
+
+impl FaissIndex {
+    /// Builds the index over `data`, with FAISS's OpenMP threads (see [`crate::set_threads`]).
+    /// Cosine vectors are normalised first and searched by inner product, as Cairn does.
+    pub fn build(kind: BaselineKind, metric: Metric, dim: usize, data: &[f32]) -> Result<Self> {
+        rows(data, dim)?;
+        let description = match kind {
+            BaselineKind::Flat => String::from("Flat"),
+            BaselineKind::Hnsw { m, .. } if m >= 2 => format!("HNSW{m}"),
+            BaselineKind::Hnsw { m, .. } => {
+                return Err(FaissError::InvalidParams(format!(
+                    "HNSW needs m ≥ 2, got {m}"
+                )))
+            }
+        };
+        let faiss_metric = match metric {
+            Metric::L2 => MetricType::L2,
+            Metric::Cosine | Metric::InnerProduct => MetricType::InnerProduct,
+        };
+        let mut index = index_factory(to_u32(dim)?, description, faiss_metric)?;
+        if let BaselineKind::Hnsw {
+            ef_construction, ..
+        } = kind
+        {
+            let ef = u32::try_from(ef_construction).map_err(|_| {
+                FaissError::InvalidParams(format!("efConstruction {ef_construction} too large"))
+            })?;
+            ParameterSpace::new()?.set_index_parameter(&index, "efConstruction", ef)?;
+        }
+        if metric == Metric::Cosine {
+            let mut normalised = data.to_vec();
+            normalised
+                .chunks_mut(dim)
+                .for_each(cairn_index::distance::normalize);
+            index.add(&normalised)?;
+        } else {
+            index.add(data)?;
+        }
+        Ok(Self {
+            index,
+            kind,
+            metric,
+            dim,
+        })
+    }
+
+    /// Which index this is.
+    pub fn kind(&self) -> BaselineKind {
+        self.kind
+    }
+
+    /// Number of indexed vectors.
+    pub fn len(&self) -> usize {
+        self.index.ntotal() as usize
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets HNSW's search candidate list (`efSearch`); ignored by `Flat`.
+    pub fn set_ef_search(&mut self, ef: usize) -> Result<()> {
+        if matches!(self.kind, BaselineKind::Flat) {
+            return Ok(());
+        }
+        let ef = u32::try_from(ef)
+            .map_err(|_| FaissError::InvalidParams(format!("efSearch {ef} too large")))?;
+        ParameterSpace::new()?.set_index_parameter(&self.index, "efSearch", ef)?;
+        Ok(())
+    }
+
+    /// The `k` nearest slots of one query, best first, with Cairn's keys. `&self`: FAISS CPU
+    /// indexes allow concurrent searches of a built index.
+    pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<Neighbor>> {
+        if query.len() != self.dim {
+            return Err(FaissError::WrongDimension {
+                dim: self.dim,
+                len: query.len(),
+            });
+        }
+        let mut normalised;
+        let query = if self.metric == Metric::Cosine {
+            normalised = query.to_vec();
+            cairn_index::distance::normalize(&mut normalised);
+            &normalised[..]
+        } else {
+            query
+        };
+        let mut distances = vec![0f32; k];
+        let mut labels = vec![-1 as faiss_sys::idx_t; k];
+        // SAFETY: one query of `dim` floats in, room for `k` distances and `k` labels out,
+        // which is what `faiss_Index_search` reads and writes for n = 1. `search` is const
+        // in FAISS and safe to call concurrently on a built CPU index.
+        check(unsafe {
+            faiss_sys::faiss_Index_search(
+                self.index.inner_ptr(),
+                1,
+                query.as_ptr(),
+                k as faiss_sys::idx_t,
+                distances.as_mut_ptr(),
+                labels.as_mut_ptr(),
+            )
+        })?;
+        let higher_is_better = self.metric != Metric::L2;
+        Ok(labels
+            .iter()
+            .zip(&distances)
+            .filter(|(label, _)| **label >= 0)
+            .map(|(&label, &d)| Neighbor::new(label as u32, if higher_is_better { -d } else { d }))
+            .collect())
+    }
+
+    /// Bytes of FAISS's serialised index (vectors plus graph), for bytes-per-vector figures:
+    /// written to a temporary file and measured, as FAISS exposes no memory accounting.
+    pub fn serialized_bytes(&self, scratch_dir: &std::path::Path) -> Result<u64> {
+        let path = scratch_dir.join("faiss-baseline.index");
+        let name = path
+            .to_str()
+            .ok_or_else(|| FaissError::InvalidParams(format!("path {path:?} is not UTF-8")))?;
+        faiss::write_index(&self.index, name)?;
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).map_err(|e| {
+            FaissError::InvalidParams(format!("cannot measure {}: {e}", path.display()))
+        });
+        let _ = std::fs::remove_file(&path);
+        bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_index::dataset::{clustered_gaussian, ground_truth, recall_at_k, ClusterSpec};
+
+    use super::*;
+
+    fn set(n: usize) -> (Vec<f32>, Vec<f32>) {
+        let spec = ClusterSpec {
+            n,
+            dim: 32,
+            clusters: 20,
+            spread: 0.5,
+            intrinsic_dim: None,
+            seed: 7,
+        };
+        let base = clustered_gaussian(spec).data;
+        let queries = clustered_gaussian(ClusterSpec {
+            n: 50,
+            seed: 8,
+            ..spec
+        })
+        .data;
+        (base, queries)
+    }
+
+    #[test]
+    fn flat_is_exact_and_hnsw_is_close_for_every_metric() {
+        let (base, queries) = set(3000);
+        for metric in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            let b = cairn_index::dataset::Vectors {
+                dim: 32,
+                data: base.clone(),
+            };
+            let q = cairn_index::dataset::Vectors {
+                dim: 32,
+                data: queries.clone(),
+            };
+            let truth = ground_truth(&b, &q, metric, 10);
+            for kind in [
+                BaselineKind::Flat,
+                BaselineKind::Hnsw {
+                    m: 16,
+                    ef_construction: 100,
+                },
+            ] {
+                let mut index = FaissIndex::build(kind, metric, 32, &base).unwrap();
+                index.set_ef_search(128).unwrap();
+                assert_eq!(index.len(), 3000);
+                let found: Vec<Vec<u32>> = queries
+                    .chunks(32)
+                    .map(|q| {
+                        index
+                            .search(q, 10)
+                            .unwrap()
+                            .iter()
+                            .map(|n| n.slot)
+                            .collect()
+                    })
+                    .collect();
+                let recall = recall_at_k(&found, &truth, 10);
+                // HNSW built on raw inner product is the MIPS baseline Cairn's ip-NSW+ is
+                // meant to beat: on unnormalised vectors it reaches ~0.85 here, not 0.95
+                // (the norm bias of PAPERS.md §2). It must still clearly work.
+                let floor = match (kind, metric) {
+                    (BaselineKind::Flat, _) => 0.999,
+                    (BaselineKind::Hnsw { .. }, Metric::InnerProduct) => 0.7,
+                    (BaselineKind::Hnsw { .. }, Metric::L2 | Metric::Cosine) => 0.95,
+                };
+                assert!(recall >= floor, "{kind:?} {metric:?}: recall {recall}");
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_query_dimension_is_an_error() {
+        let (base, _) = set(100);
+        let index = FaissIndex::build(BaselineKind::Flat, Metric::L2, 32, &base).unwrap();
+        assert!(matches!(
+            index.search(&[0.0; 31], 5),
+            Err(FaissError::WrongDimension { .. })
+        ));
+    }
+}

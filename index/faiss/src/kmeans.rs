@@ -1,0 +1,111 @@
+//! k-means through FAISS (Lloyd iterations with FAISS's BLAS-backed assignment step).
+
+use faiss::cluster::{Clustering, ClusteringParameters};
+use faiss::{FlatIndex, MetricType};
+
+use crate::{rows, FaissError, Result};
+
+/// k-means settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KMeansParams {
+    /// Number of centroids.
+    pub k: usize,
+    /// Lloyd iterations.
+    pub iterations: u32,
+    /// Independent runs from different random starts; the one with the lowest objective is
+    /// kept (FAISS's `nredo`). One run can settle with a centroid between two clusters.
+    pub restarts: u32,
+    /// Seed of the initial centroid draw, so training is reproducible.
+    pub seed: u32,
+    /// Normalise centroids after each iteration and assign by inner product: clusters of
+    /// *directions*, which is what routing `Dot` collections needs (Pyramid §IV-D).
+    pub spherical: bool,
+    /// FAISS subsamples to at most this many points per centroid.
+    pub max_points_per_centroid: u32,
+}
+
+impl Default for KMeansParams {
+    fn default() -> Self {
+        Self {
+            k: 256,
+            iterations: 25,
+            restarts: 3,
+            seed: 1234,
+            spherical: false,
+            max_points_per_centroid: 256,
+        }
+    }
+}
+
+/// Trains `params.k` centroids on `data` (row-major, `dim` floats per row) and returns them
+/// row-major. Needs at least `k` rows.
+pub fn kmeans(dim: usize, data: &[f32], params: &KMeansParams) -> Result<Vec<f32>> {
+    let n = rows(data, dim)?;
+    if params.k == 0 || n < params.k {
+        return Err(FaissError::InvalidParams(format!(
+            "k-means needs 1 ≤ k ≤ points, got k = {} for {n} points",
+            params.k
+        )));
+    }
+    let mut cp = ClusteringParameters::new();
+    cp.set_niter(params.iterations);
+    cp.set_nredo(params.restarts.max(1));
+    cp.set_seed(params.seed);
+    cp.set_spherical(params.spherical);
+    cp.set_max_points_per_centroid(params.max_points_per_centroid);
+    cp.set_verbose(false);
+    let (d, k) = (to_u32(dim)?, to_u32(params.k)?);
+    let mut clustering = Clustering::new_with_params(d, k, &cp)?;
+    let metric = if params.spherical {
+        MetricType::InnerProduct
+    } else {
+        MetricType::L2
+    };
+    let mut assign = FlatIndex::new(d, metric)?;
+    clustering.train(data, &mut assign)?;
+    Ok(clustering.centroids()?.concat())
+}
+
+/// A size as FAISS's 32-bit integer.
+pub(crate) fn to_u32(n: usize) -> Result<u32> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&v| v <= i32::MAX as u32)
+        .ok_or_else(|| FaissError::InvalidParams(format!("{n} is too large for FAISS")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_well_separated_centres() {
+        // Four tight blobs around (±10, ±10): the centroids must land on them.
+        let centres = [[10.0, 10.0], [-10.0, 10.0], [10.0, -10.0], [-10.0, -10.0]];
+        let mut data = Vec::new();
+        for i in 0..400 {
+            let c = centres[i % 4];
+            let jitter = ((i * 7919) % 100) as f32 / 100.0 - 0.5;
+            data.extend_from_slice(&[c[0] + jitter, c[1] - jitter]);
+        }
+        let params = KMeansParams {
+            k: 4,
+            ..KMeansParams::default()
+        };
+        let found = kmeans(2, &data, &params).unwrap();
+        assert_eq!(found.len(), 8);
+        for c in centres {
+            let nearest = found
+                .chunks(2)
+                .map(|f| (f[0] - c[0]).hypot(f[1] - c[1]))
+                .fold(f32::INFINITY, f32::min);
+            assert!(nearest < 0.5, "no centroid near {c:?}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_more_centroids_than_points() {
+        let err = kmeans(2, &[0.0; 6], &KMeansParams::default()).unwrap_err();
+        assert!(matches!(err, FaissError::InvalidParams(_)), "{err}");
+    }
+}

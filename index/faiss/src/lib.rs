@@ -1,0 +1,73 @@
+//! cairn-faiss: the one Cairn crate that links FAISS.
+//!
+//! FAISS is a large C++ build (about 15 CPU-minutes from source), so it sits in this leaf
+//! crate and nowhere else: `cargo test -p cairn-index` never compiles it. It gives Cairn
+//!
+//! - [`kmeans`]: k-means training (Pyramid's router samples and clusters with it);
+//! - [`codec`]: PQ, OPQ and RQ vector codecs, trained, encoding and decoding (the direction
+//!   codecs of norm-explicit quantization);
+//! - [`baseline`]: FAISS's own Flat and HNSW indexes, for benchmarks that put Cairn's indexes
+//!   side by side with FAISS in the same run.
+//!
+//! FAISS is built from source by the `faiss` crate's `static` feature, with AVX2 enabled
+//! through the workspace's `.cargo/config.toml` (x86-64-v3), as FAISS's own AVX2 build does.
+//!
+//! # Threads
+//!
+//! FAISS parallelises *within* a call with OpenMP: training, adding and multi-query searches
+//! use up to [`set_threads`] threads of the calling thread. Searches of a built index take
+//! `&self` and may run from many threads at once (FAISS CPU indexes allow concurrent const
+//! searches); everything that mutates (training, adding, parameters) takes `&mut self`.
+//! Every call here is synchronous and CPU-bound: async callers must run it on a blocking
+//! thread (`spawn_blocking`), never on an executor worker.
+
+pub mod baseline;
+pub mod codec;
+mod error;
+pub mod kmeans;
+
+pub use error::{FaissError, Result};
+
+extern "C" {
+    /// libgomp, linked by `faiss-sys`: sets how many threads the calling thread's next
+    /// OpenMP parallel regions use.
+    fn omp_set_num_threads(n: std::os::raw::c_int);
+}
+
+/// Sets how many OpenMP threads FAISS calls made *from the calling thread* use. Benchmarks
+/// that time one query on one thread set 1, so FAISS does not fan a single query out.
+pub fn set_threads(n: usize) {
+    let n = n.clamp(1, i32::MAX as usize) as std::os::raw::c_int;
+    // SAFETY: `omp_set_num_threads` only stores an integer in the calling thread's OpenMP
+    // control variables; it has no pointer arguments and no preconditions.
+    unsafe { omp_set_num_threads(n) }
+}
+
+/// Checks that `data` holds whole rows of `dim` floats and returns how many.
+fn rows(data: &[f32], dim: usize) -> Result<usize> {
+    if dim == 0 || data.len() % dim != 0 {
+        return Err(FaissError::WrongDimension {
+            dim,
+            len: data.len(),
+        });
+    }
+    Ok(data.len() / dim)
+}
+
+/// Turns a raw C-API return code into a result, with FAISS's message on failure.
+fn check(code: std::os::raw::c_int) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    // SAFETY: `faiss_get_last_error` returns the calling thread's last error message, a
+    // NUL-terminated string FAISS owns until the next failing call on this thread, or null.
+    let message = unsafe {
+        let ptr = faiss_sys::faiss_get_last_error();
+        if ptr.is_null() {
+            String::from("unknown error")
+        } else {
+            std::ffi::CStr::from_ptr(ptr).to_string_lossy().into_owned()
+        }
+    };
+    Err(FaissError::Native { code, message })
+}
