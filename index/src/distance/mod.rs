@@ -33,9 +33,10 @@ pub enum Metric {
 impl Metric {
     /// The kernel producing this metric's key. Call once, keep the pointer.
     pub fn key_fn(self) -> KeyFn {
+        let kernels = simd::kernels();
         match self {
-            Metric::L2 => simd::l2_squared,
-            Metric::Cosine | Metric::InnerProduct => simd::neg_dot,
+            Metric::L2 => kernels.l2_squared,
+            Metric::Cosine | Metric::InnerProduct => kernels.neg_dot,
         }
     }
 

@@ -20,7 +20,29 @@ fn vectors() -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     })
 }
 
+/// Every kernel set this CPU can run: the chosen one and simsimd, so both stay correct.
+fn all_kernels() -> Vec<simd::Kernels> {
+    let mut all = vec![simd::SIMSIMD];
+    all.extend(simd::avx2::kernels());
+    all
+}
+
 proptest! {
+    #[test]
+    fn every_backend_matches_the_f64_reference((a, b) in vectors()) {
+        let exact_dot = reference::dot(&a, &b);
+        let exact_l2 = reference::l2_squared(&a, &b);
+        for k in all_kernels() {
+            let dot = f64::from((k.dot)(&a, &b));
+            prop_assert!((dot - exact_dot).abs() <= dot_bound(a.len(), reference::abs_dot(&a, &b)),
+                "{} dot {dot} vs {exact_dot}", k.name);
+            prop_assert_eq!((k.neg_dot)(&a, &b), -(k.dot)(&a, &b));
+            let l2 = f64::from((k.l2_squared)(&a, &b));
+            prop_assert!((l2 - exact_l2).abs() <= dot_bound(a.len() + 2, exact_l2),
+                "{} l2 {l2} vs {exact_l2}", k.name);
+        }
+    }
+
     #[test]
     fn dot_matches_f64_reference((a, b) in vectors()) {
         let exact = reference::dot(&a, &b);
