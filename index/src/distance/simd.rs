@@ -125,7 +125,7 @@ pub mod avx2 {
         pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
             debug_assert_eq!(a.len(), b.len());
             // SAFETY: reachable only through `kernels()`, which checked AVX2 and FMA.
-            unsafe { dot_avx2(a, b) }
+            unsafe { sum_avx2::<false>(a, b) }
         }
 
         pub(super) fn neg_dot(a: &[f32], b: &[f32]) -> f32 {
@@ -135,23 +135,24 @@ pub mod avx2 {
         pub(super) fn l2_squared(a: &[f32], b: &[f32]) -> f32 {
             debug_assert_eq!(a.len(), b.len());
             // SAFETY: reachable only through `kernels()`, which checked AVX2 and FMA.
-            unsafe { l2_squared_avx2(a, b) }
+            unsafe { sum_avx2::<true>(a, b) }
         }
 
-        /// Σ of the 8 lanes of each accumulator.
+        /// Σ aᵢbᵢ, or Σ (aᵢ − bᵢ)² when `L2`: one loop for both, the branch resolved at
+        /// compile time. Four accumulators of 8 lanes take 32 floats per iteration, so four
+        /// FMAs are in flight instead of one waiting on the last.
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn reduce(acc: [__m256; 4]) -> f32 {
-            let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-            let q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
-            let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-            let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));
-            _mm_cvtss_f32(q)
-        }
-
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+        unsafe fn sum_avx2<const L2: bool>(a: &[f32], b: &[f32]) -> f32 {
             let n = a.len().min(b.len());
             let (pa, pb) = (a.as_ptr(), b.as_ptr());
+            let step = |acc: __m256, x: __m256, y: __m256| {
+                if L2 {
+                    let d = _mm256_sub_ps(x, y);
+                    _mm256_fmadd_ps(d, d, acc)
+                } else {
+                    _mm256_fmadd_ps(x, y, acc)
+                }
+            };
             let mut acc = [_mm256_setzero_ps(); 4];
             let mut i = 0;
             // SAFETY: every load reads 8 floats starting at an index + 8 ≤ n, inside both
@@ -161,54 +162,31 @@ pub mod avx2 {
                     for (j, acc) in acc.iter_mut().enumerate() {
                         let x = _mm256_loadu_ps(pa.add(i + 8 * j));
                         let y = _mm256_loadu_ps(pb.add(i + 8 * j));
-                        *acc = _mm256_fmadd_ps(x, y, *acc);
+                        *acc = step(*acc, x, y);
                     }
                     i += 32;
                 }
                 while i + 8 <= n {
-                    let x = _mm256_loadu_ps(pa.add(i));
-                    let y = _mm256_loadu_ps(pb.add(i));
-                    acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+                    acc[0] = step(
+                        acc[0],
+                        _mm256_loadu_ps(pa.add(i)),
+                        _mm256_loadu_ps(pb.add(i)),
+                    );
                     i += 8;
                 }
             }
-            // SAFETY: AVX2 is enabled in this function.
-            let mut sum = unsafe { reduce(acc) };
+            // Σ of the 8 lanes of the four accumulators.
+            let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            let q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
+            let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+            let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));
+            let mut sum = _mm_cvtss_f32(q);
             for k in i..n {
-                sum += a[k] * b[k];
-            }
-            sum
-        }
-
-        #[target_feature(enable = "avx2,fma")]
-        unsafe fn l2_squared_avx2(a: &[f32], b: &[f32]) -> f32 {
-            let n = a.len().min(b.len());
-            let (pa, pb) = (a.as_ptr(), b.as_ptr());
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let mut i = 0;
-            // SAFETY: as in `dot_avx2`, every 8-float load stays below n.
-            unsafe {
-                while i + 32 <= n {
-                    for (j, acc) in acc.iter_mut().enumerate() {
-                        let d = _mm256_sub_ps(
-                            _mm256_loadu_ps(pa.add(i + 8 * j)),
-                            _mm256_loadu_ps(pb.add(i + 8 * j)),
-                        );
-                        *acc = _mm256_fmadd_ps(d, d, *acc);
-                    }
-                    i += 32;
-                }
-                while i + 8 <= n {
-                    let d = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)));
-                    acc[0] = _mm256_fmadd_ps(d, d, acc[0]);
-                    i += 8;
-                }
-            }
-            // SAFETY: AVX2 is enabled in this function.
-            let mut sum = unsafe { reduce(acc) };
-            for k in i..n {
-                let d = a[k] - b[k];
-                sum += d * d;
+                sum += if L2 {
+                    (a[k] - b[k]) * (a[k] - b[k])
+                } else {
+                    a[k] * b[k]
+                };
             }
             sum
         }
