@@ -10,8 +10,7 @@ use faiss::index::autotune::ParameterSpace;
 use faiss::index::IndexImpl;
 use faiss::{index_factory, Index, MetricType};
 
-use crate::kmeans::to_u32;
-use crate::{check, rows, FaissError, Result};
+use crate::{check, rows, to_u32, FaissError, Result};
 
 /// Which FAISS index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,9 +155,12 @@ impl FaissIndex {
             .to_str()
             .ok_or_else(|| FaissError::InvalidParams(format!("path {path:?} is not UTF-8")))?;
         faiss::write_index(&self.index, name)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).map_err(|e| {
-            FaissError::InvalidParams(format!("cannot measure {}: {e}", path.display()))
-        });
+        let bytes = std::fs::metadata(&path)
+            .map(|m| m.len())
+            .map_err(|source| FaissError::Io {
+                path: path.clone(),
+                source,
+            });
         let _ = std::fs::remove_file(&path);
         bytes
     }

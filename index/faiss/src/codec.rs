@@ -6,8 +6,7 @@
 use faiss::index::IndexImpl;
 use faiss::{index_factory, Index, MetricType};
 
-use crate::kmeans::to_u32;
-use crate::{check, rows, FaissError, Result};
+use crate::{check, rows, to_u32, FaissError, Result};
 
 /// Which vector quantizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,14 @@ pub enum FaissError {
     /// Parameters FAISS cannot use, said before calling it.
     #[error("invalid parameters: {0}")]
     InvalidParams(String),
+    /// A file FAISS wrote could not be read back.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
     /// A buffer is not a whole number of `dim`-float rows.
     #[error("{len} floats are not whole rows of dimension {dim}")]
     WrongDimension {

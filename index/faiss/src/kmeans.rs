@@ -3,7 +3,7 @@
 use faiss::cluster::{Clustering, ClusteringParameters};
 use faiss::{FlatIndex, MetricType};
 
-use crate::{rows, FaissError, Result};
+use crate::{rows, to_u32, FaissError, Result};
 
 /// k-means settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,14 +64,6 @@ pub fn kmeans(dim: usize, data: &[f32], params: &KMeansParams) -> Result<Vec<f32
     let mut assign = FlatIndex::new(d, metric)?;
     clustering.train(data, &mut assign)?;
     Ok(clustering.centroids()?.concat())
-}
-
-/// A size as FAISS's 32-bit integer.
-pub(crate) fn to_u32(n: usize) -> Result<u32> {
-    u32::try_from(n)
-        .ok()
-        .filter(|&v| v <= i32::MAX as u32)
-        .ok_or_else(|| FaissError::InvalidParams(format!("{n} is too large for FAISS")))
 }
 
 #[cfg(test)]

@@ -54,6 +54,14 @@ fn rows(data: &[f32], dim: usize) -> Result<usize> {
     Ok(data.len() / dim)
 }
 
+/// A size as FAISS's 32-bit integer.
+fn to_u32(n: usize) -> Result<u32> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&v| v <= i32::MAX as u32)
+        .ok_or_else(|| FaissError::InvalidParams(format!("{n} is too large for FAISS")))
+}
+
 /// Turns a raw C-API return code into a result, with FAISS's message on failure.
 fn check(code: std::os::raw::c_int) -> Result<()> {
     if code == 0 {

@@ -86,10 +86,21 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
 
 /// Vector elements a query may touch and still count as short: about 1 M, which is 300 to
 /// 500 µs of distance work on the 2-core machines the benchmarks run on. Short queries run on
-/// the async worker that parsed them; anything larger leaves it (see `http::search`), so
+/// the async worker that parsed them; anything larger leaves it (see `http::search_in_place`), so
 /// that a worker never blocks its other connections for much longer than quickwit's
 /// "at most 500 µs" rule.
 const SHORT_QUERY_WORK: usize = 1 << 20;
+
+/// Whether a query with this work estimate may run on an async worker (see
+/// [`estimated_work`]).
+fn is_short_work(
+    index: &cairn_index::IndexParams,
+    dim: usize,
+    points: usize,
+    plan: &QueryPlan,
+) -> bool {
+    estimated_work(index, dim, points, plan).is_some_and(|work| work <= SHORT_QUERY_WORK)
+}
 
 /// Vector elements `plan` will touch: `max(ef, k)` expansions × `2M` neighbours × `dim` for
 /// an unfiltered graph search, `points × dim` for an exact scan. `None` for filtered queries:
@@ -116,8 +127,7 @@ impl Collection {
     /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
     pub fn is_short(&self, plan: &QueryPlan) -> bool {
         let settings = self.settings();
-        estimated_work(&settings.index, settings.dim, self.points(), plan)
-            .is_some_and(|work| work <= SHORT_QUERY_WORK)
+        is_short_work(&settings.index, settings.dim, self.points(), plan)
     }
 
     /// Runs a k-NN query (blocking: call from a blocking thread).
@@ -304,30 +314,46 @@ mod tests {
         }
     }
 
-    fn short(index: &IndexParams, dim: usize, points: usize, plan: &QueryPlan) -> bool {
-        estimated_work(index, dim, points, plan).is_some_and(|w| w <= SHORT_QUERY_WORK)
-    }
-
     #[test]
     fn graph_searches_at_usual_ef_are_short_and_large_scans_are_not() {
         let hnsw = IndexParams::Hnsw(HnswParams::default());
-        assert!(short(&hnsw, 128, 1_000_000, &plan(Some(64), false, None)));
-        assert!(short(&hnsw, 128, 1_000_000, &plan(Some(256), false, None)));
-        assert!(!short(
+        assert!(is_short_work(
+            &hnsw,
+            128,
+            1_000_000,
+            &plan(Some(64), false, None)
+        ));
+        assert!(is_short_work(
+            &hnsw,
+            128,
+            1_000_000,
+            &plan(Some(256), false, None)
+        ));
+        assert!(!is_short_work(
             &hnsw,
             128,
             1_000_000,
             &plan(Some(4096), false, None)
         ));
-        assert!(!short(&hnsw, 1536, 1_000_000, &plan(Some(64), false, None)));
-        assert!(!short(&hnsw, 128, 100_000, &plan(Some(64), true, None)));
-        assert!(short(
+        assert!(!is_short_work(
+            &hnsw,
+            1536,
+            1_000_000,
+            &plan(Some(64), false, None)
+        ));
+        assert!(!is_short_work(
+            &hnsw,
+            128,
+            100_000,
+            &plan(Some(64), true, None)
+        ));
+        assert!(is_short_work(
             &IndexParams::Flat,
             128,
             1_000,
             &plan(None, false, None)
         ));
-        assert!(!short(
+        assert!(!is_short_work(
             &IndexParams::Flat,
             128,
             100_000,
@@ -339,6 +365,11 @@ mod tests {
     fn filtered_queries_are_never_short() {
         let hnsw = IndexParams::Hnsw(HnswParams::default());
         let filter: Filter = serde_json::from_str(r#"{"must": [{"has_id": [1]}]}"#).unwrap();
-        assert!(!short(&hnsw, 4, 10, &plan(Some(8), false, Some(filter))));
+        assert!(!is_short_work(
+            &hnsw,
+            4,
+            10,
+            &plan(Some(8), false, Some(filter))
+        ));
     }
 }
