@@ -43,6 +43,14 @@ pub enum IndexKind {
 }
 
 impl IndexKind {
+    /// The kind's name on the wire and in logs (as serde writes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Flat => "flat",
+            IndexKind::Hnsw => "hnsw",
+        }
+    }
+
     /// Stable one-byte tag used in index file headers.
     pub fn tag(self) -> u8 {
         match self {

@@ -129,11 +129,20 @@ pub struct Dataset {
     pub ground_truth: Vec<Vec<u32>>,
 }
 
-/// Loads `base.fvecs`, `query.fvecs` and `groundtruth.ivecs` from a folder.
+/// Loads `base`, `query` (each `.fvecs`, or `.bvecs` as the SIFT1B sets ship them) and
+/// `groundtruth.ivecs` from a folder.
 pub fn load_dataset(dir: &Path) -> Result<Dataset> {
+    let vectors = |stem: &str| {
+        let bvecs = dir.join(format!("{stem}.bvecs"));
+        if bvecs.is_file() {
+            read_bvecs(&bvecs)
+        } else {
+            read_fvecs(&dir.join(format!("{stem}.fvecs")))
+        }
+    };
     Ok(Dataset {
-        base: read_fvecs(&dir.join("base.fvecs"))?,
-        queries: read_fvecs(&dir.join("query.fvecs"))?,
+        base: vectors("base")?,
+        queries: vectors("query")?,
         ground_truth: read_ivecs(&dir.join("groundtruth.ivecs"))?,
     })
 }

@@ -65,3 +65,22 @@ fn siftsmall_ground_truth_matches_brute_force() {
     let ours = ground_truth(&data.base, &data.queries, Metric::L2, 10);
     assert!(recall_at_k(&ours, &data.ground_truth, 10) > 0.999);
 }
+
+#[test]
+fn load_dataset_reads_bvecs_when_present() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two 3-byte records: dim 3 as i32, then the components as u8.
+    let mut bvecs = Vec::new();
+    for row in [[1u8, 2, 3], [250, 0, 7]] {
+        bvecs.extend_from_slice(&3i32.to_le_bytes());
+        bvecs.extend_from_slice(&row);
+    }
+    std::fs::write(dir.path().join("base.bvecs"), &bvecs).unwrap();
+    std::fs::write(dir.path().join("query.bvecs"), &bvecs[..7]).unwrap();
+    write_vecs(&dir.path().join("groundtruth.ivecs"), &[vec![0, 1]]);
+    let d = load_dataset(dir.path()).unwrap();
+    assert_eq!(d.base.dim, 3);
+    assert_eq!(d.base.data, vec![1.0, 2.0, 3.0, 250.0, 0.0, 7.0]);
+    assert_eq!(d.queries.len(), 1);
+    assert_eq!(d.ground_truth, vec![vec![0, 1]]);
+}

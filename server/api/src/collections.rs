@@ -63,6 +63,39 @@ pub struct CreateCollection {
     /// Index choice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<IndexConfig>,
+    /// Partitions of the collection (Qdrant's name; the server refuses values it cannot honour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_number: Option<u32>,
+    /// Copies of each partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<u32>,
+    /// Replicas that must acknowledge a write before it is acknowledged to the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_consistency_factor: Option<u32>,
+    /// Vector quantization, in Qdrant's shape (`{"product": …}`, `{"scalar": …}`) or Cairn's
+    /// (`{"neq": …}`); kept untyped until the server implements one, so that a request the
+    /// server cannot honour reaches it and is refused with a message, not a parse error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization_config: Option<serde_json::Value>,
+}
+
+impl CreateCollection {
+    /// A request with only the vector space set; every other option at its default.
+    pub fn new(size: usize, distance: Distance) -> Self {
+        Self {
+            vectors: VectorParams {
+                size,
+                distance,
+                hnsw_config: None,
+            },
+            hnsw_config: None,
+            index: None,
+            shard_number: None,
+            replication_factor: None,
+            write_consistency_factor: None,
+            quantization_config: None,
+        }
+    }
 }
 
 /// Effective HNSW settings of a collection.

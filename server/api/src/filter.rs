@@ -163,6 +163,77 @@ pub struct Range {
     pub lte: Option<f64>,
 }
 
+impl Filter {
+    /// Every condition must hold.
+    pub fn must(conditions: impl IntoIterator<Item = Condition>) -> Self {
+        Self {
+            must: Some(conditions.into_iter().collect()),
+            ..Self::default()
+        }
+    }
+
+    /// At least one condition must hold.
+    pub fn should(conditions: impl IntoIterator<Item = Condition>) -> Self {
+        Self {
+            should: Some(conditions.into_iter().collect()),
+            ..Self::default()
+        }
+    }
+
+    /// No condition may hold.
+    pub fn must_not(conditions: impl IntoIterator<Item = Condition>) -> Self {
+        Self {
+            must_not: Some(conditions.into_iter().collect()),
+            ..Self::default()
+        }
+    }
+}
+
+impl Condition {
+    /// The payload value at `key` equals `value` (a keyword, integer or boolean).
+    pub fn matches(key: impl Into<String>, value: impl Into<Value>) -> Self {
+        Condition::Field(FieldCondition {
+            key: key.into(),
+            r#match: Some(Match {
+                value: Some(value.into()),
+                ..Match::default()
+            }),
+            range: None,
+        })
+    }
+
+    /// The payload value at `key` equals one of `values`.
+    pub fn matches_any<V: Into<Value>>(
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = V>,
+    ) -> Self {
+        Condition::Field(FieldCondition {
+            key: key.into(),
+            r#match: Some(Match {
+                any: Some(values.into_iter().map(Into::into).collect()),
+                ..Match::default()
+            }),
+            range: None,
+        })
+    }
+
+    /// The number at `key` lies within `range`.
+    pub fn range(key: impl Into<String>, range: Range) -> Self {
+        Condition::Field(FieldCondition {
+            key: key.into(),
+            r#match: None,
+            range: Some(range),
+        })
+    }
+
+    /// The point's id is one of `ids`.
+    pub fn has_id<I: Into<PointId>>(ids: impl IntoIterator<Item = I>) -> Self {
+        Condition::HasId {
+            has_id: ids.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -185,6 +256,31 @@ mod tests {
             f.must_not.as_ref().unwrap()[0],
             Condition::Nested(_)
         ));
+    }
+
+    #[test]
+    fn constructors_write_the_wire_shape() {
+        let f = Filter::must([
+            Condition::matches("city", "London"),
+            Condition::range(
+                "n",
+                Range {
+                    gte: Some(1.5),
+                    ..Range::default()
+                },
+            ),
+            Condition::has_id([7u64]),
+        ]);
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            serde_json::json!({"must": [
+                {"key": "city", "match": {"value": "London"}},
+                {"key": "n", "range": {"gte": 1.5}},
+                {"has_id": [7]}
+            ]})
+        );
+        let back: Filter = serde_json::from_value(serde_json::to_value(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
     }
 
     #[test]

@@ -11,6 +11,28 @@ pub struct SearchParams {
     /// Exact brute-force search instead of the index.
     #[serde(default)]
     pub exact: Option<bool>,
+    /// How a quantized collection uses its codes (Qdrant's shape). A collection without
+    /// quantization ignores it, as Qdrant does, so one client can query both kinds.
+    #[serde(default)]
+    pub quantization: Option<QuantizationSearchParams>,
+    /// Partitions to probe: Cairn's routing knob for partitioned collections (more probes,
+    /// higher recall, more work). A collection that is not partitioned refuses it.
+    #[serde(default)]
+    pub probe: Option<usize>,
+}
+
+/// Per-query knobs of quantized search (`params.quantization`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct QuantizationSearchParams {
+    /// Search full vectors only, ignoring the codes.
+    #[serde(default)]
+    pub ignore: Option<bool>,
+    /// Re-score the candidates found by codes with full vectors.
+    #[serde(default)]
+    pub rescore: Option<bool>,
+    /// Candidates fetched by codes per result wanted, before re-scoring (at least 1).
+    #[serde(default)]
+    pub oversampling: Option<f64>,
 }
 
 /// What a query searches near: a vector, a stored point's vector, or `{"nearest": …}`.
@@ -68,6 +90,9 @@ pub struct QueryRequest {
     /// Vector name; Cairn collections have one unnamed vector.
     #[serde(default)]
     pub using: Option<String>,
+    /// Also report how the query was executed (a Cairn addition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<bool>,
 }
 
 /// Response of a query.
@@ -75,6 +100,27 @@ pub struct QueryRequest {
 pub struct QueryResponse {
     /// Hits, best first.
     pub points: Vec<ScoredPoint>,
+    /// How the query ran, when `explain` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<QueryExplain>,
+}
+
+/// How one query was executed: what a user needs to understand a slow or surprising answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryExplain {
+    /// The index kind that answered (`hnsw`, `flat`, …).
+    pub index: String,
+    /// Whether every candidate vector was scanned (asked for, a `flat` index, or a selective
+    /// filter).
+    pub exact: bool,
+    /// The graph candidate list size used, when a graph was searched.
+    pub ef: Option<usize>,
+    /// Estimated share of points passing the filter, when there is one.
+    pub filter_selectivity: Option<f64>,
+    /// A filtered graph search found fewer than `limit + offset` hits and was redone exactly.
+    pub exact_fallback: bool,
+    /// Query-to-vector distance evaluations, summed over every search the query ran.
+    pub distance_computations: u64,
 }
 
 /// `POST …/points/query/batch`.
@@ -170,6 +216,7 @@ impl From<SearchRequest> for QueryRequest {
             with_vector: s.with_vector,
             score_threshold: s.score_threshold,
             using,
+            explain: None,
         }
     }
 }

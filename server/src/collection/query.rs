@@ -1,6 +1,6 @@
 //! The read path: k-NN queries (graph, filtered graph, or exact scan), scroll, count, get.
 
-use cairn_api::{Filter, PointId, Record, ScoredPoint};
+use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint};
 use cairn_index::{IndexKind, SearchParams, Slot};
 
 use super::filter::matches;
@@ -29,6 +29,8 @@ pub struct QueryPlan {
     pub with_payload: PayloadSelection,
     /// Vector in results.
     pub with_vector: bool,
+    /// Report how the query ran.
+    pub explain: bool,
 }
 
 /// A query's target.
@@ -131,7 +133,7 @@ impl Collection {
     }
 
     /// Runs a k-NN query (blocking: call from a blocking thread).
-    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<Vec<ScoredPoint>> {
+    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
         let live = self.shared.live();
         let table = live.table.read();
         let vector = match &plan.target {
@@ -148,31 +150,45 @@ impl Collection {
         let accept = |slot: Slot| passes(&table, filter, slot);
         let mut exact = plan.exact || live.index.kind() == IndexKind::Flat;
         let mut ef = plan.ef;
+        let mut filter_selectivity = None;
         if let (Some(f), false) = (filter, exact) {
             let share = selectivity(&table, f);
+            filter_selectivity = Some(share);
             let expected = share * table.slots.len() as f64;
             if expected < self.settings().full_scan_threshold as f64 {
                 exact = true;
             } else {
-                let base = ef.unwrap_or(match self.settings().index {
-                    cairn_index::IndexParams::Hnsw(p) => p.ef_search,
-                    cairn_index::IndexParams::Flat => k,
-                });
+                let base = ef.unwrap_or_else(|| self.default_ef()).max(k);
                 ef = Some(
                     ((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize,
                 );
             }
         }
         let params = SearchParams { ef, exact };
-        let (mut hits, _) = live.index.search(&vector, k, &params, Some(&accept))?;
-        if !exact && filter.is_some() && hits.len() < k {
+        let (mut hits, stats) = live.index.search(&vector, k, &params, Some(&accept))?;
+        let mut distance_computations = stats.distance_computations;
+        let exact_fallback = !exact && filter.is_some() && hits.len() < k;
+        if exact_fallback {
             // A filtered graph search can come up short when the filter cuts the graph's
             // reachable region; an exact scan is the guarantee.
-            hits = live
-                .index
-                .search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?
-                .0;
+            let (exact_hits, stats) =
+                live.index
+                    .search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?;
+            hits = exact_hits;
+            distance_computations += stats.distance_computations;
         }
+        let explain = plan.explain.then(|| QueryExplain {
+            index: live.index.kind().name().to_owned(),
+            exact: exact || exact_fallback,
+            ef: if exact {
+                None
+            } else {
+                Some(ef.unwrap_or_else(|| self.default_ef()).max(k))
+            },
+            filter_selectivity,
+            exact_fallback,
+            distance_computations,
+        });
         let metric = live.index.metric();
         let mut out = Vec::with_capacity(plan.limit);
         for hit in hits.into_iter().skip(plan.offset) {
@@ -202,7 +218,19 @@ impl Collection {
                 },
             });
         }
-        Ok(out)
+        Ok(QueryResponse {
+            points: out,
+            explain,
+        })
+    }
+
+    /// The `ef` a graph search uses when the query does not set one (a flat index has no
+    /// graph; the value is then never used as such).
+    fn default_ef(&self) -> usize {
+        match self.settings().index {
+            cairn_index::IndexParams::Hnsw(p) => p.ef_search,
+            cairn_index::IndexParams::Flat => 0,
+        }
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.
@@ -311,6 +339,7 @@ mod tests {
             score_threshold: None,
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,
+            explain: false,
         }
     }
 

@@ -27,6 +27,42 @@ pub struct CollectionSettings {
 /// Qdrant's default for the exact-scan threshold of filtered queries.
 const DEFAULT_FULL_SCAN_THRESHOLD: usize = 10_000;
 
+/// Options a standalone server accepts in the request's shape but cannot honour yet: refused
+/// with a message rather than silently ignored, so that no one believes their data is
+/// replicated or quantized when it is not.
+fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
+    for (field, value) in [
+        ("shard_number", req.shard_number),
+        ("replication_factor", req.replication_factor),
+        ("write_consistency_factor", req.write_consistency_factor),
+    ] {
+        match value {
+            None | Some(1) => {}
+            Some(0) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field} must be at least 1"
+                )))
+            }
+            Some(n) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field} {n} is not supported by this server yet: collections have one partition and one copy"
+                )))
+            }
+        }
+    }
+    if req
+        .quantization_config
+        .as_ref()
+        .is_some_and(|q| !q.is_null())
+    {
+        return Err(ServerError::InvalidRequest(
+            "quantization_config is not supported by this server yet: vectors are stored as f32"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 impl CollectionSettings {
     /// Validates a create request.
     pub fn from_request(req: &CreateCollection, limits: &Limits) -> Result<Self> {
@@ -47,6 +83,7 @@ impl CollectionSettings {
                 "vectors.distance Manhattan is not supported; use Cosine, Euclid or Dot".into(),
             ));
         }
+        refuse_unsupported(req)?;
         let diff = v.hnsw_config.or(req.hnsw_config).unwrap_or_default();
         let defaults = HnswParams::default();
         let ef_construction = diff.ef_construct.unwrap_or(defaults.ef_construction);

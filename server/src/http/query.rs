@@ -59,6 +59,20 @@ fn plan(
             )));
         }
     }
+    if params.probe.is_some() {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}params.probe: this collection is not partitioned, so there are no \
+             partitions to probe; leave probe out"
+        )));
+    }
+    if let Some(oversampling) = params.quantization.and_then(|q| q.oversampling) {
+        if !(oversampling.is_finite() && oversampling >= 1.0) {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}params.quantization.oversampling must be a finite number of at least 1, \
+                 not {oversampling}"
+            )));
+        }
+    }
     if let Some(filter) = &request.filter {
         validate(filter, &format!("{field}filter"))?;
     }
@@ -89,6 +103,7 @@ fn plan(
         score_threshold: request.score_threshold,
         with_payload: PayloadSelection::from_wire(request.with_payload, false),
         with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+        explain: request.explain.unwrap_or(false),
     })
 }
 
@@ -123,14 +138,7 @@ fn run(
         .collect::<Result<Vec<_>>>()?;
     let short = plans.len() == 1 && collection.is_short(&plans[0]);
     search_in_place(short, move || {
-        plans
-            .iter()
-            .map(|p| {
-                Ok(QueryResponse {
-                    points: collection.query_blocking(p)?,
-                })
-            })
-            .collect()
+        plans.iter().map(|p| collection.query_blocking(p)).collect()
     })
 }
 
