@@ -1,12 +1,25 @@
-//! `cairn-loadtest`: measurements that produce the figures in BENCHMARKS.md.
+//! `cairn-loadtest`: the tool behind every figure in BENCHMARKS.md.
+//!
+//! - `recall`: load a dataset through the SDK, sweep query settings, report recall@k against
+//!   exact ground truth with QPS and latency (table, CSV, JSON, SVG plot).
+//! - `load`: open-loop queries at a target rate with HdrHistogram percentiles.
+//! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
+//! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //!
 //! Every comparison runs its baseline in the same process and the same run, and reports
 //! ratios, because the machines are shared and absolute times drift.
 #![allow(clippy::print_stdout)]
 
+mod chaos;
+mod load;
+mod openloop;
+mod plot;
 mod raw_http;
-mod server;
+mod recall;
 mod standalone;
+mod stats;
+mod target;
+mod workload;
 
 use clap::{Parser, Subcommand};
 
@@ -19,13 +32,38 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Recall@k, QPS and latency per query setting, against exact ground truth.
+    Recall(recall::Args),
+    /// Open-loop load at a fixed rate: latency percentiles, errors by kind, recall.
+    Load(load::Args),
+    /// Load while a fault is injected and repaired: failures, recall, latency per phase.
+    Chaos(chaos::Args),
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
-    /// synthetic set (issue: standalone server performance).
+    /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Standalone(args) => standalone::run(&args),
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let command = Cli::parse().command;
+    if let Command::Standalone(args) = &command {
+        return standalone::run(args);
     }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match command {
+            Command::Recall(args) => recall::run(&args).await.map(drop),
+            Command::Load(args) => load::run(&args).await.map(drop),
+            Command::Chaos(args) => chaos::run(&args).await.map(drop),
+            Command::Standalone(_) => unreachable!("handled above"),
+        }
+    })
 }

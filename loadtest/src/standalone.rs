@@ -27,7 +27,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::raw_http::RawClient;
-use crate::server::{find_binary, CairnProcess};
+use cairn_testkit::CairnProcess;
 
 /// Options of `cairn-loadtest standalone`.
 #[derive(clap::Args)]
@@ -100,7 +100,10 @@ impl Latencies {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let binary = find_binary(args.cairn.as_deref())?;
+    let binary = match &args.cairn {
+        Some(path) => path.clone(),
+        None => cairn_testkit::find_binary()?,
+    };
     let intrinsic_dim = (args.intrinsic_dim > 0).then_some(args.intrinsic_dim);
     let spec = ClusterSpec {
         n: args.n,
@@ -148,7 +151,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // The timed index snapshot (every 30 s by default) would otherwise land in the middle of
     // the query sweep and show up as p99 spikes that have nothing to do with queries.
     let mut server =
-        CairnProcess::start(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
+        CairnProcess::start_binary(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -172,7 +175,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     server.restart()?;
 
     let floor = runtime.block_on(transport_floor(&client, &server))?;
-    let mut raw = RawClient::connect(&server.addr)?;
+    let mut raw = RawClient::connect(server.addr())?;
     let raw_floor = raw_transport_floor(&mut raw)?;
     let mut server_rows = Vec::new();
     let mut e2e_rows = Vec::new();

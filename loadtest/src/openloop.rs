@@ -1,0 +1,167 @@
+//! Open-loop load: queries are issued on a fixed schedule, whatever the server does.
+//!
+//! A closed-loop client (send, wait, send) slows down with the server and so never sees the
+//! queue a slow server builds up: coordinated omission. Here query i is *due* at
+//! `start + i / rate`; it is sent at that time whether or not earlier ones came back, and its
+//! latency is measured from when it was due, so time spent waiting for a free connection or a
+//! late timer counts against the server, as it would for a real user.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cairn_client::QueryPoints;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::task::JoinSet;
+
+use crate::stats::{answer_ids, recall_of, PhaseStats, Summary};
+use crate::target::Target;
+use crate::workload::Workload;
+
+/// Which phase the run is in, moved on by whoever drives the scenario (a timer for `load`,
+/// the fault steps for `chaos`, so that "during" lasts until a repair has *completed*). Each
+/// query counts in the phase current when it was due.
+pub struct Phases {
+    current: AtomicUsize,
+    done: AtomicBool,
+    /// When each phase began.
+    began: Mutex<Vec<Instant>>,
+    count: usize,
+}
+
+impl Phases {
+    /// `count` phases; the first begins when the run starts.
+    pub fn new(count: usize) -> Arc<Self> {
+        Arc::new(Self {
+            current: AtomicUsize::new(0),
+            done: AtomicBool::new(false),
+            began: Mutex::new(Vec::with_capacity(count)),
+            count,
+        })
+    }
+
+    /// Starts the next phase (the last one stays current if called too often).
+    pub fn advance(&self) {
+        let mut began = lock(&self.began);
+        if self.current.load(Ordering::Relaxed) + 1 < self.count {
+            began.push(Instant::now());
+            self.current.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the run: no query is issued after this.
+    pub fn finish(&self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
+
+    fn begin(&self, at: Instant) {
+        lock(&self.began).insert(0, at);
+    }
+
+    /// Seconds each phase lasted, the last one up to `end`.
+    fn lengths(&self, end: Instant) -> Vec<f64> {
+        let began = lock(&self.began);
+        (0..self.count)
+            .map(|i| match (began.get(i), began.get(i + 1)) {
+                (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64(),
+                (Some(a), None) => end.duration_since(*a).as_secs_f64(),
+                (None, _) => 0.0,
+            })
+            .collect()
+    }
+}
+
+/// What to send and how fast.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// Queries per second.
+    pub rate: f64,
+    /// Results per query (recall@k is measured at this k).
+    pub k: usize,
+    /// `params.hnsw_ef`, when set.
+    pub ef: Option<usize>,
+    /// Queries in flight at most; a query due while this many are pending fails as
+    /// `overload` rather than silently waiting (which would hide the overload).
+    pub max_in_flight: usize,
+}
+
+/// Runs the schedule until `phases` is finished and returns one summary per phase.
+pub async fn run(
+    target: &Target,
+    workload: &Workload,
+    schedule: &Schedule,
+    phases: &Phases,
+) -> anyhow::Result<Vec<Summary>> {
+    anyhow::ensure!(schedule.rate > 0.0, "--rate must be positive");
+    anyhow::ensure!(!workload.queries.is_empty(), "the workload has no queries");
+    let stats: Arc<Vec<Mutex<PhaseStats>>> = Arc::new(
+        (0..phases.count)
+            .map(|_| Mutex::new(PhaseStats::default()))
+            .collect(),
+    );
+    let bar = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let interval = Duration::from_secs_f64(1.0 / schedule.rate);
+    let start = Instant::now();
+    phases.begin(start);
+    let mut in_flight = JoinSet::new();
+    for i in 0u64.. {
+        let due = start + interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due.into()).await;
+        if phases.done.load(Ordering::Relaxed) {
+            break;
+        }
+        let phase = phases.current.load(Ordering::Relaxed);
+        while in_flight.try_join_next().is_some() {}
+        if i % 64 == 0 {
+            let (ok, failed) = totals(&stats);
+            bar.set_message(format!("phase {phase}: {ok} ok, {failed} failed"));
+            bar.tick();
+        }
+        if in_flight.len() >= schedule.max_in_flight {
+            lock(&stats[phase]).error("overload");
+            continue;
+        }
+        let q = (i as usize) % workload.queries.len();
+        let mut query = QueryPoints::new(&target.collection)
+            .vector(workload.queries.row(q).to_vec())
+            .limit(schedule.k);
+        if let Some(ef) = schedule.ef {
+            query = query.ef(ef);
+        }
+        let truth = workload.truth[q].clone();
+        let (client, stats, k) = (target.client.clone(), Arc::clone(&stats), schedule.k);
+        in_flight.spawn(async move {
+            let result = client.query(query).await;
+            let latency = due.elapsed();
+            let mut phase_stats = lock(&stats[phase]);
+            match result {
+                Ok(answer) => {
+                    phase_stats.ok(latency, recall_of(&answer_ids(&answer), &truth, k));
+                }
+                Err(e) => phase_stats.error(e.kind()),
+            }
+        });
+    }
+    let end = Instant::now();
+    while in_flight.join_next().await.is_some() {}
+    bar.finish_and_clear();
+    Ok(stats
+        .iter()
+        .zip(phases.lengths(end))
+        .map(|(s, secs)| lock(s).summary(secs))
+        .collect())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn totals(stats: &[Mutex<PhaseStats>]) -> (u64, u64) {
+    stats.iter().fold((0, 0), |(ok, failed), s| {
+        let s = lock(s);
+        (ok + s.ok_count(), failed + s.error_count())
+    })
+}

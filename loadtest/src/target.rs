@@ -1,0 +1,137 @@
+//! The server under test: base URLs given on the command line, or a standalone `cairn`
+//! started for the run; and the collection, created and filled through the SDK when needed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cairn_client::api::{Distance, HnswConfigDiff};
+use cairn_client::{ChunkedUpsert, Client, CountPoints, CreateCollectionBuilder, Point};
+use cairn_testkit::CairnProcess;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::workload::{Source, Workload};
+
+/// Command-line options naming the data, the server and the collection (shared by every SDK
+/// command).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Dataset folder, or `clustered:N:DIM[:SEED]` / `longtail:N:DIM[:SEED]`.
+    #[arg(long)]
+    pub dataset: Source,
+    /// Use only the first N queries of the dataset.
+    #[arg(long)]
+    pub queries: Option<usize>,
+    /// Results per query; recall@k is measured at this k.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Base URL of a running server or router (repeat for failover). Without one, a
+    /// standalone server is started over a temporary folder for the run.
+    #[arg(long = "url")]
+    pub urls: Vec<String>,
+    /// Collection to query; created and loaded from the dataset unless it already holds as
+    /// many points as the dataset.
+    #[arg(long, default_value = "loadtest")]
+    pub collection: String,
+    /// Distance of the collection and of the ground truth: Euclid, Cosine or Dot.
+    #[arg(long, default_value = "Euclid", value_parser = crate::workload::parse_distance)]
+    pub distance: Distance,
+    /// HNSW links per node, when the collection is created.
+    #[arg(long, default_value_t = 16)]
+    pub m: usize,
+    /// HNSW construction candidate list, when the collection is created.
+    #[arg(long, default_value_t = 200)]
+    pub ef_construct: usize,
+    /// Points per upsert request while loading.
+    #[arg(long, default_value_t = 512)]
+    pub upsert_chunk: usize,
+    /// Per-request timeout in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
+}
+
+/// A connected target; holds the server process when this run started one.
+pub struct Target {
+    /// SDK client of the target.
+    pub client: Client,
+    /// The collection.
+    pub collection: String,
+    /// The server started for this run (dropped, and so killed, at the end).
+    pub process: Option<CairnProcess>,
+}
+
+impl Target {
+    /// Loads the workload, connects (or starts a server) and makes sure the collection holds
+    /// the workload.
+    pub async fn prepare(args: &TargetArgs) -> anyhow::Result<(Self, Workload)> {
+        let workload = Workload::load(&args.dataset, args.distance, args.queries)?;
+        let (urls, process) = if args.urls.is_empty() {
+            let process = tokio::task::block_in_place(|| CairnProcess::start(&[]))
+                .context("cannot start a standalone server (or pass --url)")?;
+            (vec![process.url("")], Some(process))
+        } else {
+            (args.urls.clone(), None)
+        };
+        let mut builder = Client::builder().timeout(Duration::from_millis(args.timeout_ms));
+        for url in urls {
+            builder = builder.url(url);
+        }
+        let target = Target {
+            client: builder.build()?,
+            collection: args.collection.clone(),
+            process,
+        };
+        target.load(args, &workload).await?;
+        Ok((target, workload))
+    }
+
+    async fn load(&self, args: &TargetArgs, workload: &Workload) -> anyhow::Result<()> {
+        let client = &self.client;
+        let n = workload.base.len();
+        if client.collection_exists(&self.collection).await? {
+            let count = client.count(CountPoints::new(&self.collection)).await?;
+            if count == n as u64 {
+                tracing::info!(collection = %self.collection, count, "reusing the loaded collection");
+                return Ok(());
+            }
+            client.delete_collection(&self.collection).await?;
+        }
+        client
+            .create_collection(
+                CreateCollectionBuilder::new(&self.collection, workload.dim(), args.distance).hnsw(
+                    HnswConfigDiff {
+                        m: Some(args.m),
+                        ef_construct: Some(args.ef_construct),
+                        ..HnswConfigDiff::default()
+                    },
+                ),
+            )
+            .await?;
+        let bar = ProgressBar::new(n as u64).with_style(
+            ProgressStyle::with_template(
+                "loading {bar:40} {pos}/{len} points ({per_sec}, eta {eta})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let started = Instant::now();
+        let points = workload
+            .base
+            .rows()
+            .enumerate()
+            .map(|(i, row)| Point::new(i as u64, row.to_vec()));
+        client
+            .upsert_chunked(
+                &self.collection,
+                points,
+                ChunkedUpsert {
+                    chunk_size: args.upsert_chunk,
+                    concurrency: 2,
+                    wait: true,
+                },
+                |p| bar.set_position(p.done as u64),
+            )
+            .await?;
+        bar.finish_and_clear();
+        tracing::info!(points = n, secs = started.elapsed().as_secs_f64(), "loaded");
+        Ok(())
+    }
+}

@@ -1,0 +1,149 @@
+//! The loadtest commands end to end: each starts a real standalone server, loads data through
+//! the SDK and measures; the assertions check the reports against what must hold.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn loadtest(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn-loadtest"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run cairn-loadtest");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "cairn-loadtest {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn siftsmall() -> String {
+    cairn_index::dataset::shared_data_dir()
+        .join("siftsmall")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn recall_sweeps_ef_against_ground_truth_and_writes_table_csv_and_plot() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_string_lossy().into_owned();
+    let stdout = loadtest(&[
+        "recall",
+        "--dataset",
+        &siftsmall(),
+        "--queries",
+        "100",
+        "--ef",
+        "10,64",
+        "--exact",
+        "--concurrency",
+        "2",
+        "--out",
+        &dir,
+    ]);
+    assert!(stdout.contains("recall@10 on siftsmall"), "{stdout}");
+    let rows = read_json(&out.path().join("recall.json"));
+    let rows = rows.as_array().unwrap();
+    let recall = |i: usize| rows[i]["recall"].as_f64().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert!(recall(1) >= 0.95, "ef=64 recall {}", recall(1));
+    assert!(recall(2) >= 0.99, "exact recall {}", recall(2));
+    assert!(recall(0) <= recall(1) + 1e-9, "more ef, no less recall");
+    for row in rows {
+        assert_eq!(row["failed"], 0);
+        assert!(row["qps"].as_f64().unwrap() > 0.0);
+        assert!(row["distance_computations"].as_f64().unwrap() > 0.0);
+    }
+    // The exact scan touches every point; the graph far fewer.
+    assert!(rows[2]["distance_computations"].as_f64().unwrap() >= 10_000.0);
+    assert!(rows[0]["distance_computations"].as_f64().unwrap() < 5_000.0);
+    let csv = std::fs::read_to_string(out.path().join("recall.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    let svg = std::fs::read_to_string(out.path().join("recall.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("ef=64"),
+        "{svg:.200}"
+    );
+}
+
+#[test]
+fn load_runs_open_loop_at_the_target_rate() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("load.json");
+    loadtest(&[
+        "load",
+        "--dataset",
+        "clustered:3000:16:7",
+        "--rate",
+        "200",
+        "--duration-secs",
+        "3",
+        "--warmup-secs",
+        "0.5",
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    let report = read_json(&json);
+    let s = &report["summary"];
+    assert_eq!(s["failed"], 0, "{report:#}");
+    // 200 q/s for 3 s: about 600 queries are due, whatever the server does (the run's timer
+    // decides the exact cut).
+    let queries = s["queries"].as_u64().unwrap();
+    assert!((560..=640).contains(&queries), "{report:#}");
+    assert!(s["recall"].as_f64().unwrap() >= 0.9, "{report:#}");
+    let (p50, p99, p999) = (
+        s["p50_ms"].as_f64().unwrap(),
+        s["p99_ms"].as_f64().unwrap(),
+        s["p999_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= p999, "{report:#}");
+}
+
+#[test]
+fn chaos_reports_a_kill_and_the_recovery_after_restart() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("chaos.json");
+    let stdout = loadtest(&[
+        "chaos",
+        "--dataset",
+        "clustered:3000:16:9",
+        "--rate",
+        "100",
+        "--before-secs",
+        "1.5",
+        "--during-secs",
+        "2",
+        "--after-secs",
+        "2.5",
+        "--fault",
+        "kill",
+        "--recover",
+        "restart",
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    assert!(stdout.contains("during"), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(report["before"]["failed"], 0, "{report:#}");
+    // Two seconds without a server outlast the client's retries: failures must show.
+    assert!(
+        report["during"]["failed"].as_u64().unwrap() > 0,
+        "{report:#}"
+    );
+    // After the restart every query is answered, from the data that survived SIGKILL.
+    assert_eq!(report["after"]["failed"], 0, "{report:#}");
+    assert!(
+        report["after"]["recall"].as_f64().unwrap() >= 0.9,
+        "{report:#}"
+    );
+}
