@@ -18,6 +18,9 @@ use crate::openloop::{self, Phases, Schedule};
 use crate::stats::Summary;
 use crate::target::{Target, TargetArgs};
 
+/// Pause between the start of "during" and the fault (see the fault step).
+const FAULT_GRACE: Duration = Duration::from_millis(100);
+
 /// Options of `chaos`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -29,7 +32,7 @@ pub struct Args {
     /// Seconds of healthy load before the fault.
     #[arg(long, default_value_t = 5.0)]
     before_secs: f64,
-    /// Seconds between the fault and the repair.
+    /// Seconds from the start of "during" to the repair (the fault comes 0.1 s in).
     #[arg(long, default_value_t = 10.0)]
     during_secs: f64,
     /// Seconds of load after the repair.
@@ -160,6 +163,9 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
                 tokio::time::sleep(before).await;
                 phases.advance();
                 let started = tokio::time::Instant::now();
+                // Let queries already in flight, due in "before", finish against the healthy
+                // system first, so that a failure counted in "before" is a real one.
+                tokio::time::sleep(FAULT_GRACE).await;
                 let s = server.clone();
                 tokio::task::spawn_blocking(move || fault.apply(s.as_deref()))
                     .await

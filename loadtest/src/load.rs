@@ -94,8 +94,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         s.recall
     );
     println!(
-        "latency ms: p50 {:.3}  p95 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
-        s.p50_ms, s.p95_ms, s.p99_ms, s.p999_ms, s.max_ms
+        "latency ms: p50 {:.3}  p95 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (generator lag p99 {:.3})",
+        s.p50_ms, s.p95_ms, s.p99_ms, s.p999_ms, s.max_ms, s.send_lag_p99_ms
     );
     crate::stats::emit_json(&report, args.json.as_deref())?;
     Ok(report)

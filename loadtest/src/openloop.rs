@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use cairn_client::QueryPoints;
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::task::JoinSet;
 
 use crate::stats::{answer_ids, recall_of, PhaseStats, Summary};
 use crate::target::Target;
@@ -86,11 +85,16 @@ pub struct Schedule {
 }
 
 /// Runs the schedule until `phases` is finished and returns one summary per phase.
+///
+/// The schedule is kept by a dedicated thread sleeping with the OS timer (tens of
+/// microseconds of slack) rather than by tokio's timer wheel, whose millisecond ticks would
+/// add up to a millisecond of generator lateness to every latency — more than the server
+/// spends on a query. How late each query still went out is reported as `send_lag`.
 pub async fn run(
     target: &Target,
     workload: &Workload,
     schedule: &Schedule,
-    phases: &Phases,
+    phases: &Arc<Phases>,
 ) -> anyhow::Result<Vec<Summary>> {
     anyhow::ensure!(schedule.rate > 0.0, "--rate must be positive");
     anyhow::ensure!(!workload.queries.is_empty(), "the workload has no queries");
@@ -99,60 +103,103 @@ pub async fn run(
             .map(|_| Mutex::new(PhaseStats::default()))
             .collect(),
     );
-    let bar = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    let interval = Duration::from_secs_f64(1.0 / schedule.rate);
-    let start = Instant::now();
-    phases.begin(start);
-    let mut in_flight = JoinSet::new();
-    for i in 0u64.. {
-        let due = start + interval.mul_f64(i as f64);
-        tokio::time::sleep_until(due.into()).await;
-        if phases.done.load(Ordering::Relaxed) {
-            break;
-        }
-        let phase = phases.current.load(Ordering::Relaxed);
-        while in_flight.try_join_next().is_some() {}
-        if i % 64 == 0 {
-            let (ok, failed) = totals(&stats);
-            bar.set_message(format!("phase {phase}: {ok} ok, {failed} failed"));
-            bar.tick();
-        }
-        if in_flight.len() >= schedule.max_in_flight {
-            lock(&stats[phase]).error("overload");
-            continue;
-        }
-        let q = (i as usize) % workload.queries.len();
-        let mut query = QueryPoints::new(&target.collection)
-            .vector(workload.queries.row(q).to_vec())
-            .limit(schedule.k);
-        if let Some(ef) = schedule.ef {
-            query = query.ef(ef);
-        }
-        let truth = workload.truth[q].clone();
-        let (client, stats, k) = (target.client.clone(), Arc::clone(&stats), schedule.k);
-        in_flight.spawn(async move {
-            let result = client.query(query).await;
-            let latency = due.elapsed();
-            let mut phase_stats = lock(&stats[phase]);
-            match result {
-                Ok(answer) => {
-                    phase_stats.ok(latency, recall_of(&answer_ids(&answer), &truth, k));
-                }
-                Err(e) => phase_stats.error(e.kind()),
-            }
-        });
+    let dispatcher = Dispatcher {
+        runtime: tokio::runtime::Handle::current(),
+        client: target.client.clone(),
+        collection: target.collection.clone(),
+        queries: Arc::new(workload.queries.clone()),
+        truth: Arc::new(workload.truth.clone()),
+        schedule: schedule.clone(),
+        phases: Arc::clone(phases),
+        stats: Arc::clone(&stats),
+    };
+    let (pending, end) = tokio::task::spawn_blocking(move || dispatcher.run()).await?;
+    for query in pending {
+        query.await?;
     }
-    let end = Instant::now();
-    while in_flight.join_next().await.is_some() {}
-    bar.finish_and_clear();
     Ok(stats
         .iter()
         .zip(phases.lengths(end))
         .map(|(s, secs)| lock(s).summary(secs))
         .collect())
+}
+
+/// Everything the scheduling thread needs, owned.
+struct Dispatcher {
+    runtime: tokio::runtime::Handle,
+    client: cairn_client::Client,
+    collection: String,
+    queries: Arc<cairn_index::dataset::Vectors>,
+    truth: Arc<Vec<Vec<u32>>>,
+    schedule: Schedule,
+    phases: Arc<Phases>,
+    stats: Arc<Vec<Mutex<PhaseStats>>>,
+}
+
+impl Dispatcher {
+    /// Issues query i at `start + i / rate` until the run is finished; returns the queries
+    /// still pending and when issuing stopped.
+    fn run(self) -> (Vec<tokio::task::JoinHandle<()>>, Instant) {
+        let bar = ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        let interval = Duration::from_secs_f64(1.0 / self.schedule.rate);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let mut pending: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+        let start = Instant::now();
+        self.phases.begin(start);
+        for i in 0u64.. {
+            let due = start + interval.mul_f64(i as f64);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if self.phases.done.load(Ordering::Relaxed) {
+                break;
+            }
+            let phase = self.phases.current.load(Ordering::Relaxed);
+            lock(&self.stats[phase]).sent(due.elapsed());
+            if i % 64 == 0 {
+                let (ok, failed) = totals(&self.stats);
+                bar.set_message(format!("phase {phase}: {ok} ok, {failed} failed"));
+                bar.tick();
+                pending.retain(|q| !q.is_finished());
+            }
+            if in_flight.load(Ordering::Relaxed) >= self.schedule.max_in_flight {
+                lock(&self.stats[phase]).error("overload");
+                continue;
+            }
+            let q = (i as usize) % self.queries.len();
+            let mut query = QueryPoints::new(&self.collection)
+                .vector(self.queries.row(q).to_vec())
+                .limit(self.schedule.k);
+            if let Some(ef) = self.schedule.ef {
+                query = query.ef(ef);
+            }
+            let (client, stats, truth, k) = (
+                self.client.clone(),
+                Arc::clone(&self.stats),
+                Arc::clone(&self.truth),
+                self.schedule.k,
+            );
+            let in_flight = Arc::clone(&in_flight);
+            in_flight.fetch_add(1, Ordering::Relaxed);
+            pending.push(self.runtime.spawn(async move {
+                let result = client.query(query).await;
+                let latency = due.elapsed();
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+                let mut phase_stats = lock(&stats[phase]);
+                match result {
+                    Ok(answer) => {
+                        phase_stats.ok(latency, recall_of(&answer_ids(&answer), &truth[q], k));
+                    }
+                    Err(e) => phase_stats.error(e.kind()),
+                }
+            }));
+        }
+        bar.finish_and_clear();
+        (pending, Instant::now())
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

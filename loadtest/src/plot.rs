@@ -46,12 +46,25 @@ pub fn recall_qps(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
-        .build_cartesian_2d(x_min..1.0f64, (y_min..y_max).log_scale())
+        // A little room right of recall = 1 so the labels of the last points fit.
+        .build_cartesian_2d(
+            x_min..1.0 + (1.0 - x_min) * 0.12,
+            (y_min..y_max).log_scale(),
+        )
         .context("svg chart")?;
     chart
         .configure_mesh()
         .x_desc(x_label)
         .y_desc("queries per second (log)")
+        .y_labels(12)
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_label_formatter(&|v| {
+            if *v <= 1.0 {
+                format!("{v:.2}")
+            } else {
+                String::new()
+            }
+        })
         .draw()
         .context("svg mesh")?;
     for (i, s) in series.iter().enumerate() {
@@ -68,12 +81,14 @@ pub fn recall_qps(
             .draw_series(s.points.iter().map(|(x, y, label)| {
                 EmptyElement::at((*x, *y))
                     + Circle::new((0, 0), 4, color.filled())
-                    + Text::new(label.clone(), (6, -14), ("sans-serif", 12))
+                    // Log axes label only powers of ten: print each point's QPS beside it.
+                    + Text::new(format!("{label} ({y:.0}/s)"), (6, -14), ("sans-serif", 12))
             }))
             .context("svg points")?;
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()

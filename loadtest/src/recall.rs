@@ -36,6 +36,10 @@ pub struct Args {
     /// Queries in flight (closed loop: each worker sends its next query when one returns).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// Passes over the query set per setting: small query sets (siftsmall has 100) finish in
+    /// milliseconds, too short for a steady QPS reading.
+    #[arg(long, default_value_t = 1)]
+    passes: usize,
     /// Folder for recall.csv, recall.json and recall.svg.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -65,6 +69,7 @@ pub struct Row {
 /// Runs the sweep and prints the table.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
+    anyhow::ensure!(args.passes > 0, "--passes must be at least 1");
     let (target, workload) = Target::prepare(&args.target).await?;
     let settings = settings(&base_query(&target, args), args);
     // Warm-up: one pass at the first setting, not measured (page cache, connections, branch
@@ -80,11 +85,12 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
         rows.push(row);
     }
     println!(
-        "recall@{} on {} ({} base, {} queries, concurrency {})",
+        "recall@{} on {} ({} base, {} queries × {} passes, concurrency {})",
         args.target.k,
         workload.name,
         workload.base.len(),
         workload.queries.len(),
+        args.passes,
         args.concurrency
     );
     let w = rows
@@ -191,13 +197,14 @@ async fn sweep_point(
             Arc::clone(&workload_queries),
             Arc::clone(&truth),
         );
-        let k = args.target.k;
+        let (k, total) = (args.target.k, workload.queries.len() * args.passes);
         workers.spawn(async move {
             loop {
-                let q = next.fetch_add(1, Ordering::Relaxed);
-                if q >= queries.len() {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
                     break;
                 }
+                let q = i % queries.len();
                 let sent = Instant::now();
                 let result = client
                     .query(template.clone().vector(queries.row(q).to_vec()))

@@ -11,6 +11,8 @@ use serde::Serialize;
 pub struct PhaseStats {
     /// Latencies in microseconds (3 significant digits, up to 1 hour).
     latency: Histogram<u64>,
+    /// How late the load generator issued each query, in microseconds (open loop only).
+    send_lag: Histogram<u64>,
     /// Errors by kind (`timeout`, `connection`, `unavailable`, `overload`, …).
     errors: BTreeMap<String, u64>,
     /// Sum of per-query recall over successful queries.
@@ -21,8 +23,8 @@ pub struct PhaseStats {
 impl Default for PhaseStats {
     fn default() -> Self {
         Self {
-            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                .unwrap_or_else(|_| unreachable!("bounds are valid")),
+            latency: micros_histogram(),
+            send_lag: micros_histogram(),
             errors: BTreeMap::new(),
             recall_sum: 0.0,
             ok: 0,
@@ -30,11 +32,26 @@ impl Default for PhaseStats {
     }
 }
 
+/// Microseconds, 3 significant digits, up to an hour.
+fn micros_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .unwrap_or_else(|_| unreachable!("bounds are valid"))
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().clamp(1, u128::from(u64::MAX)) as u64
+}
+
 impl PhaseStats {
+    /// A query issued `lag` after it was due (the generator's own lateness, which the
+    /// query's latency includes).
+    pub fn sent(&mut self, lag: Duration) {
+        self.send_lag.saturating_record(micros(lag));
+    }
+
     /// A successful query: its latency and its recall against ground truth.
     pub fn ok(&mut self, latency: Duration, recall: f64) {
-        self.latency
-            .saturating_record(latency.as_micros().clamp(1, u128::from(u64::MAX)) as u64);
+        self.latency.saturating_record(micros(latency));
         self.recall_sum += recall;
         self.ok += 1;
     }
@@ -88,6 +105,11 @@ impl PhaseStats {
             } else {
                 self.latency.mean() / 1_000.0
             },
+            send_lag_p99_ms: if self.send_lag.is_empty() {
+                0.0
+            } else {
+                self.send_lag.value_at_quantile(0.99) as f64 / 1_000.0
+            },
         }
     }
 }
@@ -119,6 +141,10 @@ pub struct Summary {
     pub max_ms: f64,
     /// Mean latency.
     pub mean_ms: f64,
+    /// 99th percentile of how late the load generator issued queries (open loop); the
+    /// latencies include it, so a large value means the generator, not the server, was
+    /// behind.
+    pub send_lag_p99_ms: f64,
 }
 
 /// Prints a report as pretty JSON, and writes it to `path` when given.

@@ -47,6 +47,11 @@ pub struct TargetArgs {
     /// Per-request timeout in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// Client retries of a failed query (the SDK's default is 3). Measurements default to 0
+    /// so that every query's own outcome is counted; raise it to see what an application
+    /// using the SDK's defaults would see.
+    #[arg(long, default_value_t = 0)]
+    pub retries: u32,
 }
 
 /// A connected target; holds the server process when this run started one.
@@ -71,7 +76,9 @@ impl Target {
         } else {
             (args.urls.clone(), None)
         };
-        let mut builder = Client::builder().timeout(Duration::from_millis(args.timeout_ms));
+        let mut builder = Client::builder()
+            .timeout(Duration::from_millis(args.timeout_ms))
+            .retries(args.retries);
         for url in urls {
             builder = builder.url(url);
         }
