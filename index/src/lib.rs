@@ -12,6 +12,8 @@ pub mod distance;
 mod error;
 pub mod flat;
 pub mod hnsw;
+pub mod ipnsw;
+pub mod lsh;
 pub mod persist;
 mod topk;
 
@@ -40,6 +42,14 @@ pub enum IndexKind {
     Flat,
     /// Hierarchical navigable small world graph.
     Hnsw,
+    /// ip-NSW: the HNSW graph built and searched with the negated inner product (MIPS baseline).
+    IpNsw,
+    /// ip-NSW+: an angular HNSW seeding a single-layer inner-product graph (MIPS).
+    IpNswPlus,
+    /// SimpleLSH: sign random projections after scaling by the global maximum norm (MIPS).
+    SimpleLsh,
+    /// Norm-ranging LSH: SimpleLSH per norm range, buckets ranked across ranges (MIPS).
+    RangeLsh,
 }
 
 impl IndexKind {
@@ -48,6 +58,10 @@ impl IndexKind {
         match self {
             IndexKind::Flat => "flat",
             IndexKind::Hnsw => "hnsw",
+            IndexKind::IpNsw => "ip_nsw",
+            IndexKind::IpNswPlus => "ip_nsw_plus",
+            IndexKind::SimpleLsh => "simple_lsh",
+            IndexKind::RangeLsh => "range_lsh",
         }
     }
 
@@ -56,6 +70,10 @@ impl IndexKind {
         match self {
             IndexKind::Flat => 1,
             IndexKind::Hnsw => 2,
+            IndexKind::IpNsw => 3,
+            IndexKind::IpNswPlus => 4,
+            IndexKind::SimpleLsh => 5,
+            IndexKind::RangeLsh => 6,
         }
     }
 
@@ -64,6 +82,10 @@ impl IndexKind {
         match tag {
             1 => Some(IndexKind::Flat),
             2 => Some(IndexKind::Hnsw),
+            3 => Some(IndexKind::IpNsw),
+            4 => Some(IndexKind::IpNswPlus),
+            5 => Some(IndexKind::SimpleLsh),
+            6 => Some(IndexKind::RangeLsh),
             _ => None,
         }
     }
@@ -77,6 +99,14 @@ pub enum IndexParams {
     Flat,
     /// HNSW graph.
     Hnsw(hnsw::HnswParams),
+    /// ip-NSW: HNSW on the negated inner product (inner-product metric only).
+    IpNsw(hnsw::HnswParams),
+    /// ip-NSW+ (inner-product metric only).
+    IpNswPlus(ipnsw::IpNswPlusParams),
+    /// SimpleLSH (inner-product metric only; `ranges` must be 1).
+    SimpleLsh(lsh::LshParams),
+    /// Norm-ranging LSH (inner-product metric only; `ranges` at least 2).
+    RangeLsh(lsh::LshParams),
 }
 
 impl IndexParams {
@@ -85,6 +115,73 @@ impl IndexParams {
         match self {
             IndexParams::Flat => IndexKind::Flat,
             IndexParams::Hnsw(_) => IndexKind::Hnsw,
+            IndexParams::IpNsw(_) => IndexKind::IpNsw,
+            IndexParams::IpNswPlus(_) => IndexKind::IpNswPlus,
+            IndexParams::SimpleLsh(_) => IndexKind::SimpleLsh,
+            IndexParams::RangeLsh(_) => IndexKind::RangeLsh,
+        }
+    }
+
+    /// The `ef` a graph search uses when a query names none; `None` without a graph.
+    pub fn default_ef(&self) -> Option<usize> {
+        match self {
+            IndexParams::Flat => None,
+            IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(p.ef_search),
+            IndexParams::IpNswPlus(p) => Some(p.ef_search),
+            IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => Some(p.probe_items),
+        }
+    }
+
+    /// Most links read per expanded node (the layer-0 list capacity), for cost estimates;
+    /// `None` without a graph.
+    pub fn max_degree(&self) -> Option<usize> {
+        match self {
+            IndexParams::Flat | IndexParams::SimpleLsh(_) | IndexParams::RangeLsh(_) => None,
+            IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(2 * p.m),
+            IndexParams::IpNswPlus(p) => Some(2 * p.m),
+        }
+    }
+
+    /// SimpleLSH has exactly one range and Range-LSH more than one; anything else would make
+    /// a stored kind disagree with the index it builds.
+    pub fn check_lsh_ranges(&self) -> Result<()> {
+        match self {
+            IndexParams::SimpleLsh(p) if p.ranges != 1 => Err(IndexError::InvalidParams(format!(
+                "simple_lsh has exactly one norm range, got ranges = {}",
+                p.ranges
+            ))),
+            IndexParams::RangeLsh(p) if p.ranges < 2 => Err(IndexError::InvalidParams(format!(
+                "range_lsh needs at least 2 norm ranges (1 is simple_lsh), got {}",
+                p.ranges
+            ))),
+            IndexParams::SimpleLsh(_)
+            | IndexParams::RangeLsh(_)
+            | IndexParams::Flat
+            | IndexParams::Hnsw(_)
+            | IndexParams::IpNsw(_)
+            | IndexParams::IpNswPlus(_) => Ok(()),
+        }
+    }
+
+    /// Whether the kind can serve `metric`; the error says why not. The MIPS graphs exist
+    /// because inner product is not a metric: on L2 or cosine they would only be a slower HNSW.
+    pub fn check_metric(&self, metric: Metric) -> Result<()> {
+        match self {
+            IndexParams::Flat | IndexParams::Hnsw(_) => Ok(()),
+            IndexParams::IpNsw(_)
+            | IndexParams::IpNswPlus(_)
+            | IndexParams::SimpleLsh(_)
+            | IndexParams::RangeLsh(_) => {
+                if metric == Metric::InnerProduct {
+                    Ok(())
+                } else {
+                    Err(IndexError::InvalidParams(format!(
+                        "{} is a maximum-inner-product index and needs the inner-product (Dot) \
+                         metric; use hnsw for {metric:?}",
+                        self.kind().name()
+                    )))
+                }
+            }
         }
     }
 }
@@ -148,9 +245,16 @@ pub fn new_index(params: &IndexParams, metric: Metric, dim: usize) -> Result<Box
             "dimension must be at least 1".into(),
         ));
     }
+    params.check_metric(metric)?;
     Ok(match params {
         IndexParams::Flat => Box::new(flat::FlatIndex::new(metric, dim)),
         IndexParams::Hnsw(p) => Box::new(hnsw::Hnsw::new(*p, metric, dim)?),
+        IndexParams::IpNsw(p) => Box::new(hnsw::Hnsw::new_ip_nsw(*p, dim)?),
+        IndexParams::IpNswPlus(p) => Box::new(ipnsw::IpNswPlus::new(*p, dim)?),
+        IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => {
+            params.check_lsh_ranges()?;
+            Box::new(lsh::RangeLsh::new(*p, dim)?)
+        }
     })
 }
 
@@ -159,5 +263,22 @@ pub fn read_index(kind: IndexKind, bytes: &[u8]) -> Result<Box<dyn VectorIndex>>
     Ok(match kind {
         IndexKind::Flat => Box::new(flat::FlatIndex::read_from(bytes)?),
         IndexKind::Hnsw => Box::new(hnsw::Hnsw::read_from(bytes)?),
+        IndexKind::IpNsw => {
+            let graph = hnsw::Hnsw::read_from(bytes)?;
+            if graph.metric() != Metric::InnerProduct {
+                return Err(IndexError::corrupt(
+                    "ip_nsw file holds a non-inner-product graph",
+                ));
+            }
+            Box::new(graph.into_ip_nsw())
+        }
+        IndexKind::IpNswPlus => Box::new(ipnsw::IpNswPlus::read_from(bytes)?),
+        IndexKind::SimpleLsh | IndexKind::RangeLsh => {
+            let index = lsh::RangeLsh::read_from(bytes)?;
+            if index.kind() != kind {
+                return Err(IndexError::corrupt("LSH file holds the other LSH kind"));
+            }
+            Box::new(index)
+        }
     })
 }

@@ -51,22 +51,31 @@ pub(super) fn append(
     Ok(first as Slot)
 }
 
+/// Called once per newly linked slot with its layer-0 construction candidates (closest
+/// first); ip-NSW+ seeds its inner-product graph with them.
+pub(crate) type AfterLink<'a> = &'a (dyn Fn(Slot, &[Neighbor]) + Sync);
+
 /// Links slots `first..first+count` into the graph, in parallel, under the read lock.
-pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize) {
+pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize, after: Option<AfterLink<'_>>) {
     let graph = index.graph.read();
     let end = first + count as Slot;
+    let one = |slot| {
+        let candidates = link(index, &graph, slot);
+        if let Some(after) = after {
+            after(slot, &candidates);
+        }
+    };
     // Small batches on a large graph gain little from rayon's split and lose locality.
     if count < 8 {
-        (first..end).for_each(|slot| link(index, &graph, slot));
+        (first..end).for_each(one);
     } else {
-        (first..end)
-            .into_par_iter()
-            .for_each(|slot| link(index, &graph, slot));
+        (first..end).into_par_iter().for_each(one);
     }
 }
 
-/// Inserts one appended slot into every layer up to its level.
-fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
+/// Inserts one appended slot into every layer up to its level; returns the layer-0
+/// candidates its links were chosen from (empty for the very first node).
+fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
     let level = graph.levels[slot as usize] as usize;
     let query = graph.vector(slot);
     let key_fn = index.key_fn;
@@ -81,11 +90,11 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
             graph
                 .entry
                 .store(pack_entry(slot, level), Ordering::Release);
-            return;
+            return Vec::new();
         }
     }
     let Some((entry_slot, top)) = entry else {
-        return;
+        return Vec::new();
     };
     if level <= top {
         guard = None;
@@ -128,6 +137,7 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) {
             .entry
             .store(pack_entry(slot, level), Ordering::Release);
     }
+    entry_points
 }
 
 /// The HNSW neighbour-selection heuristic (paper Alg. 4, without extending candidates):
@@ -170,7 +180,12 @@ fn select_neighbors(
 }
 
 /// Overwrites a list; the count is published last so readers never see unset words.
-fn set_list(graph: &Graph, slot: Slot, layer: usize, neighbors: impl Iterator<Item = Slot>) {
+pub(crate) fn set_list(
+    graph: &Graph,
+    slot: Slot,
+    layer: usize,
+    neighbors: impl Iterator<Item = Slot>,
+) {
     let _lock = graph.locks[slot as usize].lock();
     let list = graph.list(slot, layer);
     let mut count = 0;

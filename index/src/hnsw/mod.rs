@@ -28,7 +28,10 @@ use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+pub(crate) use build::set_list;
 pub use params::HnswParams;
+pub(crate) use persist::validate_lists;
+pub(crate) use search::best_first;
 
 use crate::distance::{KeyFn, Metric};
 use crate::flat::{batch_len, check_dim};
@@ -69,7 +72,8 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
-    fn new(dim: usize, m: usize) -> Self {
+    /// An empty graph whose layer-0 lists hold `2·m` links and upper lists `m`.
+    pub(crate) fn new(dim: usize, m: usize) -> Self {
         Self {
             dim,
             vectors: Vec::new(),
@@ -124,7 +128,7 @@ impl Graph {
         }
     }
 
-    fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         let upper: usize = self.upper.iter().map(|u| u.len() * 4).sum();
         self.vectors.capacity() * 4
             + self.levels.capacity()
@@ -137,6 +141,8 @@ impl Graph {
 
 /// An HNSW index; see the module docs for its layout and concurrency.
 pub struct Hnsw {
+    /// [`IndexKind::Hnsw`], or [`IndexKind::IpNsw`] for the same graph built on inner product.
+    kind: IndexKind,
     params: HnswParams,
     metric: Metric,
     key_fn: KeyFn,
@@ -162,6 +168,7 @@ impl Hnsw {
     fn from_graph(params: HnswParams, metric: Metric, graph: Graph) -> Self {
         let rng = StdRng::seed_from_u64(params.seed ^ graph.len() as u64);
         Self {
+            kind: IndexKind::Hnsw,
             params,
             metric,
             key_fn: metric.key_fn(),
@@ -169,6 +176,36 @@ impl Hnsw {
             add_lock: Mutex::new(rng),
             entry_lock: Mutex::new(()),
         }
+    }
+
+    /// ip-NSW (Morozov & Babenko, NeurIPS 2018): this graph, heuristic included, built and
+    /// searched with −⟨x, y⟩ as its "distance". It is the MIPS baseline that ip-NSW+
+    /// ([`crate::ipnsw`]) is measured against, and what every other vector database does for
+    /// `Dot`.
+    pub fn new_ip_nsw(params: HnswParams, dim: usize) -> Result<Self> {
+        Ok(Self::new(params, Metric::InnerProduct, dim)?.into_ip_nsw())
+    }
+
+    /// Marks a graph read from a file as ip-NSW; the file itself does not record the kind
+    /// (the header around it does, see [`crate::persist`]).
+    pub(crate) fn into_ip_nsw(mut self) -> Self {
+        self.kind = IndexKind::IpNsw;
+        self
+    }
+
+    /// Like [`VectorIndex::add`], then calls `after` for every new slot with the layer-0
+    /// candidates it was linked from (ip-NSW+ seeds its inner-product graph with them).
+    pub(crate) fn add_then(&self, vectors: &[f32], after: build::AfterLink<'_>) -> Result<Slot> {
+        self.add_inner(vectors, Some(after))
+    }
+
+    fn add_inner(&self, vectors: &[f32], after: Option<build::AfterLink<'_>>) -> Result<Slot> {
+        let dim = self.dim();
+        let count = batch_len(dim, vectors)?;
+        let mut rng = self.add_lock.lock();
+        let first = build::append(self, &mut rng, vectors, count)?;
+        build::link_range(self, first, count, after);
+        Ok(first)
     }
 
     /// The parameters the graph was built with.
@@ -188,7 +225,7 @@ impl Hnsw {
 
 impl VectorIndex for Hnsw {
     fn kind(&self) -> IndexKind {
-        IndexKind::Hnsw
+        self.kind
     }
     fn metric(&self) -> Metric {
         self.metric
@@ -224,12 +261,7 @@ impl VectorIndex for Hnsw {
         Ok(search::knn(&graph, self.key_fn, &q, k, ef, filter))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
-        let dim = self.dim();
-        let count = batch_len(dim, vectors)?;
-        let mut rng = self.add_lock.lock();
-        let first = build::append(self, &mut rng, vectors, count)?;
-        build::link_range(self, first, count);
-        Ok(first)
+        self.add_inner(vectors, None)
     }
     fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
         let graph = self.graph.read();

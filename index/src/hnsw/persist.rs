@@ -119,6 +119,11 @@ impl Hnsw {
 /// Every count within capacity, every link a real slot, the entry point real: a file that
 /// passes cannot send a search out of bounds.
 fn validate_links(graph: &Graph) -> Result<()> {
+    validate_entry(graph)?;
+    validate_lists(graph)
+}
+
+fn validate_entry(graph: &Graph) -> Result<()> {
     let n = graph.len();
     if let Some((slot, level)) = graph.entry() {
         if slot as usize >= n || level != graph.levels[slot as usize] as usize {
@@ -131,6 +136,13 @@ fn validate_links(graph: &Graph) -> Result<()> {
             "non-empty graph without an entry point",
         ));
     }
+    Ok(())
+}
+
+/// Every count within capacity and every link a real slot (graphs without an entry point,
+/// such as ip-NSW+'s single-layer inner-product graph, check only this).
+pub(crate) fn validate_lists(graph: &Graph) -> Result<()> {
+    let n = graph.len();
     for slot in 0..n as u32 {
         for layer in 0..=graph.levels[slot as usize] as usize {
             let list = graph.list(slot, layer);

@@ -99,7 +99,7 @@ pub(super) fn knn(
 /// The core loop shared by insertion and queries. `filter` restricts what enters the result
 /// set, never what is traversed, so rejected nodes still route the search.
 #[allow(clippy::too_many_arguments)]
-fn best_first(
+pub(crate) fn best_first(
     graph: &Graph,
     key_fn: KeyFn,
     query: &[f32],

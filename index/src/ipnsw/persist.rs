@@ -1,0 +1,78 @@
+//! ip-NSW+ serialisation: the parameters, the angular HNSW's own payload (length-prefixed,
+//! see [`crate::hnsw`]), then the inner-product graph's vectors and lists.
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use super::{IpNswPlus, IpNswPlusParams};
+use crate::distance::Metric;
+use crate::hnsw::{validate_lists, Graph, Hnsw};
+use crate::persist::codec::{Decoder, Encoder};
+use crate::{IndexError, Result, VectorIndex};
+
+/// Writes the index; the caller holds the add lock so no batch is half-linked.
+pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
+    let p = index.params;
+    let mut angular = Vec::new();
+    index.angular.write_to(&mut angular);
+    let ip = index.ip.read();
+    let mut e = Encoder::new(out);
+    for v in [p.m, p.ef_construction, p.ef_search, p.cos_m]
+        .into_iter()
+        .chain([p.cos_ef_construction, p.cos_ef_search])
+    {
+        e.u64(v as u64);
+    }
+    e.u64(p.seed);
+    e.bytes(&angular);
+    e.u64(ip.dim as u64);
+    e.f32s(&ip.vectors);
+    e.u32s(ip.links0.iter().map(|w| w.load(Ordering::Relaxed)));
+}
+
+impl IpNswPlus {
+    /// Reads what [`VectorIndex::write_to`] wrote, validating both graphs and that they agree.
+    pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        let mut d = Decoder::new(bytes);
+        let params = IpNswPlusParams {
+            m: d.usize()?,
+            ef_construction: d.usize()?,
+            ef_search: d.usize()?,
+            cos_m: d.usize()?,
+            cos_ef_construction: d.usize()?,
+            cos_ef_search: d.usize()?,
+            seed: d.u64()?,
+        };
+        params
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let angular = Hnsw::read_from(d.bytes()?)?;
+        let dim = d.usize()?;
+        let vectors = d.f32s()?;
+        let links0 = d.u32s_map(std::sync::atomic::AtomicU32::new)?;
+        d.finish()?;
+
+        let n = angular.len();
+        if angular.metric() != Metric::Cosine
+            || *angular.params() != params.angular()
+            || angular.dim() != dim
+        {
+            return Err(IndexError::corrupt(
+                "angular graph does not match the index parameters",
+            ));
+        }
+        let mut ip = Graph::new(dim, params.m);
+        if dim == 0 || vectors.len() != n * dim || links0.len() != n * (1 + ip.m0) {
+            return Err(IndexError::corrupt(
+                "inner-product graph sizes do not match the node count",
+            ));
+        }
+        ip.vectors = vectors;
+        ip.links0 = links0;
+        ip.levels = vec![0; n];
+        ip.locks = (0..n).map(|_| Mutex::new(())).collect();
+        validate_lists(&ip)?;
+        Ok(Self::from_parts(params, angular, ip))
+    }
+}
