@@ -42,14 +42,80 @@ pub struct VectorParams {
     pub hnsw_config: Option<HnswConfigDiff>,
 }
 
-/// Which index a collection uses (a Cairn addition; default `hnsw`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+/// Which index a collection uses (a Cairn addition). Absent at creation: `ip_nsw_plus` for
+/// `Dot` collections, `hnsw` otherwise. Reported with every parameter filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum IndexConfig {
     /// Exact search only.
     Flat,
     /// HNSW with the collection's `hnsw_config`.
     Hnsw,
+    /// ip-NSW: HNSW built and searched on the negated inner product, with the collection's
+    /// `hnsw_config` (`Dot` only). What other databases do for `Dot`; kept as a baseline.
+    IpNsw,
+    /// ip-NSW+ (`Dot` only): an angular HNSW finds the query's direction, then a single-layer
+    /// inner-product graph is searched from there. Unset parameters take their defaults.
+    IpNswPlus {
+        /// Out-degree of the inner-product graph (default 32; lists hold up to `2·m`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        m: Option<usize>,
+        /// Candidate list of the inner-product insert (default 200).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ef_construction: Option<usize>,
+        /// Default search `ef` (default 64).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ef_search: Option<usize>,
+        /// Links per node of the angular graph (default 10).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cos_m: Option<usize>,
+        /// Candidate list of the angular insert (default 100).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cos_ef_construction: Option<usize>,
+        /// Angular neighbours that seed a search (default 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cos_ef_search: Option<usize>,
+    },
+    /// SimpleLSH (`Dot` only): sign random projections of items scaled by the global maximum
+    /// norm. A query probes buckets until `probe_items` items, then re-ranks them exactly;
+    /// `params.hnsw_ef` overrides that budget per query. Kept as Range-LSH's baseline.
+    SimpleLsh {
+        /// Hash bits (default 32).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bits: Option<u32>,
+        /// Items probed per query by default (default 1024).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        probe_items: Option<usize>,
+    },
+    /// Norm-ranging LSH (`Dot` only): SimpleLSH per norm range, buckets ranked across ranges.
+    RangeLsh {
+        /// Code length including the range id (default 32: 27 hash bits for 32 ranges).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bits: Option<u32>,
+        /// Norm ranges, a power of two ≥ 2 (default 32).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ranges: Option<usize>,
+        /// Shift `a` of the bucket-ranking estimate p′ = a + (1 − a)·l/L (default 0.4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shift: Option<f32>,
+        /// Items probed per query by default (default 1024).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        probe_items: Option<usize>,
+    },
+}
+
+impl IndexConfig {
+    /// ip-NSW+ with every parameter at its default.
+    pub fn ip_nsw_plus() -> Self {
+        IndexConfig::IpNswPlus {
+            m: None,
+            ef_construction: None,
+            ef_search: None,
+            cos_m: None,
+            cos_ef_construction: None,
+            cos_ef_search: None,
+        }
+    }
 }
 
 /// `PUT /collections/{c}`.

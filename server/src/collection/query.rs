@@ -117,11 +117,9 @@ fn estimated_work(
         return None;
     }
     let k = plan.offset + plan.limit;
-    Some(match index {
-        cairn_index::IndexParams::Hnsw(p) if !plan.exact => {
-            plan.ef.unwrap_or(p.ef_search).max(k) * 2 * p.m * dim
-        }
-        cairn_index::IndexParams::Hnsw(_) | cairn_index::IndexParams::Flat => points * dim,
+    Some(match (index.default_ef(), index.max_degree()) {
+        (Some(ef), Some(degree)) if !plan.exact => plan.ef.unwrap_or(ef).max(k) * degree * dim,
+        _ => points * dim,
     })
 }
 
@@ -227,10 +225,7 @@ impl Collection {
     /// The `ef` a graph search uses when the query does not set one (a flat index has no
     /// graph; the value is then never used as such).
     fn default_ef(&self) -> usize {
-        match self.settings().index {
-            cairn_index::IndexParams::Hnsw(p) => p.ef_search,
-            cairn_index::IndexParams::Flat => 0,
-        }
+        self.settings().index.default_ef().unwrap_or(0)
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.

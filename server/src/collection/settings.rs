@@ -2,6 +2,8 @@
 
 use cairn_api::{CreateCollection, Distance, IndexConfig};
 use cairn_index::hnsw::HnswParams;
+use cairn_index::ipnsw::IpNswPlusParams;
+use cairn_index::lsh::LshParams;
 use cairn_index::{IndexParams, Metric};
 use serde::{Deserialize, Serialize};
 
@@ -94,22 +96,85 @@ impl CollectionSettings {
             ef_search: diff.ef_search.unwrap_or(ef_construction),
             seed: defaults.seed,
         };
-        let index = match req.index.unwrap_or(IndexConfig::Hnsw) {
+        let hnsw_checked = || {
+            hnsw.validate()
+                .map_err(|e| ServerError::InvalidRequest(format!("hnsw_config: {e}")))
+                .map(|()| hnsw)
+        };
+        let default_index = if v.distance == Distance::Dot {
+            IndexConfig::ip_nsw_plus()
+        } else {
+            IndexConfig::Hnsw
+        };
+        let index = match req.index.unwrap_or(default_index) {
             IndexConfig::Flat => IndexParams::Flat,
-            IndexConfig::Hnsw => {
-                hnsw.validate()
-                    .map_err(|e| ServerError::InvalidRequest(format!("hnsw_config: {e}")))?;
-                IndexParams::Hnsw(hnsw)
+            IndexConfig::Hnsw => IndexParams::Hnsw(hnsw_checked()?),
+            IndexConfig::IpNsw => IndexParams::IpNsw(hnsw_checked()?),
+            IndexConfig::IpNswPlus {
+                m,
+                ef_construction,
+                ef_search,
+                cos_m,
+                cos_ef_construction,
+                cos_ef_search,
+            } => {
+                let d = IpNswPlusParams::default();
+                let p = IpNswPlusParams {
+                    m: m.unwrap_or(d.m),
+                    ef_construction: ef_construction.unwrap_or(d.ef_construction),
+                    ef_search: ef_search.unwrap_or(d.ef_search),
+                    cos_m: cos_m.unwrap_or(d.cos_m),
+                    cos_ef_construction: cos_ef_construction.unwrap_or(d.cos_ef_construction),
+                    cos_ef_search: cos_ef_search.unwrap_or(d.cos_ef_search),
+                    seed: d.seed,
+                };
+                p.validate()
+                    .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
+                IndexParams::IpNswPlus(p)
+            }
+            IndexConfig::SimpleLsh { bits, probe_items } => {
+                let d = LshParams::default();
+                IndexParams::SimpleLsh(LshParams {
+                    bits: bits.unwrap_or(d.bits),
+                    ranges: 1,
+                    probe_items: probe_items.unwrap_or(d.probe_items),
+                    ..d
+                })
+            }
+            IndexConfig::RangeLsh {
+                bits,
+                ranges,
+                shift,
+                probe_items,
+            } => {
+                let d = LshParams::default();
+                IndexParams::RangeLsh(LshParams {
+                    bits: bits.unwrap_or(d.bits),
+                    ranges: ranges.unwrap_or(d.ranges),
+                    shift: shift.unwrap_or(d.shift),
+                    probe_items: probe_items.unwrap_or(d.probe_items),
+                    seed: d.seed,
+                })
             }
         };
-        Ok(Self {
+        if let IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) = &index {
+            p.validate()
+                .and_then(|()| index.check_lsh_ranges())
+                .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
+        }
+        let settings = Self {
             dim: v.size,
             distance: v.distance,
             index,
             full_scan_threshold: diff
                 .full_scan_threshold
                 .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
-        })
+        };
+        settings
+            .index
+            .check_metric(settings.metric())
+            .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
+        Ok(settings)
     }
 
     /// The index metric.

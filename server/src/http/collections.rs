@@ -85,9 +85,38 @@ struct InfoWithLoad {
 fn describe(collection: &Collection) -> CollectionInfo {
     let s = collection.settings();
     let points = collection.points() as u64;
+    let no_hnsw = cairn_index::hnsw::HnswParams::default();
     let (index, hnsw) = match s.index {
-        IndexParams::Flat => (IndexConfig::Flat, cairn_index::hnsw::HnswParams::default()),
+        IndexParams::Flat => (IndexConfig::Flat, no_hnsw),
         IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
+        IndexParams::IpNsw(p) => (IndexConfig::IpNsw, p),
+        IndexParams::IpNswPlus(p) => (
+            IndexConfig::IpNswPlus {
+                m: Some(p.m),
+                ef_construction: Some(p.ef_construction),
+                ef_search: Some(p.ef_search),
+                cos_m: Some(p.cos_m),
+                cos_ef_construction: Some(p.cos_ef_construction),
+                cos_ef_search: Some(p.cos_ef_search),
+            },
+            no_hnsw,
+        ),
+        IndexParams::SimpleLsh(p) => (
+            IndexConfig::SimpleLsh {
+                bits: Some(p.bits),
+                probe_items: Some(p.probe_items),
+            },
+            no_hnsw,
+        ),
+        IndexParams::RangeLsh(p) => (
+            IndexConfig::RangeLsh {
+                bits: Some(p.bits),
+                ranges: Some(p.ranges),
+                shift: Some(p.shift),
+                probe_items: Some(p.probe_items),
+            },
+            no_hnsw,
+        ),
     };
     CollectionInfo {
         status: "green".into(),

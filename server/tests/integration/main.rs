@@ -9,6 +9,7 @@
 mod bad_input;
 mod durability;
 mod harness;
+mod mips;
 mod qdrant_client;
 mod recall;
 mod restart;
