@@ -41,6 +41,8 @@ enum Command {
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
     /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
+    /// Draws recall curves from a CSV that a bench wrote (`CAIRN_BENCH_OUT`), as SVG.
+    Plot(plot::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,8 +54,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let command = Cli::parse().command;
-    if let Command::Standalone(args) = &command {
-        return standalone::run(args);
+    match &command {
+        Command::Standalone(args) => return standalone::run(args),
+        Command::Plot(args) => return plot::run(args),
+        Command::Recall(_) | Command::Load(_) | Command::Chaos(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -63,7 +67,7 @@ fn main() -> anyhow::Result<()> {
             Command::Recall(args) => recall::run(&args).await.map(drop),
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
-            Command::Standalone(_) => unreachable!("handled above"),
+            Command::Standalone(_) | Command::Plot(_) => unreachable!("handled above"),
         }
     })
 }

@@ -263,18 +263,13 @@ fn write_outputs(dir: &std::path::Path, name: &str, k: usize, rows: &[Row]) -> a
     let mut series: Vec<crate::plot::Series> = Vec::new();
     for r in rows {
         let point = (r.recall, r.qps, r.setting.clone());
-        match series.iter_mut().find(|s| s.name == curve_name(&r.series)) {
-            Some(s) => s.points.push(point),
-            None => series.push(crate::plot::Series {
-                name: curve_name(&r.series),
-                points: vec![point],
-            }),
-        }
+        crate::plot::Series::push(&mut series, &curve_name(&r.series), point);
     }
-    crate::plot::recall_qps(
+    crate::plot::recall_curve(
         &dir.join("recall.svg"),
         &format!("{name}: recall@{k} vs QPS"),
         &format!("recall@{k}"),
+        crate::plot::YAxis::Qps,
         &series,
     )?;
     Ok(())

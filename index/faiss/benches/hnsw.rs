@@ -10,58 +10,24 @@
 //! `CAIRN_BENCH_SYNTHETIC_N` sets the synthetic set's size (default 200,000; 0 skips it).
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use cairn_faiss::baseline::{BaselineKind, FaissIndex};
-use cairn_index::dataset::{
-    clustered_gaussian, clustered_with_structure, ground_truth, load_dataset, recall_at_k,
-    shared_data_dir, ClusterSpec, Vectors,
-};
+use cairn_index::dataset::{clustered_gaussian, clustered_with_structure, ClusterSpec};
 use cairn_index::flat::FlatIndex;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
+use common::{calibrate, env_usize, shared, Cairn, Faiss, Set, Side, K};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-const EF_LADDER: &[usize] = &[
-    10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024,
-];
 const TARGETS: &[f64] = &[0.95, 0.99];
-const K: usize = 10;
-
-struct Set {
-    name: String,
-    metric: Metric,
-    base: Vectors,
-    queries: Vectors,
-    truth: Vec<Vec<u32>>,
-}
-
-fn shared(name: &str, metric: Metric) -> Option<Set> {
-    let dir = shared_data_dir().join(name);
-    let data = match load_dataset(&dir) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("skipping {name}: {e}");
-            return None;
-        }
-    };
-    let truth = ground_truth(&data.base, &data.queries, metric, K);
-    Some(Set {
-        name: name.to_owned(),
-        metric,
-        base: data.base,
-        queries: data.queries,
-        truth,
-    })
-}
 
 /// Overlapping clusters confined to 24-dimensional subspaces (see BENCHMARKS.md): hard enough
 /// that recall@10 = 0.95 needs ef ≥ 64, unlike well-separated isotropic clusters.
 fn synthetic() -> Option<Set> {
-    let n = std::env::var("CAIRN_BENCH_SYNTHETIC_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+    let n = env_usize("CAIRN_BENCH_SYNTHETIC_N", 200_000);
     if n == 0 {
         return None;
     }
@@ -82,54 +48,12 @@ fn synthetic() -> Option<Set> {
         },
         42,
     );
-    let truth = ground_truth(&base, &queries, Metric::L2, K);
-    Some(Set {
-        name: format!("synthetic{}k", n / 1000),
-        metric: Metric::L2,
+    Some(Set::new(
+        format!("synthetic{}k", n / 1000),
+        Metric::L2,
         base,
         queries,
-        truth,
-    })
-}
-
-/// One side of the comparison: search one query at `ef`.
-trait Side {
-    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32>;
-}
-
-struct Cairn(Hnsw);
-
-impl Side for Cairn {
-    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32> {
-        let params = SearchParams {
-            ef: Some(ef),
-            exact: false,
-        };
-        let (hits, _) = self.0.search(query, K, &params, None).unwrap();
-        hits.iter().map(|h| h.slot).collect()
-    }
-}
-
-struct Faiss(std::cell::RefCell<FaissIndex>, std::cell::Cell<usize>);
-
-impl Side for Faiss {
-    fn knn(&self, query: &[f32], ef: usize) -> Vec<u32> {
-        if self.1.get() != ef {
-            self.0.borrow_mut().set_ef_search(ef).unwrap();
-            self.1.set(ef);
-        }
-        let hits = self.0.borrow().search(query, K).unwrap();
-        hits.iter().map(|h| h.slot).collect()
-    }
-}
-
-/// The smallest ladder `ef` reaching `target`, with the recall it reached.
-fn calibrate(side: &dyn Side, set: &Set, target: f64) -> Option<(usize, f64)> {
-    EF_LADDER.iter().find_map(|&ef| {
-        let found: Vec<Vec<u32>> = set.queries.rows().map(|q| side.knn(q, ef)).collect();
-        let recall = recall_at_k(&found, &set.truth, K);
-        (recall >= target).then_some((ef, recall))
-    })
+    ))
 }
 
 fn hnsw_vs_faiss(c: &mut Criterion) {
@@ -174,7 +98,7 @@ fn hnsw_vs_faiss(c: &mut Criterion) {
                 cairn.0.memory_bytes() as f64 / n as f64,
                 faiss_bytes as f64 / n as f64,
             );
-            let faiss = Faiss(faiss.into(), usize::MAX.into());
+            let faiss = Faiss::new(faiss);
             for &target in TARGETS {
                 let mut group =
                     c.benchmark_group(format!("hnsw_search/{}/M{m}/recall{target}", set.name));

@@ -1,0 +1,166 @@
+//! What the benches comparing Cairn with FAISS share: data sets with ground truth computed in
+//! the same run, one `Side` interface over both libraries, and `ef` calibration against a
+//! recall target. Each bench uses a subset, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::cell::{Cell, RefCell};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cairn_faiss::baseline::FaissIndex;
+use cairn_index::dataset::{ground_truth, load_dataset, recall_at_k, shared_data_dir, Vectors};
+use cairn_index::{Metric, SearchParams, VectorIndex};
+
+/// Results per query, and the k of every recall figure.
+pub const K: usize = 10;
+
+/// `ef` values tried, smallest first, when looking for the cheapest setting that reaches a
+/// recall target.
+pub const EF_LADDER: &[usize] = &[
+    10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024,
+];
+
+/// A data set with its exact top-`K` under the metric it is searched by.
+pub struct Set {
+    pub name: String,
+    pub metric: Metric,
+    pub base: Vectors,
+    pub queries: Vectors,
+    pub truth: Vec<Vec<u32>>,
+}
+
+impl Set {
+    /// A set whose ground truth is computed here, by brute force, for `metric`.
+    pub fn new(name: String, metric: Metric, base: Vectors, queries: Vectors) -> Self {
+        let truth = ground_truth(&base, &queries, metric, K);
+        Self {
+            name,
+            metric,
+            base,
+            queries,
+            truth,
+        }
+    }
+}
+
+/// One of `../shared/data`'s sets searched by `metric` (its shipped ground truth may be for
+/// another metric, so truth is recomputed); `None`, with a note, when it is not there.
+pub fn shared(name: &str, metric: Metric) -> Option<Set> {
+    match load_dataset(&shared_data_dir().join(name)) {
+        Ok(d) => Some(Set::new(name.to_owned(), metric, d.base, d.queries)),
+        Err(e) => {
+            eprintln!("skipping {name}: {e}");
+            None
+        }
+    }
+}
+
+/// A size knob from the environment (`0` usually means "skip").
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One side of a comparison: search one query at `ef`.
+pub trait Side {
+    /// The top-`K` slots, best first, and the distance computations spent when known.
+    fn knn(&self, query: &[f32], ef: usize) -> (Vec<u32>, Option<u64>);
+}
+
+/// Any Cairn index.
+pub struct Cairn<I>(pub I);
+
+impl<I: VectorIndex> Side for Cairn<I> {
+    fn knn(&self, query: &[f32], ef: usize) -> (Vec<u32>, Option<u64>) {
+        let params = SearchParams {
+            ef: Some(ef),
+            exact: false,
+        };
+        let (hits, stats) = self.0.search(query, K, &params, None).unwrap();
+        (
+            hits.iter().map(|h| h.slot).collect(),
+            Some(stats.distance_computations),
+        )
+    }
+}
+
+/// A FAISS index; `ef` is set only when it changes (FAISS keeps it in the index).
+pub struct Faiss(RefCell<FaissIndex>, Cell<usize>);
+
+impl Faiss {
+    pub fn new(index: FaissIndex) -> Self {
+        Self(RefCell::new(index), Cell::new(usize::MAX))
+    }
+}
+
+impl Side for Faiss {
+    fn knn(&self, query: &[f32], ef: usize) -> (Vec<u32>, Option<u64>) {
+        if self.1.get() != ef {
+            self.0.borrow_mut().set_ef_search(ef).unwrap();
+            self.1.set(ef);
+        }
+        let hits = self.0.borrow().search(query, K).unwrap();
+        (hits.iter().map(|h| h.slot).collect(), None)
+    }
+}
+
+/// One pass over the set's queries at `ef`: recall@K, mean distance computations (when the
+/// side counts them) and queries per second of that single, untimed-by-criterion pass.
+pub struct Pass {
+    pub recall: f64,
+    pub distances: Option<f64>,
+    pub qps: f64,
+}
+
+pub fn pass(side: &dyn Side, set: &Set, ef: usize) -> Pass {
+    let start = Instant::now();
+    let mut distances = Some(0u64);
+    let found: Vec<Vec<u32>> = set
+        .queries
+        .rows()
+        .map(|q| {
+            let (hits, d) = side.knn(q, ef);
+            distances = distances.zip(d).map(|(a, b)| a + b);
+            hits
+        })
+        .collect();
+    let secs = start.elapsed().as_secs_f64();
+    let n = set.queries.len() as f64;
+    Pass {
+        recall: recall_at_k(&found, &set.truth, K),
+        distances: distances.map(|d| d as f64 / n),
+        qps: n / secs,
+    }
+}
+
+/// The smallest ladder `ef` reaching `target`, with the recall it reached.
+pub fn calibrate(side: &dyn Side, set: &Set, target: f64) -> Option<(usize, f64)> {
+    EF_LADDER.iter().find_map(|&ef| {
+        let p = pass(side, set, ef);
+        (p.recall >= target).then_some((ef, p.recall))
+    })
+}
+
+/// Where a bench writes its CSV curves: `CAIRN_BENCH_OUT`, when set.
+pub fn out_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("CAIRN_BENCH_OUT")?);
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(dir)
+}
+
+/// Writes `rows` under `header` to `<CAIRN_BENCH_OUT>/<name>.csv` when an output folder is set.
+pub fn write_csv(name: &str, header: &str, rows: &[String]) {
+    let Some(dir) = out_dir() else {
+        return;
+    };
+    let path = dir.join(format!("{name}.csv"));
+    let mut file = std::fs::File::create(&path).unwrap();
+    writeln!(file, "{header}").unwrap();
+    for row in rows {
+        writeln!(file, "{row}").unwrap();
+    }
+    eprintln!("wrote {}", path.display());
+}
