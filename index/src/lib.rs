@@ -15,6 +15,7 @@ pub mod hnsw;
 pub mod ipnsw;
 pub mod lsh;
 pub mod persist;
+pub mod quant;
 mod topk;
 
 pub use distance::Metric;

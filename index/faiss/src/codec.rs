@@ -8,28 +8,14 @@ use faiss::{index_factory, Index, MetricType};
 
 use crate::{check, rows, to_u32, FaissError, Result};
 
-/// Which vector quantizer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VqKind {
-    /// Product quantization: the vector is cut into `m` sub-vectors, each coded by its own
-    /// 256-entry codebook (Jégou et al., TPAMI 2011). Needs `m` to divide the dimension.
-    Pq,
-    /// PQ after a learned rotation that balances variance across sub-vectors (Ge et al.,
-    /// CVPR 2013).
-    Opq,
-    /// Residual quantization: `m` codebooks applied one after the other, each coding what the
-    /// previous ones left (beam-search encoding, FAISS's `ResidualQuantizer`).
-    Rq,
-}
+pub use cairn_index::quant::VqKind;
 
-impl VqKind {
-    /// The FAISS factory string for `m` one-byte codebooks.
-    fn factory(self, m: usize) -> String {
-        match self {
-            VqKind::Pq => format!("PQ{m}x8"),
-            VqKind::Opq => format!("OPQ{m},PQ{m}x8"),
-            VqKind::Rq => format!("RQ{m}x8"),
-        }
+/// The FAISS factory string for `m` one-byte codebooks of `kind`.
+fn factory(kind: VqKind, m: usize) -> String {
+    match kind {
+        VqKind::Pq => format!("PQ{m}x8"),
+        VqKind::Opq => format!("OPQ{m},PQ{m}x8"),
+        VqKind::Rq => format!("RQ{m}x8"),
     }
 }
 
@@ -56,7 +42,7 @@ impl VqCodec {
                 "a codec of 256-entry codebooks needs at least 256 training vectors, got {n}"
             )));
         }
-        let mut index = index_factory(to_u32(dim)?, kind.factory(m), MetricType::L2)?;
+        let mut index = index_factory(to_u32(dim)?, factory(kind, m), MetricType::L2)?;
         index.train(data)?;
         let mut code_size = 0usize;
         // SAFETY: `index` is a live, trained FAISS index; FAISS writes one `usize`.
@@ -121,6 +107,27 @@ impl VqCodec {
     }
 }
 
+/// Trains NEQ's and plain VQ's codebooks with FAISS and hands them to `cairn-index` in
+/// additive form (read off the FAISS decoder, which that form checks to be additive).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FaissTrainer;
+
+impl cairn_index::quant::CodebookTrainer for FaissTrainer {
+    fn train(
+        &self,
+        kind: VqKind,
+        dim: usize,
+        m: usize,
+        data: &[f32],
+    ) -> cairn_index::Result<cairn_index::quant::AdditiveCodebooks> {
+        let invalid = |e: FaissError| cairn_index::IndexError::InvalidParams(e.to_string());
+        let codec = VqCodec::train(kind, dim, m, data).map_err(invalid)?;
+        cairn_index::quant::AdditiveCodebooks::from_decoder(dim, m, &|codes: &[u8]| {
+            codec.decode(codes).map_err(invalid)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +170,36 @@ mod tests {
             assert!(
                 err < energy / 20.0,
                 "{kind:?}: mse {err} vs energy {energy}"
+            );
+        }
+    }
+
+    #[test]
+    fn faiss_codebooks_have_an_additive_form_that_encodes_like_faiss() {
+        use cairn_index::quant::CodebookTrainer;
+        let (dim, m) = (32, 4);
+        let train = data(4000, dim);
+        let test = &train[..100 * dim];
+        for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
+            // `from_decoder` itself checks additivity on random codes.
+            let books = FaissTrainer.train(kind, dim, m, &train).unwrap();
+            let codec = VqCodec::train(kind, dim, m, &train).unwrap();
+            let faiss_codes = codec.encode(test).unwrap();
+            let mut ours = vec![0u8; m];
+            let mut back = vec![0f32; dim];
+            let (mut err_ours, mut err_faiss) = (0f32, 0f32);
+            let faiss_back = codec.decode(&faiss_codes).unwrap();
+            for (x, theirs) in test.chunks_exact(dim).zip(faiss_back.chunks_exact(dim)) {
+                books.encode(x, &mut ours);
+                books.decode(&ours, &mut back);
+                err_ours += mse(x, &back);
+                err_faiss += mse(x, theirs);
+            }
+            // PQ and OPQ: greedy is exact. RQ: greedy (beam 1) against FAISS's beam search.
+            let slack = if kind == VqKind::Rq { 1.5 } else { 1.0001 };
+            assert!(
+                err_ours <= err_faiss * slack,
+                "{kind:?}: ours {err_ours} vs faiss {err_faiss}"
             );
         }
     }

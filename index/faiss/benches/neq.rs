@@ -1,0 +1,136 @@
+//! Norm-explicit quantization against plain VQ at equal bytes (issue #5; `PAPERS.md` §3).
+//!
+//! For each set, codebook count M ∈ {4, 8} and vector quantizer (PQ, OPQ, RQ, trained by FAISS):
+//! plain VQ with M codebooks and NEQ with M − 1 direction codebooks plus one byte of relative
+//! norm — the same M bytes per item. Every item is scored against every query by lookup tables
+//! (asymmetric distance), items are ranked by that estimate, and the reported figure is the
+//! papers': recall@10 within the top T, T = 16…1024 — the share of the exact top-10 that a
+//! re-rank of T candidates with full vectors would find.
+//!
+//! Sets and sizes as in the `mips` bench (`CAIRN_BENCH_MIPS_N`, default 200,000 long-tailed
+//! items). Codebooks train on at most `CAIRN_BENCH_NEQ_TRAIN` items (default 50,000; the
+//! authors used the first 100,000) — the first rows, as theirs. CSV (one curve per quantizer,
+//! recall against T) goes to `$CAIRN_BENCH_OUT/neq-<set>-m<M>.csv` when set.
+#![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
+
+mod common;
+
+use std::time::Instant;
+
+use cairn_faiss::codec::FaissTrainer;
+use cairn_index::dataset::long_tailed_norms;
+use cairn_index::quant::{MipsCodec, Quantizer, VqKind};
+use cairn_index::Metric;
+use common::{env_usize, shared, write_csv, Set, K};
+use rayon::prelude::*;
+
+const T: &[usize] = &[16, 32, 64, 128, 256, 512, 1024];
+
+fn long_tailed() -> Option<Set> {
+    let n = env_usize("CAIRN_BENCH_MIPS_N", 200_000);
+    (n > 0).then(|| {
+        Set::new(
+            format!("longtail{}k", n / 1000),
+            Metric::InnerProduct,
+            long_tailed_norms(n, 64, 0.8, 42),
+            long_tailed_norms(500, 64, 0.0, 4242),
+        )
+    })
+}
+
+/// Recall@K within the top T by the codec's estimate, for every T.
+fn recall_at_t(codec: &MipsCodec, codes: &[u8], set: &Set) -> Vec<f64> {
+    let m = codec.code_size();
+    let t_max = *T.last().unwrap_or(&1024);
+    let hits: Vec<Vec<usize>> = set
+        .queries
+        .rows()
+        .collect::<Vec<_>>()
+        .par_iter()
+        .zip(&set.truth)
+        .map(|(q, truth)| {
+            let tables = codec.tables(q);
+            let mut scored: Vec<(f32, u32)> = codes
+                .chunks_exact(m)
+                .enumerate()
+                .map(|(i, c)| (-codec.score(&tables, c), i as u32))
+                .collect();
+            let t_max = t_max.min(scored.len());
+            scored.select_nth_unstable_by(t_max - 1, |a, b| a.0.total_cmp(&b.0));
+            let mut top = scored[..t_max].to_vec();
+            top.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            T.iter()
+                .map(|&t| {
+                    let head = &top[..t.min(top.len())];
+                    truth[..K]
+                        .iter()
+                        .filter(|id| head.iter().any(|(_, i)| i == *id))
+                        .count()
+                })
+                .collect()
+        })
+        .collect();
+    (0..T.len())
+        .map(|j| hits.iter().map(|h| h[j]).sum::<usize>() as f64 / (set.queries.len() * K) as f64)
+        .collect()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; this harness takes no options.
+    let train_cap = env_usize("CAIRN_BENCH_NEQ_TRAIN", 50_000);
+    let sets: Vec<Set> = [
+        shared("movielens-mips", Metric::InnerProduct),
+        long_tailed(),
+        shared("siftsmall", Metric::InnerProduct),
+        shared("glove50-5k-angular", Metric::InnerProduct),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    cairn_faiss::set_threads(2);
+    for set in &sets {
+        let dim = set.base.dim;
+        let train = &set.base.data[..set.base.len().min(train_cap) * dim];
+        for m in [4usize, 8] {
+            let header = T
+                .iter()
+                .map(|t| format!("T={t}"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            eprintln!(
+                "\n{} M={m}: recall@{K} within the top T | {header}",
+                set.name
+            );
+            let mut rows = Vec::new();
+            for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
+                for quantizer in [Quantizer::Plain { kind, m }, Quantizer::Neq { kind, m }] {
+                    let t = Instant::now();
+                    let codec = match MipsCodec::train(quantizer, dim, train, &FaissTrainer) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            eprintln!("{}: {} not trained: {e}", set.name, quantizer.label());
+                            continue;
+                        }
+                    };
+                    let codes = codec.encode(&set.base.data);
+                    let secs = t.elapsed().as_secs_f64();
+                    let recalls = recall_at_t(&codec, &codes, set);
+                    let cells: Vec<String> = recalls.iter().map(|r| format!("{r:.3}")).collect();
+                    eprintln!(
+                        "| {} | {} | (train+encode {secs:.1}s)",
+                        quantizer.label(),
+                        cells.join(" | ")
+                    );
+                    for (t, r) in T.iter().zip(&recalls) {
+                        rows.push(format!("{},T={t},{r:.4},,{t}", quantizer.label()));
+                    }
+                }
+            }
+            write_csv(
+                &format!("neq-{}-m{m}", set.name),
+                "series,label,recall,qps,distance_computations",
+                &rows,
+            );
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Plain VQ and NEQ codes of whole vectors, scored against a query by lookup tables.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{AdditiveCodebooks, CodebookTrainer, Lut, ScalarCodebook, VqKind};
+use crate::distance::simd::dot;
+use crate::persist::codec::{Decoder, Encoder};
+use crate::{IndexError, Result};
+
+/// Which quantizer, with its total codebook count `m` (= bytes per item).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Quantizer {
+    /// `m` codebooks of `kind` on the raw vectors.
+    Plain {
+        /// The vector quantizer.
+        kind: VqKind,
+        /// Codebooks.
+        m: usize,
+    },
+    /// One byte of relative norm plus `m − 1` codebooks of `kind` on the unit directions.
+    Neq {
+        /// The direction quantizer.
+        kind: VqKind,
+        /// Codebooks in all, the norm's included.
+        m: usize,
+    },
+}
+
+impl Quantizer {
+    /// The vector quantizer.
+    pub fn kind(self) -> VqKind {
+        match self {
+            Quantizer::Plain { kind, .. } | Quantizer::Neq { kind, .. } => kind,
+        }
+    }
+
+    /// Bytes per item.
+    pub fn m(self) -> usize {
+        match self {
+            Quantizer::Plain { m, .. } | Quantizer::Neq { m, .. } => m,
+        }
+    }
+
+    /// Codebooks of the vector quantizer.
+    fn vq_books(self) -> usize {
+        match self {
+            Quantizer::Plain { m, .. } => m,
+            Quantizer::Neq { m, .. } => m - 1,
+        }
+    }
+
+    /// A short name for reports, e.g. `neq-pq4`.
+    pub fn label(self) -> String {
+        match self {
+            Quantizer::Plain { kind, m } => format!("{}{m}", kind.name()),
+            Quantizer::Neq { kind, m } => format!("neq-{}{m}", kind.name()),
+        }
+    }
+
+    fn validate(self) -> Result<()> {
+        let least = match self {
+            Quantizer::Plain { .. } => 1,
+            Quantizer::Neq { .. } => 2,
+        };
+        if !(least..=256).contains(&self.m()) {
+            return Err(IndexError::InvalidParams(format!(
+                "{} needs between {least} and 256 codebooks, got {}",
+                self.label(),
+                self.m()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A trained plain-VQ or NEQ codec over `dim`-float vectors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MipsCodec {
+    quantizer: Quantizer,
+    dim: usize,
+    /// The vector quantizer's dimension: `dim` padded with zeros to a multiple of its codebook
+    /// count for PQ and OPQ.
+    padded: usize,
+    books: AdditiveCodebooks,
+    /// NEQ's relative-norm codebook.
+    norms: Option<ScalarCodebook>,
+}
+
+/// A query's tables for one codec.
+pub struct QueryTables(Lut);
+
+fn pad(x: &[f32], padded: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(padded);
+    out.extend_from_slice(x);
+    out.resize(padded, 0.0);
+    out
+}
+
+/// `x / ‖x‖` padded, and `‖x‖`; a zero vector is its own direction.
+fn direction(x: &[f32], padded: usize) -> (Vec<f32>, f32) {
+    let norm = dot(x, x).max(0.0).sqrt();
+    let mut u = pad(x, padded);
+    if norm > 0.0 {
+        u.iter_mut().for_each(|v| *v /= norm);
+    }
+    (u, norm)
+}
+
+impl MipsCodec {
+    /// Trains the codec on row-major `data` (every row, or a sample of them).
+    pub fn train(
+        quantizer: Quantizer,
+        dim: usize,
+        data: &[f32],
+        trainer: &dyn CodebookTrainer,
+    ) -> Result<Self> {
+        quantizer.validate()?;
+        if dim == 0 || data.is_empty() || data.len() % dim != 0 {
+            return Err(IndexError::InvalidParams(format!(
+                "training data must be whole rows of {dim} floats"
+            )));
+        }
+        let books_n = quantizer.vq_books();
+        let padded = match quantizer.kind() {
+            VqKind::Pq | VqKind::Opq => dim.div_ceil(books_n) * books_n,
+            VqKind::Rq => dim,
+        };
+        match quantizer {
+            Quantizer::Plain { kind, m } => {
+                let padded_data: Vec<f32> = data
+                    .chunks_exact(dim)
+                    .flat_map(|x| pad(x, padded))
+                    .collect();
+                let books = trainer.train(kind, padded, m, &padded_data)?;
+                Ok(Self {
+                    quantizer,
+                    dim,
+                    padded,
+                    books,
+                    norms: None,
+                })
+            }
+            Quantizer::Neq { kind, m } => {
+                let split: Vec<(Vec<f32>, f32)> = data
+                    .par_chunks_exact(dim)
+                    .map(|x| direction(x, padded))
+                    .collect();
+                let directions: Vec<f32> =
+                    split.iter().flat_map(|(u, _)| u.iter().copied()).collect();
+                let books = trainer.train(kind, padded, m - 1, &directions)?;
+                let relative: Vec<f32> = split
+                    .par_iter()
+                    .map(|(u, norm)| {
+                        let mut code = vec![0u8; m - 1];
+                        books.encode(u, &mut code);
+                        relative_norm(&books, &code, *norm)
+                    })
+                    .collect();
+                Ok(Self {
+                    quantizer,
+                    dim,
+                    padded,
+                    books,
+                    norms: Some(ScalarCodebook::train(&relative, 20)),
+                })
+            }
+        }
+    }
+
+    /// The quantizer.
+    pub fn quantizer(&self) -> Quantizer {
+        self.quantizer
+    }
+
+    /// Bytes per item.
+    pub fn code_size(&self) -> usize {
+        self.quantizer.m()
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Codes row-major `data`, `code_size` bytes per row (in parallel).
+    pub fn encode(&self, data: &[f32]) -> Vec<u8> {
+        let m = self.code_size();
+        let mut codes = vec![0u8; data.len() / self.dim * m];
+        codes
+            .par_chunks_exact_mut(m)
+            .zip(data.par_chunks_exact(self.dim))
+            .for_each(|(code, x)| self.encode_one(x, code));
+        codes
+    }
+
+    fn encode_one(&self, x: &[f32], code: &mut [u8]) {
+        match &self.norms {
+            None => self.books.encode(&pad(x, self.padded), code),
+            Some(norms) => {
+                let (u, norm) = direction(x, self.padded);
+                self.books.encode(&u, &mut code[1..]);
+                code[0] = norms.encode(relative_norm(&self.books, &code[1..], norm));
+            }
+        }
+    }
+
+    /// The reconstruction of `code` (`dim` floats).
+    pub fn decode(&self, code: &[u8]) -> Vec<f32> {
+        let mut out = vec![0f32; self.padded];
+        match &self.norms {
+            None => self.books.decode(code, &mut out),
+            Some(norms) => {
+                self.books.decode(&code[1..], &mut out);
+                let r = norms.decode(code[0]);
+                out.iter_mut().for_each(|v| *v *= r);
+            }
+        }
+        out.truncate(self.dim);
+        out
+    }
+
+    /// The lookup tables of query `q`.
+    pub fn tables(&self, q: &[f32]) -> QueryTables {
+        QueryTables(self.books.lut(&pad(q, self.padded)))
+    }
+
+    /// The estimated inner product of the query with the item coded `code`.
+    #[inline]
+    pub fn score(&self, tables: &QueryTables, code: &[u8]) -> f32 {
+        match &self.norms {
+            None => tables.0.score(code),
+            Some(norms) => norms.decode(code[0]) * tables.0.score(&code[1..]),
+        }
+    }
+
+    /// Serialises the codec.
+    pub fn write(&self, e: &mut Encoder<'_>) {
+        let (tag, kind, m) = match self.quantizer {
+            Quantizer::Plain { kind, m } => (0u8, kind, m),
+            Quantizer::Neq { kind, m } => (1u8, kind, m),
+        };
+        e.u8(tag);
+        e.u8(match kind {
+            VqKind::Pq => 0,
+            VqKind::Opq => 1,
+            VqKind::Rq => 2,
+        });
+        e.u64(m as u64);
+        e.u64(self.dim as u64);
+        e.u64(self.padded as u64);
+        self.books.write(e);
+        if let Some(norms) = &self.norms {
+            norms.write(e);
+        }
+    }
+
+    /// Inverse of [`MipsCodec::write`].
+    pub fn read(d: &mut Decoder<'_>) -> Result<Self> {
+        let tag = d.u8()?;
+        let kind = match d.u8()? {
+            0 => VqKind::Pq,
+            1 => VqKind::Opq,
+            2 => VqKind::Rq,
+            _ => return Err(IndexError::corrupt("unknown vector quantizer")),
+        };
+        let m = d.usize()?;
+        let quantizer = match tag {
+            0 => Quantizer::Plain { kind, m },
+            1 => Quantizer::Neq { kind, m },
+            _ => return Err(IndexError::corrupt("unknown quantizer")),
+        };
+        quantizer
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let dim = d.usize()?;
+        let padded = d.usize()?;
+        let books = AdditiveCodebooks::read(d)?;
+        if dim == 0 || padded < dim || books.dim() != padded || books.m() != quantizer.vq_books() {
+            return Err(IndexError::corrupt(
+                "codec sizes do not match its quantizer",
+            ));
+        }
+        let norms = match quantizer {
+            Quantizer::Plain { .. } => None,
+            Quantizer::Neq { .. } => Some(ScalarCodebook::read(d)?),
+        };
+        Ok(Self {
+            quantizer,
+            dim,
+            padded,
+            books,
+            norms,
+        })
+    }
+}
+
+/// ‖x‖ / ‖û‖ for a direction code; 0 when the direction decodes to zero.
+fn relative_norm(books: &AdditiveCodebooks, code: &[u8], norm: f32) -> f32 {
+    let mut u_hat = vec![0f32; books.dim()];
+    books.decode(code, &mut u_hat);
+    let len = dot(&u_hat, &u_hat).max(0.0).sqrt();
+    if len > 0.0 {
+        norm / len
+    } else {
+        0.0
+    }
+}

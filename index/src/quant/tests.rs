@@ -1,0 +1,198 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::dataset::long_tailed_norms;
+use crate::distance::simd::dot;
+use crate::persist::codec::{Decoder, Encoder};
+
+/// A PQ trainer in plain Rust (a few Lloyd rounds per sub-space) so these tests need no FAISS;
+/// `cairn-faiss` tests the FAISS-trained codebooks through the same additive form.
+struct TestPq;
+
+impl TestPq {
+    fn centroids(dim: usize, m: usize, data: &[f32]) -> Vec<Vec<f32>> {
+        let sub = dim / m;
+        let rows: Vec<&[f32]> = data.chunks_exact(dim).collect();
+        (0..m)
+            .map(|i| {
+                let part = |r: &[f32]| r[i * sub..(i + 1) * sub].to_vec();
+                let mut c: Vec<f32> = (0..KS)
+                    .flat_map(|k| part(rows[k * rows.len() / KS]))
+                    .collect();
+                for _ in 0..6 {
+                    let mut sums = vec![0f32; KS * sub];
+                    let mut counts = vec![0usize; KS];
+                    for r in &rows {
+                        let x = part(r);
+                        let k = nearest(&c, &x);
+                        counts[k] += 1;
+                        sums[k * sub..(k + 1) * sub]
+                            .iter_mut()
+                            .zip(&x)
+                            .for_each(|(s, v)| *s += v);
+                    }
+                    for k in (0..KS).filter(|&k| counts[k] > 0) {
+                        for d in 0..sub {
+                            c[k * sub + d] = sums[k * sub + d] / counts[k] as f32;
+                        }
+                    }
+                }
+                c
+            })
+            .collect()
+    }
+
+    fn decoder(dim: usize, m: usize, books: Vec<Vec<f32>>) -> impl Fn(&[u8]) -> Result<Vec<f32>> {
+        let sub = dim / m;
+        move |codes: &[u8]| {
+            Ok(codes
+                .chunks_exact(m)
+                .flat_map(|code| {
+                    (0..m).flat_map(|i| {
+                        let k = usize::from(code[i]);
+                        books[i][k * sub..(k + 1) * sub].to_vec()
+                    })
+                })
+                .collect::<Vec<f32>>())
+        }
+    }
+}
+
+fn nearest(centroids: &[f32], x: &[f32]) -> usize {
+    centroids
+        .chunks_exact(x.len())
+        .map(|c| c.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f32>())
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(0, |(k, _)| k)
+}
+
+impl CodebookTrainer for TestPq {
+    fn train(&self, kind: VqKind, dim: usize, m: usize, data: &[f32]) -> Result<AdditiveCodebooks> {
+        assert_eq!(kind, VqKind::Pq, "the test trainer only does PQ");
+        let books = Self::centroids(dim, m, data);
+        AdditiveCodebooks::from_decoder(dim, m, &Self::decoder(dim, m, books))
+    }
+}
+
+#[test]
+fn additive_tables_reproduce_a_pq_decoder_and_encode_exactly() {
+    let (dim, m) = (16, 4);
+    let data = long_tailed_norms(2_000, dim, 0.5, 1);
+    let books = TestPq::centroids(dim, m, &data.data);
+    let decode = TestPq::decoder(dim, m, books.clone());
+    let tables = AdditiveCodebooks::from_decoder(dim, m, &decode).unwrap();
+    let mut code = vec![0u8; m];
+    let mut out = vec![0f32; dim];
+    for x in data.rows().take(200) {
+        tables.encode(x, &mut code);
+        // Greedy over disjoint supports is PQ's own nearest-centroid encoding.
+        for i in 0..m {
+            let want = nearest(&books[i], &x[i * 4..(i + 1) * 4]);
+            assert_eq!(usize::from(code[i]), want);
+        }
+        tables.decode(&code, &mut out);
+        for (a, b) in out.iter().zip(decode(&code).unwrap()) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+        let q = data.row(7);
+        let lut = tables.lut(q);
+        assert!((lut.score(&code) - dot(q, &out)).abs() < 1e-4);
+    }
+}
+
+#[test]
+fn a_decoder_that_is_not_additive_is_refused() {
+    let squared = |codes: &[u8]| -> Result<Vec<f32>> {
+        Ok(codes
+            .chunks_exact(2)
+            .flat_map(|c| {
+                let (a, b) = (f32::from(c[0]), f32::from(c[1]));
+                [a * b, a + b]
+            })
+            .collect())
+    };
+    let err = AdditiveCodebooks::from_decoder(2, 2, &squared).unwrap_err();
+    assert!(err.to_string().contains("additively"), "{err}");
+}
+
+#[test]
+fn scalar_codebook_is_exact_on_few_values_and_nearest_otherwise() {
+    let few: Vec<f32> = (0..100).map(|i| (i % 10) as f32).collect();
+    let book = ScalarCodebook::train(&few, 20);
+    for v in 0..10 {
+        assert_eq!(book.decode(book.encode(v as f32)), v as f32);
+    }
+    let many: Vec<f32> = (0..10_000).map(|i| (i as f32 * 0.37).sin().exp()).collect();
+    let book = ScalarCodebook::train(&many, 20);
+    for &v in many.iter().take(500) {
+        let got = book.decode(book.encode(v));
+        let best = (0..=255u8)
+            .map(|k| (book.decode(k) - v).abs())
+            .fold(f32::INFINITY, f32::min);
+        assert!(((got - v).abs() - best).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn codecs_round_trip_through_bytes() {
+    let dim = 16;
+    let data = long_tailed_norms(1_500, dim, 1.0, 3);
+    for quantizer in [
+        Quantizer::Plain {
+            kind: VqKind::Pq,
+            m: 4,
+        },
+        // 16 dims do not split into 3 books: NEQ pads the directions to 18.
+        Quantizer::Neq {
+            kind: VqKind::Pq,
+            m: 4,
+        },
+    ] {
+        let codec = MipsCodec::train(quantizer, dim, &data.data, &TestPq).unwrap();
+        let codes = codec.encode(&data.data[..100 * dim]);
+        assert_eq!(codes.len(), 100 * 4);
+        let mut bytes = Vec::new();
+        codec.write(&mut Encoder::new(&mut bytes));
+        let mut d = Decoder::new(&bytes);
+        let back = MipsCodec::read(&mut d).unwrap();
+        d.finish().unwrap();
+        assert_eq!(back, codec);
+        let q = data.row(0);
+        let tables = codec.tables(q);
+        for code in codes.chunks_exact(4) {
+            let est = codec.score(&tables, code);
+            let exact_of_decoded = dot(q, &codec.decode(code));
+            assert!((est - exact_of_decoded).abs() <= 1e-3 * exact_of_decoded.abs().max(1.0));
+        }
+    }
+}
+
+fn mean_norm_error(codec: &MipsCodec, data: &crate::dataset::Vectors) -> f64 {
+    let codes = codec.encode(&data.data);
+    let total: f64 = data
+        .rows()
+        .zip(codes.chunks_exact(codec.code_size()))
+        .map(|(x, code)| {
+            let x_hat = codec.decode(code);
+            let (n, n_hat) = (dot(x, x).sqrt(), dot(&x_hat, &x_hat).sqrt());
+            f64::from((n - n_hat).abs() / n.max(1e-12))
+        })
+        .sum();
+    total / data.len() as f64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4))]
+    /// NEQ's point: at the same bytes, its reconstructions carry the item's norm far better
+    /// than plain PQ's on long-tailed data.
+    #[test]
+    fn neq_norm_error_is_below_plain_pq(seed in 0u64..1_000, sigma in 0.6f32..1.5) {
+        let dim = 16;
+        let data = long_tailed_norms(2_000, dim, sigma, seed);
+        let plain = MipsCodec::train(Quantizer::Plain { kind: VqKind::Pq, m: 4 }, dim, &data.data, &TestPq).unwrap();
+        let neq = MipsCodec::train(Quantizer::Neq { kind: VqKind::Pq, m: 4 }, dim, &data.data, &TestPq).unwrap();
+        let (e_plain, e_neq) = (mean_norm_error(&plain, &data), mean_norm_error(&neq, &data));
+        prop_assert!(e_neq < e_plain, "relative norm error NEQ {e_neq} vs PQ {e_plain}");
+    }
+}
