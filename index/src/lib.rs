@@ -1,8 +1,9 @@
 //! cairn-index: the algorithms behind Cairn, and nothing else.
 //!
 //! This crate owns every piece of vector arithmetic and every index structure: distance
-//! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the on-disk index file
-//! format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
+//! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes
+//! ([`ipnsw`], [`lsh`], [`quant`]), the on-disk index file format ([`persist`]) and dataset
+//! readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
 //! `cargo test -p cairn-index` must never build C++ (see `ARCHITECTURE.md`).
@@ -51,6 +52,8 @@ pub enum IndexKind {
     SimpleLsh,
     /// Norm-ranging LSH: SimpleLSH per norm range, buckets ranked across ranges (MIPS).
     RangeLsh,
+    /// A scan of plain-VQ or NEQ codes with exact re-ranking (MIPS).
+    Quantized,
 }
 
 impl IndexKind {
@@ -63,6 +66,7 @@ impl IndexKind {
             IndexKind::IpNswPlus => "ip_nsw_plus",
             IndexKind::SimpleLsh => "simple_lsh",
             IndexKind::RangeLsh => "range_lsh",
+            IndexKind::Quantized => "quantized",
         }
     }
 
@@ -75,6 +79,7 @@ impl IndexKind {
             IndexKind::IpNswPlus => 4,
             IndexKind::SimpleLsh => 5,
             IndexKind::RangeLsh => 6,
+            IndexKind::Quantized => 7,
         }
     }
 
@@ -87,6 +92,7 @@ impl IndexKind {
             4 => Some(IndexKind::IpNswPlus),
             5 => Some(IndexKind::SimpleLsh),
             6 => Some(IndexKind::RangeLsh),
+            7 => Some(IndexKind::Quantized),
             _ => None,
         }
     }
@@ -108,6 +114,8 @@ pub enum IndexParams {
     SimpleLsh(lsh::LshParams),
     /// Norm-ranging LSH (inner-product metric only; `ranges` at least 2).
     RangeLsh(lsh::LshParams),
+    /// Quantized scan with re-ranking (inner-product metric only).
+    Quantized(quant::QuantizedParams),
 }
 
 impl IndexParams {
@@ -120,13 +128,14 @@ impl IndexParams {
             IndexParams::IpNswPlus(_) => IndexKind::IpNswPlus,
             IndexParams::SimpleLsh(_) => IndexKind::SimpleLsh,
             IndexParams::RangeLsh(_) => IndexKind::RangeLsh,
+            IndexParams::Quantized(_) => IndexKind::Quantized,
         }
     }
 
     /// The `ef` a graph search uses when a query names none; `None` without a graph.
     pub fn default_ef(&self) -> Option<usize> {
         match self {
-            IndexParams::Flat => None,
+            IndexParams::Flat | IndexParams::Quantized(_) => None,
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(p.ef_search),
             IndexParams::IpNswPlus(p) => Some(p.ef_search),
             IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => Some(p.probe_items),
@@ -137,7 +146,10 @@ impl IndexParams {
     /// `None` without a graph.
     pub fn max_degree(&self) -> Option<usize> {
         match self {
-            IndexParams::Flat | IndexParams::SimpleLsh(_) | IndexParams::RangeLsh(_) => None,
+            IndexParams::Flat
+            | IndexParams::SimpleLsh(_)
+            | IndexParams::RangeLsh(_)
+            | IndexParams::Quantized(_) => None,
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(2 * p.m),
             IndexParams::IpNswPlus(p) => Some(2 * p.m),
         }
@@ -160,7 +172,8 @@ impl IndexParams {
             | IndexParams::Flat
             | IndexParams::Hnsw(_)
             | IndexParams::IpNsw(_)
-            | IndexParams::IpNswPlus(_) => Ok(()),
+            | IndexParams::IpNswPlus(_)
+            | IndexParams::Quantized(_) => Ok(()),
         }
     }
 
@@ -172,7 +185,8 @@ impl IndexParams {
             IndexParams::IpNsw(_)
             | IndexParams::IpNswPlus(_)
             | IndexParams::SimpleLsh(_)
-            | IndexParams::RangeLsh(_) => {
+            | IndexParams::RangeLsh(_)
+            | IndexParams::Quantized(_) => {
                 if metric == Metric::InnerProduct {
                     Ok(())
                 } else {
@@ -194,6 +208,12 @@ pub struct SearchParams {
     pub ef: Option<usize>,
     /// Scan every vector instead of using the index (the ground-truth path).
     pub exact: bool,
+    /// Quantized indexes: re-rank `k × oversampling` candidates (at least `k`); `None` uses
+    /// the index default.
+    pub oversampling: Option<f32>,
+    /// Quantized indexes: re-rank candidates with the full vectors (default true); without it
+    /// results are ranked, and scored, by the quantized estimate.
+    pub rescore: Option<bool>,
 }
 
 /// What one search did, for `explain` and for benchmarks that count work instead of time.
@@ -256,6 +276,7 @@ pub fn new_index(params: &IndexParams, metric: Metric, dim: usize) -> Result<Box
             params.check_lsh_ranges()?;
             Box::new(lsh::RangeLsh::new(*p, dim)?)
         }
+        IndexParams::Quantized(p) => Box::new(quant::QuantizedIndex::new(*p, dim)?),
     })
 }
 
@@ -281,5 +302,6 @@ pub fn read_index(kind: IndexKind, bytes: &[u8]) -> Result<Box<dyn VectorIndex>>
             }
             Box::new(index)
         }
+        IndexKind::Quantized => Box::new(quant::QuantizedIndex::read_from(bytes)?),
     })
 }

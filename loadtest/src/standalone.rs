@@ -435,6 +435,7 @@ fn local_search(
     let params = SearchParams {
         ef: Some(ef),
         exact: false,
+        ..SearchParams::default()
     };
     let mut lat = Latencies::new();
     let mut results = Vec::with_capacity(queries.len());

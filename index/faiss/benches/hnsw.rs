@@ -145,6 +145,7 @@ fn floor(c: &mut Criterion, set: &Set) {
     let exact = SearchParams {
         ef: None,
         exact: true,
+        ..SearchParams::default()
     };
     group.bench_function("cairn", |b| {
         b.iter(|| {

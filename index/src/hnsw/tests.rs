@@ -14,6 +14,7 @@ fn search_all(
     let params = SearchParams {
         ef: Some(ef),
         exact: false,
+        ..SearchParams::default()
     };
     queries
         .rows()
@@ -148,6 +149,7 @@ fn filter_restricts_results_and_keeps_recall() {
             &SearchParams {
                 ef: Some(200),
                 exact: false,
+                ..SearchParams::default()
             },
             Some(&even),
         )
@@ -184,6 +186,7 @@ fn small_and_degenerate_graphs() {
             &SearchParams {
                 ef: Some(400),
                 exact: false,
+                ..SearchParams::default()
             },
             None,
         )

@@ -214,6 +214,7 @@ impl VectorIndex for IpNswPlus {
             &SearchParams {
                 ef: Some(cos_ef),
                 exact: false,
+                ..SearchParams::default()
             },
             None,
         )?;

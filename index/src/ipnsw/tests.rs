@@ -8,6 +8,7 @@ fn search_all(index: &dyn VectorIndex, queries: &Vectors, k: usize, ef: usize) -
     let params = SearchParams {
         ef: Some(ef),
         exact: false,
+        ..SearchParams::default()
     };
     queries
         .rows()
@@ -76,6 +77,7 @@ fn exact_search_is_the_ground_truth_and_filters_apply() {
     let exact = SearchParams {
         ef: None,
         exact: true,
+        ..SearchParams::default()
     };
     for (q, want) in queries.rows().zip(&truth) {
         let (hits, _) = index.search(q, 5, &exact, None).unwrap();

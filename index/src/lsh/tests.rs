@@ -8,6 +8,7 @@ fn search_all(index: &dyn VectorIndex, queries: &Vectors, k: usize, probe: usize
     let params = SearchParams {
         ef: Some(probe),
         exact: false,
+        ..SearchParams::default()
     };
     queries
         .rows()

@@ -13,10 +13,12 @@
 //! so encoding, scoring and persistence all live here.
 
 mod additive;
+mod index;
 mod mips;
 mod scalar;
 
 pub use additive::{AdditiveCodebooks, Lut, KS};
+pub use index::{register_trainer, QuantizedIndex, QuantizedParams};
 pub use mips::{MipsCodec, Quantizer, QueryTables};
 pub use scalar::ScalarCodebook;
 

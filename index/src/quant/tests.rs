@@ -196,3 +196,60 @@ proptest! {
         prop_assert!(e_neq < e_plain, "relative norm error NEQ {e_neq} vs PQ {e_plain}");
     }
 }
+
+#[test]
+fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
+    use crate::dataset::{ground_truth, recall_at_k};
+    use crate::{read_index, IndexKind, SearchParams, VectorIndex};
+    register_trainer(std::sync::Arc::new(TestPq));
+    let dim = 16;
+    let base = long_tailed_norms(6_000, dim, 1.0, 21);
+    let queries = long_tailed_norms(50, dim, 0.0, 22);
+    let truth = ground_truth(&base, &queries, crate::Metric::InnerProduct, 10);
+    let mut params = QuantizedParams::new(Quantizer::Neq {
+        kind: VqKind::Pq,
+        m: 4,
+    });
+    params.train_threshold = 1_000;
+    let index = QuantizedIndex::new(params, dim).unwrap();
+    index.add(&base.data[..500 * dim]).unwrap();
+    assert!(
+        !index.is_trained(),
+        "below the threshold searches are exact"
+    );
+    let (hits, _) = index
+        .search(queries.row(0), 10, &SearchParams::default(), None)
+        .unwrap();
+    assert_eq!(hits.len(), 10);
+    for chunk in base.data[500 * dim..].chunks(1_100 * dim) {
+        index.add(chunk).unwrap();
+    }
+    assert!(index.is_trained());
+    assert_eq!(index.len(), 6_000);
+    let search = |index: &dyn VectorIndex, params: SearchParams| -> Vec<Vec<u32>> {
+        queries
+            .rows()
+            .map(|q| {
+                let (hits, _) = index.search(q, 10, &params, None).unwrap();
+                hits.iter().map(|n| n.slot).collect()
+            })
+            .collect()
+    };
+    let rescored = search(&index, SearchParams::default());
+    let recall = recall_at_k(&rescored, &truth, 10);
+    assert!(recall >= 0.9, "NEQ with rescoring: recall@10 {recall}");
+    let estimate_only = search(
+        &index,
+        SearchParams {
+            rescore: Some(false),
+            ..SearchParams::default()
+        },
+    );
+    assert!(recall_at_k(&estimate_only, &truth, 10) <= recall);
+
+    let mut bytes = Vec::new();
+    index.write_to(&mut bytes);
+    let back = read_index(IndexKind::Quantized, &bytes).unwrap();
+    assert_eq!(search(back.as_ref(), SearchParams::default()), rescored);
+    assert!(QuantizedIndex::read_from(&bytes[..bytes.len() - 1]).is_err());
+}

@@ -23,6 +23,10 @@ pub struct QueryPlan {
     pub ef: Option<usize>,
     /// Scan exactly.
     pub exact: bool,
+    /// Quantized collections: candidates re-ranked per result wanted.
+    pub oversampling: Option<f32>,
+    /// Quantized collections: re-rank candidates with full vectors.
+    pub rescore: Option<bool>,
     /// Drop results scoring worse.
     pub score_threshold: Option<f32>,
     /// Payload in results.
@@ -162,16 +166,28 @@ impl Collection {
                 );
             }
         }
-        let params = SearchParams { ef, exact };
+        let params = SearchParams {
+            ef,
+            exact,
+            oversampling: plan.oversampling,
+            rescore: plan.rescore,
+        };
         let (mut hits, stats) = live.index.search(&vector, k, &params, Some(&accept))?;
         let mut distance_computations = stats.distance_computations;
         let exact_fallback = !exact && filter.is_some() && hits.len() < k;
         if exact_fallback {
             // A filtered graph search can come up short when the filter cuts the graph's
             // reachable region; an exact scan is the guarantee.
-            let (exact_hits, stats) =
-                live.index
-                    .search(&vector, k, &SearchParams { ef, exact: true }, Some(&accept))?;
+            let (exact_hits, stats) = live.index.search(
+                &vector,
+                k,
+                &SearchParams {
+                    ef,
+                    exact: true,
+                    ..SearchParams::default()
+                },
+                Some(&accept),
+            )?;
             hits = exact_hits;
             distance_computations += stats.distance_computations;
         }
@@ -331,6 +347,8 @@ mod tests {
             offset: 0,
             ef,
             exact,
+            oversampling: None,
+            rescore: None,
             score_threshold: None,
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,

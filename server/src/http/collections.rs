@@ -82,11 +82,36 @@ struct InfoWithLoad {
     slots: crate::collection::SlotStats,
 }
 
+/// The effective `quantization_config` of a quantized collection, in the shape it was created
+/// with and every default filled in.
+fn quantization_json(p: &cairn_index::quant::QuantizedParams) -> serde_json::Value {
+    use cairn_index::quant::Quantizer;
+    match p.quantizer {
+        Quantizer::Neq { kind, m } => serde_json::json!({
+            "neq": {"codec": kind.name(), "m": m, "oversampling": p.oversampling}
+        }),
+        Quantizer::Plain { m, .. } => serde_json::json!({
+            "pq": {"m": m, "oversampling": p.oversampling}
+        }),
+    }
+}
+
 fn describe(collection: &Collection) -> CollectionInfo {
     let s = collection.settings();
     let points = collection.points() as u64;
     let no_hnsw = cairn_index::hnsw::HnswParams::default();
+    let quantization_config = match s.index {
+        IndexParams::Quantized(p) => Some(quantization_json(&p)),
+        IndexParams::Flat
+        | IndexParams::Hnsw(_)
+        | IndexParams::IpNsw(_)
+        | IndexParams::IpNswPlus(_)
+        | IndexParams::SimpleLsh(_)
+        | IndexParams::RangeLsh(_) => None,
+    };
     let (index, hnsw) = match s.index {
+        // A quantized collection scans its codes: reported as `flat` plus its quantization.
+        IndexParams::Quantized(_) => (IndexConfig::Flat, no_hnsw),
         IndexParams::Flat => (IndexConfig::Flat, no_hnsw),
         IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
         IndexParams::IpNsw(p) => (IndexConfig::IpNsw, p),
@@ -159,7 +184,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
                 wal_capacity_mb: 32,
                 wal_segments_ahead: 0,
             },
-            quantization_config: None,
+            quantization_config,
             index,
         },
         payload_schema: Default::default(),

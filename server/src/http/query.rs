@@ -93,13 +93,23 @@ fn plan(
             )))
         }
     };
+    let quantization = params.quantization.unwrap_or_default();
+    // `ignore` means "search the full vectors": on a quantized collection that is the exact
+    // scan; elsewhere there are no codes to ignore (Qdrant's reading too).
+    let quantized = matches!(
+        collection.settings().index,
+        cairn_index::IndexParams::Quantized(_)
+    );
+    let ignore_codes = quantized && quantization.ignore == Some(true);
     Ok(QueryPlan {
         target,
         filter: request.filter,
         limit,
         offset,
         ef: params.hnsw_ef,
-        exact: params.exact.unwrap_or(false),
+        exact: params.exact.unwrap_or(false) || ignore_codes,
+        oversampling: quantization.oversampling.map(|o| o as f32),
+        rescore: quantization.rescore,
         score_threshold: request.score_threshold,
         with_payload: PayloadSelection::from_wire(request.with_payload, false),
         with_vector: request.with_vector.is_some_and(|w| w.enabled()),

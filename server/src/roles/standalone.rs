@@ -14,6 +14,8 @@ use crate::http::{router, AppState};
 
 /// Runs until SIGINT or SIGTERM, then drains requests and snapshots every collection.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    // Quantized collections train their codebooks with FAISS (cairn-index never links it).
+    cairn_index::quant::register_trainer(Arc::new(cairn_faiss::codec::FaissTrainer));
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
         .with_context(|| format!("cannot listen on {}", config.http.addr))?;

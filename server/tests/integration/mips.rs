@@ -1,8 +1,9 @@
 //! Maximum inner product over REST on movielens-mips (issue #5): the default `Dot` index is
 //! ip-NSW+ and reaches recall@10 ≥ 0.95 against exact inner-product ground truth; Range-LSH
-//! reaches ≥ 0.9 at its default budget of 1024 probed items; both again, with the same
-//! answers, after a restart that loads their snapshots. MIPS index kinds refuse metrics they
-//! were not built for.
+//! reaches ≥ 0.9 at its default budget of 1024 probed items; a NEQ-quantized collection with
+//! rescoring reaches ≥ 0.95; all three again, with the same answers, after a restart that loads
+//! their snapshots. MIPS index kinds and quantization refuse metrics and parameters they were
+//! not built for.
 
 use cairn_index::dataset::{load_dataset, recall_at_k, shared_data_dir, Dataset};
 use serde_json::json;
@@ -48,6 +49,17 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
     assert_eq!(index["ranges"], 32, "{index}");
     assert_eq!(index["probe_items"], 1024, "{index}");
     server.upsert_vectors("lsh", 64, &data.base.data, 0, 1000);
+    server.create(
+        "neq",
+        64,
+        "Dot",
+        json!({"quantization_config": {"neq": {"codec": "pq"}}}),
+    );
+    let quantization =
+        server.ok("GET", "/collections/neq", None)["config"]["quantization_config"].clone();
+    assert_eq!(quantization["neq"]["m"], 8, "{quantization}");
+    assert_eq!(quantization["neq"]["codec"], "pq", "{quantization}");
+    server.upsert_vectors("neq", 64, &data.base.data, 0, 1000);
 
     let (before, answers) = recall(&server, "ml", &data);
     eprintln!("movielens-mips ip_nsw_plus REST recall@10 at default ef: {before:.4}");
@@ -55,6 +67,52 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
     let (lsh_before, lsh_answers) = recall(&server, "lsh", &data);
     eprintln!("movielens-mips range_lsh REST recall@10 probing 1024 items: {lsh_before:.4}");
     assert!(lsh_before >= 0.9, "range_lsh recall@10 {lsh_before}");
+    let (neq_before, neq_answers) = recall(&server, "neq", &data);
+    eprintln!("movielens-mips NEQ-PQ8 REST recall@10 with rescoring: {neq_before:.4}");
+    assert!(neq_before >= 0.95, "neq recall@10 {neq_before}");
+    // Without rescoring, results are ranked and scored by the codes alone: the scores are
+    // estimates, not the exact inner products a rescored answer reports.
+    let q = data.queries.row(1);
+    let unrescored = server.ok(
+        "POST",
+        "/collections/neq/points/query",
+        Some(&json!({"query": q, "limit": 10, "with_vector": true,
+                     "params": {"quantization": {"rescore": false}}})),
+    );
+    let estimate_errors: Vec<f64> = unrescored["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let dot: f64 = p["vector"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .zip(q)
+                .map(|(a, b)| a.as_f64().unwrap() * f64::from(*b))
+                .sum();
+            (p["score"].as_f64().unwrap() - dot).abs()
+        })
+        .collect();
+    assert_eq!(estimate_errors.len(), 10);
+    assert!(
+        estimate_errors.iter().any(|&e| e > 1e-3),
+        "rescore:false must report the quantized estimates: {estimate_errors:?}"
+    );
+    let ignored = server.ok(
+        "POST",
+        "/collections/neq/points/query",
+        Some(&json!({"query": q, "limit": 10, "params": {"quantization": {"ignore": true}}})),
+    );
+    let truth: Vec<u64> = data.ground_truth[1][..10]
+        .iter()
+        .map(|&i| u64::from(i))
+        .collect();
+    assert_eq!(
+        ids(&ignored),
+        truth,
+        "ignore searches the full vectors exactly"
+    );
     // Scores are inner products, best first.
     let q = data.queries.row(0);
     let top = server.ok(
@@ -96,6 +154,78 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
         lsh_answers_after, lsh_answers,
         "range_lsh answers changed across restart"
     );
+    let info = server.ok("GET", "/collections/neq", None);
+    assert_eq!(info["load"]["index_source"], "snapshot", "{}", info["load"]);
+    let (neq_after, neq_answers_after) = recall(&server, "neq", &data);
+    assert!(neq_after >= 0.95, "neq recall@10 after restart {neq_after}");
+    assert_eq!(
+        neq_answers_after, neq_answers,
+        "neq answers changed across restart"
+    );
+}
+
+#[test]
+fn quantization_configs_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let refused = [
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"scalar": {"type": "int8"}}}),
+            "scalar",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Euclid"},
+                   "quantization_config": {"neq": {}}}),
+            "Dot",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"neq": {"codec": "lvq"}}}),
+            "lvq",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"neq": {"m": 1}}}),
+            "codebooks",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"pq": {"oversampling": 0.5}}}),
+            "oversampling",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"pq": {"m": 4}},
+                   "index": {"kind": "ip_nsw_plus"}}),
+            "index",
+        ),
+    ];
+    for (body, needle) in refused {
+        let (status, answer) = server.call("PUT", "/collections/q", Some(&body));
+        assert_eq!(status, 400, "{body} → {answer}");
+        let error = answer["status"]["error"].as_str().unwrap();
+        assert!(error.contains(needle), "{body}: {error}");
+    }
+    // Below the training threshold a quantized collection answers exactly.
+    server.create(
+        "q",
+        4,
+        "Dot",
+        json!({"quantization_config": {"pq": {"m": 2, "oversampling": 4}}}),
+    );
+    let info = server.ok("GET", "/collections/q", None);
+    assert_eq!(
+        info["config"]["quantization_config"],
+        json!({"pq": {"m": 2, "oversampling": 4.0}})
+    );
+    server.upsert_vectors("q", 4, &[1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0], 0, 10);
+    let hits = server.ok(
+        "POST",
+        "/collections/q/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0, 0.0], "limit": 2})),
+    );
+    assert_eq!(ids(&hits), [1, 0], "the larger inner product first");
 }
 
 #[test]

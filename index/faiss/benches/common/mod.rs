@@ -78,6 +78,7 @@ impl<I: VectorIndex> Side for Cairn<I> {
         let params = SearchParams {
             ef: Some(ef),
             exact: false,
+            ..SearchParams::default()
         };
         let (hits, stats) = self.0.search(query, K, &params, None).unwrap();
         (

@@ -1,0 +1,393 @@
+//! A quantized scan for inner product: every item's code is scored by lookup tables, the best
+//! `k × oversampling` are re-ranked with their full vectors. What the NEQ paper evaluates, and
+//! what a `quantization_config` gives a `Dot` collection.
+//!
+//! Training. Codebooks need data, and a collection starts empty: below `train_threshold`
+//! items searches scan the full vectors exactly; the batch that crosses it trains the codec on
+//! (up to `train_size` of) the items so far and codes them all. The codec is retrained each
+//! time the item count doubles, until it has seen `train_size` items, so codebooks trained on
+//! the first few thousand items do not serve a collection of millions. Retraining runs inside
+//! the write that triggers it (seconds for PQ at 50k items); searches keep using the old codes
+//! until the new ones are swapped in.
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
+use crate::distance::{KeyFn, Metric};
+use crate::flat::{batch_len, check_dim, scan};
+use crate::persist::codec::{Decoder, Encoder};
+use crate::topk::TopK;
+use crate::{
+    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
+    VectorIndex,
+};
+
+static TRAINER: OnceLock<Arc<dyn CodebookTrainer>> = OnceLock::new();
+
+/// Installs the process's codebook trainer (the server installs FAISS's at start-up). Quantized
+/// indexes cannot train without one; a second call is ignored.
+pub fn register_trainer(trainer: Arc<dyn CodebookTrainer>) {
+    let _ = TRAINER.set(trainer);
+}
+
+fn trainer() -> Result<&'static dyn CodebookTrainer> {
+    TRAINER.get().map(Arc::as_ref).ok_or_else(|| {
+        IndexError::InvalidParams(
+            "this process has no codebook trainer, so it cannot build quantized indexes".into(),
+        )
+    })
+}
+
+/// Parameters of a [`QuantizedIndex`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantizedParams {
+    /// The codec: plain VQ or NEQ, with its bytes per item.
+    pub quantizer: Quantizer,
+    /// Default oversampling: `k × oversampling` candidates are re-ranked (at least 1).
+    pub oversampling: f32,
+    /// Items before the first training; searches below it are exact.
+    pub train_threshold: usize,
+    /// Most items a training run uses (the first ones), and the count after which the codec is
+    /// no longer retrained.
+    pub train_size: usize,
+}
+
+impl QuantizedParams {
+    /// `quantizer` with the defaults: oversampling 32, training from 4,096 items, retraining on
+    /// up to 50,000.
+    pub fn new(quantizer: Quantizer) -> Self {
+        Self {
+            quantizer,
+            oversampling: 32.0,
+            train_threshold: 4096,
+            train_size: 50_000,
+        }
+    }
+
+    /// Rejects parameters that cannot build an index.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.oversampling.is_finite() && self.oversampling >= 1.0) {
+            return Err(IndexError::InvalidParams(format!(
+                "oversampling must be a finite number of at least 1, got {}",
+                self.oversampling
+            )));
+        }
+        if self.train_threshold < 256 || self.train_size < self.train_threshold {
+            return Err(IndexError::InvalidParams(format!(
+                "codebooks of 256 entries need train_threshold ≥ 256 and train_size ≥ train_threshold, got {} and {}",
+                self.train_threshold, self.train_size
+            )));
+        }
+        let least = match self.quantizer {
+            Quantizer::Plain { .. } => 1,
+            Quantizer::Neq { .. } => 2,
+        };
+        let m = self.quantizer.m();
+        if !(least..=64).contains(&m) {
+            return Err(IndexError::InvalidParams(format!(
+                "{} needs between {least} and 64 codebooks, got {m}",
+                self.quantizer.label()
+            )));
+        }
+        Ok(())
+    }
+}
+
+struct Inner {
+    vectors: Vec<f32>,
+    codec: Option<MipsCodec>,
+    codes: Vec<u8>,
+    /// Items the codec was trained at (0 before the first training).
+    trained_at: usize,
+}
+
+/// A quantized scan with exact re-ranking; see the module docs.
+pub struct QuantizedIndex {
+    params: QuantizedParams,
+    dim: usize,
+    key_fn: KeyFn,
+    inner: RwLock<Inner>,
+    add_lock: Mutex<()>,
+}
+
+impl QuantizedIndex {
+    /// An empty index.
+    pub fn new(params: QuantizedParams, dim: usize) -> Result<Self> {
+        params.validate()?;
+        trainer()?;
+        if dim == 0 {
+            return Err(IndexError::InvalidParams(
+                "dimension must be at least 1".into(),
+            ));
+        }
+        Ok(Self::from_inner(
+            params,
+            dim,
+            Inner {
+                vectors: Vec::new(),
+                codec: None,
+                codes: Vec::new(),
+                trained_at: 0,
+            },
+        ))
+    }
+
+    fn from_inner(params: QuantizedParams, dim: usize, inner: Inner) -> Self {
+        Self {
+            params,
+            dim,
+            key_fn: Metric::InnerProduct.key_fn(),
+            inner: RwLock::new(inner),
+            add_lock: Mutex::new(()),
+        }
+    }
+
+    /// Whether the codec exists yet (searches are exact until then).
+    pub fn is_trained(&self) -> bool {
+        self.inner.read().codec.is_some()
+    }
+
+    fn due_for_training(&self, trained_at: usize, n: usize) -> bool {
+        let p = &self.params;
+        n >= p.train_threshold
+            && trained_at < p.train_size
+            && (trained_at == 0 || n >= 2 * trained_at)
+    }
+}
+
+impl VectorIndex for QuantizedIndex {
+    fn kind(&self) -> IndexKind {
+        IndexKind::Quantized
+    }
+    fn metric(&self) -> Metric {
+        Metric::InnerProduct
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn len(&self) -> usize {
+        self.inner.read().vectors.len() / self.dim
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        check_dim(self.dim, query.len())?;
+        let inner = self.inner.read();
+        let codec = match &inner.codec {
+            Some(codec) if !params.exact => codec,
+            Some(_) | None => {
+                return Ok(scan(
+                    &inner.vectors,
+                    self.dim,
+                    self.key_fn,
+                    query,
+                    k,
+                    filter,
+                ));
+            }
+        };
+        let oversampling = params
+            .oversampling
+            .unwrap_or(self.params.oversampling)
+            .max(1.0);
+        let candidates = ((k as f32 * oversampling).ceil() as usize).max(k);
+        let tables = codec.tables(query);
+        let m = codec.code_size();
+        let mut top = TopK::new(candidates);
+        let mut computed = 0u64;
+        for (slot, code) in inner.codes.chunks_exact(m).enumerate() {
+            let slot = slot as Slot;
+            if filter.is_some_and(|accept| !accept(slot)) {
+                continue;
+            }
+            computed += 1;
+            top.offer(Neighbor::new(slot, -codec.score(&tables, code)));
+        }
+        let estimated = top.into_sorted();
+        if !params.rescore.unwrap_or(true) {
+            let mut hits = estimated;
+            hits.truncate(k);
+            return Ok((
+                hits,
+                SearchStats {
+                    distance_computations: computed,
+                },
+            ));
+        }
+        let mut exact = TopK::new(k);
+        for n in &estimated {
+            let start = n.slot as usize * self.dim;
+            let key = (self.key_fn)(query, &inner.vectors[start..start + self.dim]);
+            exact.offer(Neighbor::new(n.slot, key));
+        }
+        computed += estimated.len() as u64;
+        Ok((
+            exact.into_sorted(),
+            SearchStats {
+                distance_computations: computed,
+            },
+        ))
+    }
+    fn add(&self, vectors: &[f32]) -> Result<Slot> {
+        let count = batch_len(self.dim, vectors)?;
+        let _adds = self.add_lock.lock();
+        let (first, trained_at, codec) = {
+            let inner = self.inner.read();
+            (
+                inner.vectors.len() / self.dim,
+                inner.trained_at,
+                inner.codec.clone(),
+            )
+        };
+        if first + count > Slot::MAX as usize {
+            return Err(IndexError::Full(first));
+        }
+        let n = first + count;
+        if self.due_for_training(trained_at, n) {
+            // Train outside the lock on the first `train_size` items, then code everything.
+            let mut all = self.inner.read().vectors.clone();
+            all.extend_from_slice(vectors);
+            let sample = &all[..n.min(self.params.train_size) * self.dim];
+            let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, trainer()?)?;
+            let codes = codec.encode(&all);
+            let mut inner = self.inner.write();
+            inner.vectors = all;
+            inner.codes = codes;
+            inner.codec = Some(codec);
+            inner.trained_at = n;
+        } else {
+            let codes = codec.as_ref().map(|c| c.encode(vectors));
+            let mut inner = self.inner.write();
+            inner.vectors.extend_from_slice(vectors);
+            if let Some(codes) = codes {
+                inner.codes.extend_from_slice(&codes);
+            }
+        }
+        Ok(first as Slot)
+    }
+    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
+        let inner = self.inner.read();
+        let start = slot as usize * self.dim;
+        inner
+            .vectors
+            .get(start..start + self.dim)
+            .map(<[f32]>::to_vec)
+    }
+    fn write_to(&self, out: &mut Vec<u8>) {
+        let _no_adds = self.add_lock.lock();
+        let inner = self.inner.read();
+        let mut e = Encoder::new(out);
+        let p = self.params;
+        e.u32(p.oversampling.to_bits());
+        e.u64(p.train_threshold as u64);
+        e.u64(p.train_size as u64);
+        e.u64(self.dim as u64);
+        e.u64(inner.trained_at as u64);
+        e.f32s(&inner.vectors);
+        match &inner.codec {
+            None => e.u8(0),
+            Some(codec) => {
+                e.u8(1);
+                codec.write(&mut e);
+                e.bytes(&inner.codes);
+            }
+        }
+        // The quantizer is recorded even before training, so a reload keeps the choice.
+        e.bytes(&quantizer_bytes(p.quantizer));
+    }
+    fn memory_bytes(&self) -> usize {
+        let inner = self.inner.read();
+        inner.vectors.capacity() * 4 + inner.codes.capacity()
+    }
+}
+
+/// The quantizer as three bytes: type, vector quantizer, codebooks.
+fn quantizer_bytes(q: Quantizer) -> Vec<u8> {
+    let kind = match q.kind() {
+        VqKind::Pq => 0,
+        VqKind::Opq => 1,
+        VqKind::Rq => 2,
+    };
+    let tag = match q {
+        Quantizer::Plain { .. } => 0,
+        Quantizer::Neq { .. } => 1,
+    };
+    vec![tag, kind, q.m() as u8]
+}
+
+impl QuantizedIndex {
+    /// Reads what [`VectorIndex::write_to`] wrote.
+    pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        let mut d = Decoder::new(bytes);
+        let oversampling = f32::from_bits(d.u32()?);
+        let train_threshold = d.usize()?;
+        let train_size = d.usize()?;
+        let dim = d.usize()?;
+        let trained_at = d.usize()?;
+        let vectors = d.f32s()?;
+        let (codec, codes) = match d.u8()? {
+            0 => (None, Vec::new()),
+            1 => {
+                let codec = MipsCodec::read(&mut d)?;
+                (Some(codec), d.bytes()?.to_vec())
+            }
+            _ => return Err(IndexError::corrupt("unknown codec marker")),
+        };
+        let q = d.bytes()?;
+        d.finish()?;
+        let [tag, kind, m] = q else {
+            return Err(IndexError::corrupt("quantizer record is not three bytes"));
+        };
+        let kind = match kind {
+            0 => VqKind::Pq,
+            1 => VqKind::Opq,
+            2 => VqKind::Rq,
+            _ => return Err(IndexError::corrupt("unknown vector quantizer")),
+        };
+        let m = usize::from(*m);
+        let quantizer = match tag {
+            0 => Quantizer::Plain { kind, m },
+            1 => Quantizer::Neq { kind, m },
+            _ => return Err(IndexError::corrupt("unknown quantizer")),
+        };
+        let params = QuantizedParams {
+            quantizer,
+            oversampling,
+            train_threshold,
+            train_size,
+        };
+        params
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let n = vectors.len().checked_div(dim).unwrap_or(0);
+        let consistent = dim > 0
+            && vectors.len() % dim == 0
+            && match &codec {
+                None => codes.is_empty(),
+                Some(c) => {
+                    c.quantizer() == quantizer && c.dim() == dim && codes.len() == n * c.code_size()
+                }
+            };
+        if !consistent {
+            return Err(IndexError::corrupt("quantized index sizes do not match"));
+        }
+        Ok(Self::from_inner(
+            params,
+            dim,
+            Inner {
+                vectors,
+                codec,
+                codes,
+                trained_at,
+            },
+        ))
+    }
+}
