@@ -2,8 +2,8 @@
 //!
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes
-//! ([`ipnsw`], [`lsh`], [`quant`]), the on-disk index file format ([`persist`]) and dataset
-//! readers plus recall@k ([`dataset`]).
+//! ([`ipnsw`], [`lsh`], [`quant`]), Pyramid's content routing ([`partition`]), the on-disk index
+//! file format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
 //! `cargo test -p cairn-index` must never build C++ (see `ARCHITECTURE.md`).
@@ -15,6 +15,7 @@ pub mod flat;
 pub mod hnsw;
 pub mod ipnsw;
 pub mod lsh;
+pub mod partition;
 pub mod persist;
 pub mod quant;
 mod topk;

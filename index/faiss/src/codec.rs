@@ -107,8 +107,9 @@ impl VqCodec {
     }
 }
 
-/// Trains NEQ's and plain VQ's codebooks with FAISS and hands them to `cairn-index` in
-/// additive form (read off the FAISS decoder, which that form checks to be additive).
+/// FAISS as `cairn-index`'s trainer. Here: NEQ's and plain VQ's codebooks, handed over in
+/// additive form (read off the FAISS decoder, which that form checks to be additive); in
+/// [`crate::kmeans`]: Pyramid's routing centres.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FaissTrainer;
 

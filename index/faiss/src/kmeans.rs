@@ -66,6 +66,26 @@ pub fn kmeans(dim: usize, data: &[f32], params: &KMeansParams) -> Result<Vec<f32
     Ok(clustering.centroids()?.concat())
 }
 
+/// Pyramid's routers train their centres through this (`cairn-index` knows FAISS only as this
+/// trait, so its tests never build C++).
+impl cairn_index::partition::CentroidTrainer for crate::FaissTrainer {
+    fn centroids(
+        &self,
+        dim: usize,
+        data: &[f32],
+        k: usize,
+        spherical: bool,
+    ) -> cairn_index::Result<Vec<f32>> {
+        let params = KMeansParams {
+            k,
+            spherical,
+            ..KMeansParams::default()
+        };
+        kmeans(dim, data, &params)
+            .map_err(|e| cairn_index::IndexError::InvalidParams(e.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

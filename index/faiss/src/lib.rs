@@ -4,6 +4,8 @@
 //! crate and nowhere else: `cargo test -p cairn-index` never compiles it. It gives Cairn
 //!
 //! - [`kmeans`]: k-means training (Pyramid's router samples and clusters with it);
+//! - [`FaissTrainer`]: both of the above behind `cairn-index`'s training traits
+//!   (`CentroidTrainer` for routers, `CodebookTrainer` for quantized indexes);
 //! - [`codec`]: PQ, OPQ and RQ vector codecs, trained, encoding and decoding (the direction
 //!   codecs of norm-explicit quantization);
 //! - [`baseline`]: FAISS's own Flat and HNSW indexes, for benchmarks that put Cairn's indexes
@@ -26,6 +28,7 @@ pub mod codec;
 mod error;
 pub mod kmeans;
 
+pub use codec::FaissTrainer;
 pub use error::{FaissError, Result};
 
 extern "C" {

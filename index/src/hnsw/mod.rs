@@ -208,6 +208,18 @@ impl Hnsw {
         Ok(first)
     }
 
+    /// Every node's layer-0 links (directed): the graph Pyramid partitions.
+    pub(crate) fn layer0_adjacency(&self) -> Vec<Vec<Slot>> {
+        let graph = self.graph.read();
+        (0..graph.len() as Slot)
+            .map(|slot| {
+                let mut links = Vec::new();
+                graph.for_each_neighbor(slot, 0, |n| links.push(n));
+                links
+            })
+            .collect()
+    }
+
     /// The parameters the graph was built with.
     pub fn params(&self) -> &HnswParams {
         &self.params

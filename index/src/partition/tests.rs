@@ -1,0 +1,303 @@
+//! Partitioner and router tests. The routing figures are printed (`--nocapture`) because
+//! they are what BENCHMARKS.md and the issue ask to report.
+#![allow(clippy::print_stderr)]
+
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use super::balance::partition;
+use super::*;
+use crate::dataset::{load_dataset, shared_data_dir, Dataset};
+
+/// An `side × side` grid, 4-connected.
+fn grid(side: usize) -> Vec<Vec<u32>> {
+    let id = |r: usize, c: usize| (r * side + c) as u32;
+    let mut adj = vec![Vec::new(); side * side];
+    for r in 0..side {
+        for c in 0..side {
+            let v = id(r, c) as usize;
+            if r > 0 {
+                adj[v].push(id(r - 1, c));
+            }
+            if r + 1 < side {
+                adj[v].push(id(r + 1, c));
+            }
+            if c > 0 {
+                adj[v].push(id(r, c - 1));
+            }
+            if c + 1 < side {
+                adj[v].push(id(r, c + 1));
+            }
+        }
+    }
+    adj
+}
+
+fn cut_of(adj: &[Vec<u32>], part: &[u32]) -> usize {
+    adj.iter()
+        .enumerate()
+        .flat_map(|(v, ns)| ns.iter().map(move |&u| (v, u as usize)))
+        .filter(|&(v, u)| u > v && part[u] != part[v])
+        .count()
+}
+
+#[test]
+fn grid_splits_into_balanced_blobs() {
+    let adj = grid(32);
+    let weights = vec![1.0; adj.len()];
+    let p = partition(&adj, &weights, 4, 0.03, 8, 7);
+    assert!(p.imbalance() <= 0.03 + 1e-9, "loads {:?}", p.loads);
+    assert_eq!(p.cut, cut_of(&adj, &p.part));
+    // Four quadrants cut 64 edges and four strips 96; a random 4-way split cuts ~1,490.
+    assert!(p.cut <= 128, "cut {}", p.cut);
+    assert!(p.loads.iter().all(|&l| l > 0.0));
+}
+
+#[test]
+fn weighted_geometric_graph_beats_a_random_split() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let n = 600;
+    let points: Vec<(f64, f64)> = (0..n).map(|_| (rng.gen(), rng.gen())).collect();
+    let mut adj = vec![Vec::new(); n];
+    for v in 0..n {
+        for u in 0..n {
+            let (dx, dy) = (points[v].0 - points[u].0, points[v].1 - points[u].1);
+            if u != v && dx * dx + dy * dy < 0.004 {
+                adj[v].push(u as u32);
+            }
+        }
+    }
+    let weights: Vec<f64> = (0..n).map(|_| rng.gen_range(1..10) as f64).collect();
+    let p = partition(&adj, &weights, 8, 0.03, 8, 11);
+    let mean = weights.iter().sum::<f64>() / 8.0;
+    assert!(
+        p.imbalance() <= 0.03 + 1e-9,
+        "loads {:?} mean {mean}",
+        p.loads
+    );
+    let mut random: Vec<u32> = (0..n).map(|v| (v % 8) as u32).collect();
+    random.shuffle(&mut rng);
+    let random_cut = cut_of(&adj, &random);
+    assert!(
+        p.cut * 4 < random_cut,
+        "cut {} vs random {random_cut}",
+        p.cut
+    );
+}
+
+#[test]
+fn a_heavy_vertex_relaxes_the_capacity_to_what_is_possible() {
+    // One vertex weighs a third of everything: no split into 4 can be within 3%.
+    let adj = grid(4);
+    let mut weights = vec![1.0; 16];
+    weights[5] = 8.0;
+    let p = partition(&adj, &weights, 4, 0.03, 8, 1);
+    let mean = weights.iter().sum::<f64>() / 4.0;
+    assert!(p.loads.iter().all(|&l| l <= mean + 8.0));
+    assert!(p.loads.iter().all(|&l| l > 0.0), "{:?}", p.loads);
+}
+
+proptest! {
+    #[test]
+    fn every_vertex_lands_in_a_part(
+        n in 1usize..60,
+        parts in 1usize..9,
+        edges in prop::collection::vec((0usize..60, 0usize..60), 0..200),
+        weights in prop::collection::vec(0.0f64..5.0, 60),
+        seed in any::<u64>(),
+    ) {
+        let mut adj = vec![Vec::new(); n];
+        for (a, b) in edges {
+            let (a, b) = (a % n, b % n);
+            if a != b && !adj[a].contains(&(b as u32)) {
+                adj[a].push(b as u32);
+                adj[b].push(a as u32);
+            }
+        }
+        let weights = &weights[..n];
+        let p = partition(&adj, weights, parts, 0.03, 2, seed);
+        prop_assert_eq!(p.part.len(), n);
+        prop_assert!(p.part.iter().all(|&q| (q as usize) < parts));
+        prop_assert_eq!(p.cut, cut_of(&adj, &p.part));
+        let total: f64 = weights.iter().sum();
+        prop_assert!((p.loads.iter().sum::<f64>() - total).abs() < 1e-6);
+        for q in 0..parts.min(n) {
+            prop_assert!(p.part.contains(&(q as u32)), "part {} is empty", q);
+        }
+    }
+}
+
+/// `count` centres drawn from `data` without k-means (FAISS is not linked here; the server's
+/// routers use FAISS's k-means through [`CentroidTrainer`]).
+fn sample_centres(data: &[f32], dim: usize, count: usize, seed: u64) -> Vec<f32> {
+    let rows = data.len() / dim;
+    let mut picks: Vec<usize> = (0..rows).collect();
+    picks.shuffle(&mut StdRng::seed_from_u64(seed));
+    picks[..count]
+        .iter()
+        .flat_map(|&i| data[i * dim..(i + 1) * dim].iter().copied())
+        .collect()
+}
+
+struct Placed {
+    /// Partitions holding each item.
+    homes: Vec<Vec<u32>>,
+    per_partition: Vec<usize>,
+}
+
+fn place(router: &Router, data: &Dataset) -> Placed {
+    let w = router.partitions();
+    let mut per_partition = vec![0; w];
+    let homes = data
+        .base
+        .rows()
+        .map(|v| match router.assign(v).unwrap() {
+            Assignment::One(p) => {
+                per_partition[p as usize] += 1;
+                vec![p]
+            }
+            Assignment::All => {
+                per_partition.iter_mut().for_each(|c| *c += 1);
+                (0..w as u32).collect()
+            }
+        })
+        .collect();
+    Placed {
+        homes,
+        per_partition,
+    }
+}
+
+/// Routing recall@10: the share of true top-10 items stored in a partition the query visits
+/// (what exact search inside the visited partitions would find), partitions touched per
+/// query, and each partition's share of queries.
+fn routed(
+    router: &Router,
+    data: &Dataset,
+    placed: &Placed,
+    branching: usize,
+) -> (f64, f64, Vec<usize>) {
+    let mut found = 0;
+    let mut touched = 0;
+    let mut share = vec![0; router.partitions()];
+    for (q, truth) in data.queries.rows().zip(&data.ground_truth) {
+        let (parts, _) = router.route(q, Some(branching), None).unwrap();
+        touched += parts.len();
+        parts.iter().for_each(|&p| share[p as usize] += 1);
+        found += truth[..10]
+            .iter()
+            .filter(|&&i| placed.homes[i as usize].iter().any(|h| parts.contains(h)))
+            .count();
+    }
+    let nq = data.queries.len();
+    (
+        found as f64 / (10 * nq) as f64,
+        touched as f64 / nq as f64,
+        share,
+    )
+}
+
+#[test]
+fn siftsmall_routes_to_few_balanced_partitions() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let dim = data.base.dim;
+    let params = RouterParams::new(4);
+    let sample: Vec<f32> = data.base.rows().step_by(2).flatten().copied().collect();
+    let centres = sample_centres(&sample, dim, params.centres, 1);
+    let router = Router::build(params, Metric::L2, dim, &sample, &centres, 1).unwrap();
+    assert!(router.hot_norm().is_none());
+    let placed = place(&router, &data);
+    let mean = data.base.len() as f64 / 4.0;
+    let max = *placed.per_partition.iter().max().unwrap() as f64;
+    eprintln!(
+        "siftsmall w=4: items per partition {:?}, sample loads {:?}, meta cut {}",
+        placed.per_partition,
+        router.loads(),
+        router.cut()
+    );
+    assert!(max / mean <= 1.15, "{:?}", placed.per_partition);
+    let (recall, touched, _) = routed(&router, &data, &placed, 8);
+    eprintln!("siftsmall w=4 K=8: routed recall@10 {recall:.3}, partitions touched {touched:.2}");
+    assert!(recall >= 0.95, "routed recall {recall}");
+    assert!(touched < 3.0, "touched {touched} of 4");
+    // A wider look finds more in more partitions; K = 1 touches exactly one.
+    let (narrow, one, _) = routed(&router, &data, &placed, 1);
+    assert!(
+        (one - 1.0).abs() < 1e-9 && narrow < recall,
+        "{narrow} {one}"
+    );
+}
+
+#[test]
+fn movielens_routes_by_direction_without_a_hot_partition() {
+    let data = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
+    let dim = data.base.dim;
+    let params = RouterParams::new(4);
+    let all: Vec<f32> = data.base.rows().flatten().copied().collect();
+    let mut unit = all.clone();
+    unit.chunks_exact_mut(dim).for_each(normalize);
+    let centres = sample_centres(&unit, dim, params.centres, 2);
+    let router = Router::build(params, Metric::InnerProduct, dim, &all, &centres, 1).unwrap();
+    assert!(router.hot_norm().is_some());
+    let placed = place(&router, &data);
+    let replicated = placed.homes.iter().filter(|h| h.len() > 1).count();
+    let (recall, touched, share) = routed(&router, &data, &placed, 8);
+    let mean = share.iter().sum::<usize>() as f64 / share.len() as f64;
+    let skew = *share.iter().max().unwrap() as f64 / mean;
+    eprintln!(
+        "movielens w=4 K=8: routed recall@10 {recall:.3}, touched {touched:.2}, query share {share:?} \
+         (max/mean {skew:.2}), {replicated} items in every partition"
+    );
+    assert!(recall >= 0.95, "routed recall {recall}");
+    assert!(skew <= 1.5, "query share {share:?}");
+    assert!(replicated * 20 <= data.base.len() + 20);
+}
+
+#[test]
+fn survives_a_round_trip() {
+    let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
+    let dim = data.base.dim;
+    let mut params = RouterParams::new(3);
+    params.centres = 48;
+    let all: Vec<f32> = data.base.rows().flatten().copied().collect();
+    let centres = sample_centres(&all, dim, params.centres, 3);
+    let router = Router::build(params, Metric::Cosine, dim, &all, &centres, 7).unwrap();
+    let mut bytes = Vec::new();
+    router.write_to(&mut bytes);
+    let back = Router::read_from(&bytes).unwrap();
+    assert_eq!(back.version(), 7);
+    assert_eq!(back.params(), router.params());
+    assert_eq!(back.cut(), router.cut());
+    for q in data.queries.rows().take(50) {
+        assert_eq!(
+            back.route(q, None, None).unwrap().0,
+            router.route(q, None, None).unwrap().0
+        );
+        assert_eq!(back.assign(q).unwrap(), router.assign(q).unwrap());
+    }
+    let (two, _) = router
+        .route(data.queries.row(0), Some(48), Some(2))
+        .unwrap();
+    assert_eq!(two.len(), 2);
+    assert!(Router::read_from(&bytes[..bytes.len() - 3]).is_err());
+}
+
+#[test]
+fn parameters_are_checked() {
+    let data = vec![0.5; 40];
+    let mut p = RouterParams::new(2);
+    p.centres = 4;
+    assert!(Router::build(p, Metric::L2, 4, &data, &data[..12], 1).is_err());
+    p.centres = 20;
+    assert!(
+        Router::build(p, Metric::L2, 4, &data, &data, 1).is_err(),
+        "more centres than items"
+    );
+    p.centres = 1;
+    assert!(p.validate().is_err(), "fewer centres than partitions");
+    let mut p = RouterParams::new(2);
+    p.replicate_top_norms = 0.7;
+    assert!(p.validate().is_err());
+}
