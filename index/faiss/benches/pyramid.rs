@@ -254,9 +254,14 @@ fn bench(c: &mut Criterion) {
         let mut rows = Vec::new();
         for (series, points) in [("routed", &routed_points), ("broadcast", &broadcast_points)] {
             for p in points.iter() {
+                // One curve per K, along ef.
+                let series = match series {
+                    "routed" => format!("routed K={}", p.branching),
+                    _ => series.to_owned(),
+                };
                 rows.push(format!(
-                    "{series},K={} ef={},{:.4},{:.1},{:.1},{:.2}",
-                    p.branching, p.ef, p.recall, p.qps, p.distances, p.touched
+                    "{series},ef={},{:.4},{:.1},{:.1},{:.2}",
+                    p.ef, p.recall, p.qps, p.distances, p.touched
                 ));
             }
         }
