@@ -15,52 +15,19 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cairn_faiss::baseline::{BaselineKind, FaissIndex};
-use cairn_index::dataset::{clustered_gaussian, clustered_with_structure, ClusterSpec};
 use cairn_index::flat::FlatIndex;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
-use common::{calibrate, env_usize, shared, Cairn, Faiss, Set, Side, K};
+use common::{calibrate, hard_synthetic, shared, Cairn, Faiss, Set, Side, K};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.95, 0.99];
-
-/// Overlapping clusters confined to 24-dimensional subspaces (see BENCHMARKS.md): hard enough
-/// that recall@10 = 0.95 needs ef ≥ 64, unlike well-separated isotropic clusters.
-fn synthetic() -> Option<Set> {
-    let n = env_usize("CAIRN_BENCH_SYNTHETIC_N", 200_000);
-    if n == 0 {
-        return None;
-    }
-    let spec = ClusterSpec {
-        n,
-        dim: 128,
-        clusters: 100,
-        spread: 1.0,
-        intrinsic_dim: Some(24),
-        seed: 42,
-    };
-    let base = clustered_gaussian(spec);
-    let queries = clustered_with_structure(
-        ClusterSpec {
-            n: 500,
-            seed: 4242,
-            ..spec
-        },
-        42,
-    );
-    Some(Set::new(
-        format!("synthetic{}k", n / 1000),
-        Metric::L2,
-        base,
-        queries,
-    ))
-}
 
 fn hnsw_vs_faiss(c: &mut Criterion) {
     let sets: Vec<Set> = [
         shared("siftsmall", Metric::L2),
         shared("glove50-5k-angular", Metric::Cosine),
-        synthetic(),
+        hard_synthetic("CAIRN_BENCH_SYNTHETIC_N"),
     ]
     .into_iter()
     .flatten()

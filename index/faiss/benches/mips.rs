@@ -31,32 +31,16 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cairn_faiss::baseline::{BaselineKind, FaissIndex};
-use cairn_index::dataset::long_tailed_norms;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::lsh::{LshParams, RangeLsh};
 use cairn_index::{Metric, VectorIndex};
-use common::{calibrate, env_usize, pass, shared, write_csv, Cairn, Faiss, Set, Side, EF_LADDER};
+use common::{calibrate, mips_sets, pass, write_csv, Cairn, Faiss, Set, Side, EF_LADDER};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.9, 0.95];
 const M: usize = 32;
 const EF_CONSTRUCTION: usize = 200;
-
-fn long_tailed() -> Option<Set> {
-    let n = env_usize("CAIRN_BENCH_MIPS_N", 200_000);
-    if n == 0 {
-        return None;
-    }
-    let base = long_tailed_norms(n, 64, 0.8, 42);
-    let queries = long_tailed_norms(500, 64, 0.0, 4242);
-    Some(Set::new(
-        format!("longtail{}k", n / 1000),
-        Metric::InnerProduct,
-        base,
-        queries,
-    ))
-}
 
 /// Share of the exact top-10 results that lie among the top 5% of items by norm.
 fn norm_bias(set: &Set) -> f64 {
@@ -116,15 +100,7 @@ fn lsh(set: &Set) {
 }
 
 fn mips(c: &mut Criterion) {
-    let sets: Vec<Set> = [
-        shared("movielens-mips", Metric::InnerProduct),
-        long_tailed(),
-        shared("siftsmall", Metric::InnerProduct),
-        shared("glove50-5k-angular", Metric::InnerProduct),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let sets = mips_sets();
     for set in &sets {
         let dim = set.base.dim;
         eprintln!(

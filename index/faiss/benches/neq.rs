@@ -18,25 +18,11 @@ mod common;
 use std::time::Instant;
 
 use cairn_faiss::codec::FaissTrainer;
-use cairn_index::dataset::long_tailed_norms;
 use cairn_index::quant::{MipsCodec, Quantizer, VqKind};
-use cairn_index::Metric;
-use common::{env_usize, shared, write_csv, Set, K};
+use common::{env_usize, mips_sets, write_csv, Set, K};
 use rayon::prelude::*;
 
 const T: &[usize] = &[16, 32, 64, 128, 256, 512, 1024];
-
-fn long_tailed() -> Option<Set> {
-    let n = env_usize("CAIRN_BENCH_MIPS_N", 200_000);
-    (n > 0).then(|| {
-        Set::new(
-            format!("longtail{}k", n / 1000),
-            Metric::InnerProduct,
-            long_tailed_norms(n, 64, 0.8, 42),
-            long_tailed_norms(500, 64, 0.0, 4242),
-        )
-    })
-}
 
 /// Recall@K within the top T by the codec's estimate, for every T.
 fn recall_at_t(codec: &MipsCodec, codes: &[u8], set: &Set) -> Vec<f64> {
@@ -78,15 +64,7 @@ fn recall_at_t(codec: &MipsCodec, codes: &[u8], set: &Set) -> Vec<f64> {
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no options.
     let train_cap = env_usize("CAIRN_BENCH_NEQ_TRAIN", 50_000);
-    let sets: Vec<Set> = [
-        shared("movielens-mips", Metric::InnerProduct),
-        long_tailed(),
-        shared("siftsmall", Metric::InnerProduct),
-        shared("glove50-5k-angular", Metric::InnerProduct),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let sets = mips_sets();
     cairn_faiss::set_threads(2);
     for set in &sets {
         let dim = set.base.dim;

@@ -28,45 +28,15 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use cairn_faiss::FaissTrainer;
-use cairn_index::dataset::{clustered_gaussian, clustered_with_structure, ClusterSpec};
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::partition::{Assignment, Router, RouterParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
-use common::{env_usize, pass, shared, write_csv, Set, Side, EF_LADDER, K};
+use common::{env_usize, hard_synthetic, pass, shared, write_csv, Set, Side, EF_LADDER, K};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.9, 0.95];
 const BRANCHING: &[usize] = &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
-
-fn synthetic() -> Option<Set> {
-    let n = env_usize("CAIRN_BENCH_PYRAMID_N", 200_000);
-    if n == 0 {
-        return None;
-    }
-    let spec = ClusterSpec {
-        n,
-        dim: 128,
-        clusters: 100,
-        spread: 1.0,
-        intrinsic_dim: Some(24),
-        seed: 42,
-    };
-    let queries = clustered_with_structure(
-        ClusterSpec {
-            n: 500,
-            seed: 4242,
-            ..spec
-        },
-        42,
-    );
-    Some(Set::new(
-        format!("synthetic{}k", n / 1000),
-        Metric::L2,
-        clustered_gaussian(spec),
-        queries,
-    ))
-}
 
 /// Items of one partition: their global ids and the index over them.
 struct Partition {
@@ -240,7 +210,7 @@ fn bench(c: &mut Criterion) {
     let w = env_usize("CAIRN_BENCH_PYRAMID_W", 8);
     let sets: Vec<Set> = [
         shared("siftsmall", Metric::L2),
-        synthetic(),
+        hard_synthetic("CAIRN_BENCH_PYRAMID_N"),
         shared("movielens-mips", Metric::InnerProduct),
     ]
     .into_iter()

@@ -48,6 +48,20 @@ pub(crate) fn check_dim(expected: usize, got: usize) -> Result<()> {
     }
 }
 
+/// Row `slot` of a row-major array of `dim`-float vectors; the slot must exist (hot paths
+/// that only see slots the index handed out).
+#[inline]
+pub(crate) fn row(vectors: &[f32], dim: usize, slot: Slot) -> &[f32] {
+    let start = slot as usize * dim;
+    &vectors[start..start + dim]
+}
+
+/// Row `slot`, or `None` past the end (for slots that come from callers).
+pub(crate) fn get_row(vectors: &[f32], dim: usize, slot: Slot) -> Option<&[f32]> {
+    let start = slot as usize * dim;
+    vectors.get(start..start + dim)
+}
+
 /// Validates a row-major batch and returns how many vectors it holds.
 pub(crate) fn batch_len(dim: usize, vectors: &[f32]) -> Result<usize> {
     if vectors.len() % dim != 0 {
@@ -142,9 +156,7 @@ impl VectorIndex for FlatIndex {
         Ok(first as Slot)
     }
     fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        let store = self.vectors.read();
-        let start = slot as usize * self.dim;
-        store.get(start..start + self.dim).map(<[f32]>::to_vec)
+        get_row(&self.vectors.read(), self.dim, slot).map(<[f32]>::to_vec)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let mut e = Encoder::new(out);

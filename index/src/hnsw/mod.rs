@@ -93,8 +93,7 @@ impl Graph {
 
     #[inline]
     pub(crate) fn vector(&self, slot: Slot) -> &[f32] {
-        let start = slot as usize * self.dim;
-        &self.vectors[start..start + self.dim]
+        crate::flat::row(&self.vectors, self.dim, slot)
     }
 
     /// The list of `slot` at `level`: word 0 is the count, then the capacity's slots.

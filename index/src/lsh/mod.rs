@@ -38,7 +38,7 @@ pub use params::LshParams;
 
 use crate::distance::simd::dot;
 use crate::distance::{KeyFn, Metric};
-use crate::flat::{batch_len, check_dim};
+use crate::flat::{batch_len, check_dim, get_row, row};
 use crate::persist::codec::{Decoder, Encoder};
 use crate::topk::TopK;
 use crate::{
@@ -179,8 +179,7 @@ impl RangeLsh {
         let range = inner.bounds.partition_point(|&b| b < norm);
         debug_assert!(range < inner.bounds.len(), "norm above every range");
         let range = range.min(inner.bounds.len() - 1);
-        let start = slot as usize * self.dim;
-        let x = &inner.vectors[start..start + self.dim];
+        let x = row(&inner.vectors, self.dim, slot);
         let code = self.hash_item(x, norm, inner.bounds[range]);
         let key = (code, range as u16);
         let at = match inner.lookup.get(&key) {
@@ -308,8 +307,7 @@ impl VectorIndex for RangeLsh {
                 if filter.is_some_and(|f| !f(slot)) {
                     continue;
                 }
-                let start = slot as usize * self.dim;
-                let key = (self.key_fn)(query, &inner.vectors[start..start + self.dim]);
+                let key = (self.key_fn)(query, row(&inner.vectors, self.dim, slot));
                 top.offer(Neighbor::new(slot, key));
                 probed += 1;
                 if probed >= budget {
@@ -346,12 +344,7 @@ impl VectorIndex for RangeLsh {
         Ok(first as Slot)
     }
     fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        let inner = self.inner.read();
-        let start = slot as usize * self.dim;
-        inner
-            .vectors
-            .get(start..start + self.dim)
-            .map(<[f32]>::to_vec)
+        get_row(&self.inner.read().vectors, self.dim, slot).map(<[f32]>::to_vec)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let inner = self.inner.read();

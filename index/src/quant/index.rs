@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
 use crate::distance::{KeyFn, Metric};
-use crate::flat::{batch_len, check_dim, scan};
+use crate::flat::{batch_len, check_dim, get_row, row, scan};
 use crate::persist::codec::{Decoder, Encoder};
 use crate::topk::TopK;
 use crate::{
@@ -224,8 +224,7 @@ impl VectorIndex for QuantizedIndex {
         }
         let mut exact = TopK::new(k);
         for n in &estimated {
-            let start = n.slot as usize * self.dim;
-            let key = (self.key_fn)(query, &inner.vectors[start..start + self.dim]);
+            let key = (self.key_fn)(query, row(&inner.vectors, self.dim, n.slot));
             exact.offer(Neighbor::new(n.slot, key));
         }
         computed += estimated.len() as u64;
@@ -274,12 +273,7 @@ impl VectorIndex for QuantizedIndex {
         Ok(first as Slot)
     }
     fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        let inner = self.inner.read();
-        let start = slot as usize * self.dim;
-        inner
-            .vectors
-            .get(start..start + self.dim)
-            .map(<[f32]>::to_vec)
+        get_row(&self.inner.read().vectors, self.dim, slot).map(<[f32]>::to_vec)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let _no_adds = self.add_lock.lock();

@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use cairn_faiss::baseline::FaissIndex;
-use cairn_index::dataset::{ground_truth, load_dataset, recall_at_k, shared_data_dir, Vectors};
+use cairn_index::dataset::{
+    clustered_gaussian, clustered_with_structure, ground_truth, load_dataset, long_tailed_norms,
+    recall_at_k, shared_data_dir, ClusterSpec, Vectors,
+};
 use cairn_index::{Metric, SearchParams, VectorIndex};
 
 /// Results per query, and the k of every recall figure.
@@ -54,6 +57,64 @@ pub fn shared(name: &str, metric: Metric) -> Option<Set> {
             None
         }
     }
+}
+
+/// Overlapping clusters confined to 24-dimensional subspaces, `size_var` (default 200,000) ×
+/// 128, seed 42 (see BENCHMARKS.md): hard enough that recall@10 = 0.95 needs ef ≥ 64, unlike
+/// well-separated isotropic clusters. The HNSW and Pyramid benches use this one definition.
+pub fn hard_synthetic(size_var: &str) -> Option<Set> {
+    let n = env_usize(size_var, 200_000);
+    if n == 0 {
+        return None;
+    }
+    let spec = ClusterSpec {
+        n,
+        dim: 128,
+        clusters: 100,
+        spread: 1.0,
+        intrinsic_dim: Some(24),
+        seed: 42,
+    };
+    let queries = clustered_with_structure(
+        ClusterSpec {
+            n: 500,
+            seed: 4242,
+            ..spec
+        },
+        42,
+    );
+    Some(Set::new(
+        format!("synthetic{}k", n / 1000),
+        Metric::L2,
+        clustered_gaussian(spec),
+        queries,
+    ))
+}
+
+/// The MIPS benches' sets, searched by inner product: `movielens-mips`; a synthetic
+/// long-tailed set of `CAIRN_BENCH_MIPS_N` (default 200,000) × 64 — uniform directions,
+/// log-normal norms with σ = 0.8 (the spread of movielens-mips' norms), seed 42, 500
+/// unit-norm queries (seed 4242); and `siftsmall` and `glove50-5k-angular` as controls whose
+/// norms are not long-tailed.
+pub fn mips_sets() -> Vec<Set> {
+    let n = env_usize("CAIRN_BENCH_MIPS_N", 200_000);
+    let long_tailed = (n > 0).then(|| {
+        Set::new(
+            format!("longtail{}k", n / 1000),
+            Metric::InnerProduct,
+            long_tailed_norms(n, 64, 0.8, 42),
+            long_tailed_norms(500, 64, 0.0, 4242),
+        )
+    });
+    [
+        shared("movielens-mips", Metric::InnerProduct),
+        long_tailed,
+        shared("siftsmall", Metric::InnerProduct),
+        shared("glove50-5k-angular", Metric::InnerProduct),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// A size knob from the environment (`0` usually means "skip").
