@@ -18,7 +18,7 @@ use cairn_faiss::baseline::{BaselineKind, FaissIndex};
 use cairn_index::flat::FlatIndex;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
-use common::{calibrate, hard_synthetic, shared, Cairn, Faiss, Set, Side, K};
+use common::{calibrate, hard_synthetic, shared, time_pass, Cairn, Faiss, Set, Side, K};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.95, 0.99];
@@ -83,13 +83,7 @@ fn hnsw_vs_faiss(c: &mut Criterion) {
                         continue;
                     };
                     let id = BenchmarkId::new(name, format!("ef{ef}_recall{recall:.4}"));
-                    group.bench_function(id, |b| {
-                        b.iter(|| {
-                            for q in set.queries.rows() {
-                                black_box(side.knn(black_box(q), ef));
-                            }
-                        })
-                    });
+                    time_pass(&mut group, id, side, set, ef);
                 }
                 group.finish();
             }

@@ -35,8 +35,10 @@ use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::lsh::{LshParams, RangeLsh};
 use cairn_index::{Metric, VectorIndex};
-use common::{calibrate, mips_sets, pass, write_csv, Cairn, Faiss, Set, Side, EF_LADDER};
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use common::{
+    calibrate, mips_sets, pass, time_pass, write_csv, Cairn, Faiss, Set, Side, EF_LADDER,
+};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.9, 0.95];
 const M: usize = 32;
@@ -196,13 +198,7 @@ fn mips(c: &mut Criterion) {
                     set.name
                 );
                 let id = BenchmarkId::new(name, format!("ef{ef}_recall{recall:.4}"));
-                group.bench_function(id, |b| {
-                    b.iter(|| {
-                        for q in set.queries.rows() {
-                            black_box(side.knn(black_box(q), ef));
-                        }
-                    })
-                });
+                time_pass(&mut group, id, side, set, ef);
             }
             group.finish();
         }

@@ -32,8 +32,10 @@ use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::partition::{Assignment, Router, RouterParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
-use common::{env_usize, hard_synthetic, pass, shared, write_csv, Set, Side, EF_LADDER, K};
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use common::{
+    env_usize, hard_synthetic, pass, shared, time_pass, write_csv, Set, Side, EF_LADDER, K,
+};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TARGETS: &[f64] = &[0.9, 0.95];
 const BRANCHING: &[usize] = &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
@@ -268,13 +270,8 @@ fn bench(c: &mut Criterion) {
             for (name, cluster, point) in [("routed", &routed, r), ("broadcast", &broadcast, b)] {
                 let Some(p) = point else { continue };
                 cluster.branching.set(p.branching);
-                group.bench_function(BenchmarkId::new(name, format!("recall{target}")), |bench| {
-                    bench.iter(|| {
-                        for q in set.queries.rows() {
-                            black_box(cluster.knn(q, p.ef));
-                        }
-                    })
-                });
+                let id = BenchmarkId::new(name, format!("recall{target}"));
+                time_pass(&mut group, id, cluster, set, p.ef);
             }
         }
         group.finish();

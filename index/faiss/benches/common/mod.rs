@@ -198,6 +198,24 @@ pub fn pass(side: &dyn Side, set: &Set, ef: usize) -> Pass {
     }
 }
 
+/// Criterion times one pass over the set's queries at `ef` under `id`, so the group's
+/// elements/s (throughput set to the query count) is single-thread QPS at that setting.
+pub fn time_pass(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: criterion::BenchmarkId,
+    side: &dyn Side,
+    set: &Set,
+    ef: usize,
+) {
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            for q in set.queries.rows() {
+                std::hint::black_box(side.knn(std::hint::black_box(q), ef));
+            }
+        })
+    });
+}
+
 /// The smallest ladder `ef` reaching `target`, with the recall it reached.
 pub fn calibrate(side: &dyn Side, set: &Set, target: f64) -> Option<(usize, f64)> {
     EF_LADDER.iter().find_map(|&ef| {
