@@ -1,6 +1,7 @@
 //! The catalog: every collection of this node, by name, and their life cycle on disk.
 //!
-//! Layout: `<data_dir>/collections/<name>/partitions/0/{db/, index.cidx}`. Creation builds the
+//! Layout: `<data_dir>/collections/<name>/partitions/<i>/{db/, index.cidx}`, one folder per
+//! partition (a collection that is not partitioned has only `0`). Creation builds the
 //! folder under a hidden `.creating-*` name and renames it into place; deletion renames it to
 //! a hidden `.deleted-*` name before removing it. Either way a crash leaves a complete
 //! collection or a hidden leftover that the next start removes — never half a collection.
@@ -10,11 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_api::CreateCollection;
+use cairn_index::partition::CentroidTrainer;
 use parking_lot::{Mutex, RwLock};
 
-use crate::collection::{Collection, CollectionSettings};
+use crate::collection::Collection;
 use crate::config::{Limits, StorageConfig};
 use crate::error::{Result, ServerError};
+use crate::partition::CollectionSettings;
 
 /// Longest collection name.
 const MAX_NAME: usize = 255;
@@ -24,13 +27,11 @@ pub struct Catalog {
     root: PathBuf,
     storage: StorageConfig,
     limits: Limits,
+    /// Trains the k-means centres of partitioned collections' routers (FAISS in the binary).
+    trainer: Arc<dyn CentroidTrainer>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Serialises create and delete (reads never take it).
     admin: Mutex<()>,
-}
-
-fn partition_dir(collection_dir: &Path) -> PathBuf {
-    collection_dir.join("partitions").join("0")
 }
 
 /// Names are path components: letters, digits, `-`, `_`, `.`, not starting with a dot.
@@ -52,7 +53,12 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 impl Catalog {
     /// Opens every collection under `data_dir` (blocking; builds or loads indexes).
-    pub fn open(data_dir: &Path, storage: StorageConfig, limits: Limits) -> Result<Self> {
+    pub fn open(
+        data_dir: &Path,
+        storage: StorageConfig,
+        limits: Limits,
+        trainer: Arc<dyn CentroidTrainer>,
+    ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
         let mut collections = BTreeMap::new();
@@ -65,13 +71,14 @@ impl Catalog {
                 fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
                 continue;
             }
-            let collection = Collection::open(&name, &partition_dir(&path), storage)?;
-            collections.insert(name, Arc::new(collection));
+            let collection = Collection::open(&name, &path, storage, trainer.clone())?;
+            collections.insert(name, collection);
         }
         Ok(Self {
             root,
             storage,
             limits,
+            trainer,
             collections: RwLock::new(collections),
             admin: Mutex::new(()),
         })
@@ -109,17 +116,16 @@ impl Catalog {
         if staging.is_dir() {
             fs_err::remove_dir_all(&staging).map_err(io)?;
         }
-        Collection::initialise(&partition_dir(&staging), &settings, self.storage)?;
+        Collection::initialise(&staging, &settings, self.storage)?;
         let dir = self.root.join(name);
         fs_err::rename(&staging, &dir).map_err(io)?;
         fs_err::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
-        let collection = Collection::open(name, &partition_dir(&dir), self.storage)?;
-        self.collections
-            .write()
-            .insert(name.to_owned(), Arc::new(collection));
-        tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance, "collection created");
+        let collection = Collection::open(name, &dir, self.storage, self.trainer.clone())?;
+        self.collections.write().insert(name.to_owned(), collection);
+        tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance,
+            partitions = settings.partitions(), "collection created");
         Ok(())
     }
 

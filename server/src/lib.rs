@@ -9,4 +9,5 @@ pub mod collection;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod partition;
 pub mod roles;

@@ -129,8 +129,9 @@ pub struct CreateCollection {
     /// Index choice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<IndexConfig>,
-    /// Partitions of the collection (Qdrant's name; the server refuses values it cannot honour).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Partitions of the collection (Pyramid's w; also accepted as `partitions`). Points are
+    /// placed by content and queries routed to the few partitions near them.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "partitions")]
     pub shard_number: Option<u32>,
     /// Copies of each partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,10 +15,14 @@ pub struct SearchParams {
     /// quantization ignores it, as Qdrant does, so one client can query both kinds.
     #[serde(default)]
     pub quantization: Option<QuantizationSearchParams>,
-    /// Partitions to probe: Cairn's routing knob for partitioned collections (more probes,
-    /// higher recall, more work). A collection that is not partitioned refuses it.
+    /// Partitioned collections: visit at most this many partitions (the best-ranked ones).
+    /// A collection that is not partitioned refuses it.
     #[serde(default)]
     pub probe: Option<usize>,
+    /// Partitioned collections: router centres looked up (Pyramid's branching factor K); the
+    /// query visits the partitions owning them. More centres, more partitions, higher recall.
+    #[serde(default)]
+    pub branching: Option<usize>,
 }
 
 /// Per-query knobs of quantized search (`params.quantization`).
@@ -119,8 +123,33 @@ pub struct QueryExplain {
     pub filter_selectivity: Option<f64>,
     /// A filtered graph search found fewer than `limit + offset` hits and was redone exactly.
     pub exact_fallback: bool,
-    /// Query-to-vector distance evaluations, summed over every search the query ran.
+    /// Query-to-vector distance evaluations, summed over every search the query ran
+    /// (the router's included).
     pub distance_computations: u64,
+    /// How a partitioned collection routed the query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<PartitionsExplain>,
+}
+
+/// The routing of one query over a partitioned collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionsExplain {
+    /// `routed` (the router chose), `broadcast` (every partition: an exact or filtered query,
+    /// or `probe` ≥ partitions), `untrained` (too few points to train the router yet: all
+    /// points are in partition 0) or `migrating` (points are moving to a new routing table,
+    /// so every partition is visited).
+    pub routing: String,
+    /// Partitions searched, best-ranked first.
+    pub touched: Vec<u32>,
+    /// Partitions of the collection.
+    pub total: usize,
+    /// Version of the routing table used (0 before the first training).
+    pub routing_version: u64,
+    /// Distance evaluations spent in the router's meta-HNSW.
+    pub routing_distance_computations: u64,
+    /// Share of the partitions that should have been searched that answered (1 in one
+    /// process; below 1 when a cluster partition has no live replica).
+    pub coverage: f64,
 }
 
 /// `POST …/points/query/batch`.

@@ -66,8 +66,9 @@ pub(super) async fn info(
     Ok(ok(
         InfoWithLoad {
             info: describe(&collection),
-            load: collection.load_report().clone(),
+            load: collection.load_report(),
             slots: collection.slot_stats(),
+            routing: collection.routing_info(),
         },
         t,
     ))
@@ -78,8 +79,11 @@ pub(super) async fn info(
 struct InfoWithLoad {
     #[serde(flatten)]
     info: CollectionInfo,
-    load: crate::collection::LoadReport,
-    slots: crate::collection::SlotStats,
+    load: crate::partition::LoadReport,
+    slots: crate::partition::SlotStats,
+    /// Partitioned collections only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    routing: Option<crate::collection::routing::RoutingInfo>,
 }
 
 /// The effective `quantization_config` of a quantized collection, in the shape it was created
@@ -157,7 +161,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
                     distance: s.distance,
                     hnsw_config: None,
                 },
-                shard_number: 1,
+                shard_number: s.partitions() as u32,
                 replication_factor: 1,
                 write_consistency_factor: 1,
                 on_disk_payload: false,

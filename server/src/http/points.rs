@@ -12,9 +12,10 @@ use cairn_api::{
 
 use super::json::{ApiJson, OptionalJson};
 use super::{blocking, ok, State};
-use crate::collection::filter::validate;
-use crate::collection::{prepare_delete_ids, prepare_points, PayloadSelection, ScrollPlan};
+use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
+use crate::partition::filter::validate;
+use crate::partition::{prepare_delete_ids, prepare_points, PayloadSelection, ScrollPlan};
 
 /// Default scroll page, as in Qdrant.
 const DEFAULT_SCROLL_LIMIT: usize = 10;
@@ -41,22 +42,21 @@ fn check_limit(state: &State, limit: usize, field: &str) -> Result<()> {
 }
 
 async fn finish_write(
-    collection: &crate::collection::Collection,
-    seq: u64,
+    collection: &Collection,
+    ticket: WriteTicket,
     wait: bool,
 ) -> Result<UpdateResult> {
     if wait {
-        collection.wait_applied(seq).await?;
-        Ok(UpdateResult {
-            operation_id: seq,
-            status: UpdateStatus::Completed,
-        })
-    } else {
-        Ok(UpdateResult {
-            operation_id: seq,
-            status: UpdateStatus::Acknowledged,
-        })
+        collection.wait_applied(&ticket).await?;
     }
+    Ok(UpdateResult {
+        operation_id: ticket.operation_id,
+        status: if wait {
+            UpdateStatus::Completed
+        } else {
+            UpdateStatus::Acknowledged
+        },
+    })
 }
 
 pub(super) async fn upsert(
@@ -94,7 +94,7 @@ pub(super) async fn delete(
             (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
             (None, Some(filter)) => {
                 validate(&filter, "filter")?;
-                c.matching_ids(&filter)
+                c.matching_ids(Some(&filter))
             }
             (Some(_), Some(_)) => {
                 return Err(ServerError::InvalidRequest(

@@ -11,14 +11,18 @@ use cairn_api::{
 
 use super::json::ApiJson;
 use super::{ok, search_in_place, State};
-use crate::collection::filter::validate;
-use crate::collection::query::QueryTarget;
-use crate::collection::{Collection, PayloadSelection, QueryPlan};
+use crate::collection::Collection;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
+use crate::partition::filter::validate;
+use crate::partition::query::QueryTarget;
+use crate::partition::{PayloadSelection, QueryPlan};
 
 /// Default number of results, as in Qdrant.
 const DEFAULT_LIMIT: usize = 10;
+/// Largest `params.probe` and `params.branching` (a router has at most 65,536 centres; a
+/// query looking up more than a few thousand is a broadcast in disguise).
+const MAX_BRANCHING: usize = 4096;
 
 /// Validates a query against the collection and the limits; `field` prefixes error paths.
 fn plan(
@@ -59,11 +63,28 @@ fn plan(
             )));
         }
     }
-    if params.probe.is_some() {
-        return Err(ServerError::InvalidRequest(format!(
-            "{field}params.probe: this collection is not partitioned, so there are no \
-             partitions to probe; leave probe out"
-        )));
+    let partitioned = collection.settings().partitions() > 1;
+    for (knob, value) in [("probe", params.probe), ("branching", params.branching)] {
+        match value {
+            None => {}
+            Some(_) if !partitioned => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}params.{knob}: this collection is not partitioned, so there is \
+                     nothing to route; leave {knob} out"
+                )))
+            }
+            Some(0) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}params.{knob} must be at least 1"
+                )))
+            }
+            Some(n) if n > MAX_BRANCHING => {
+                return Err(ServerError::LimitExceeded(format!(
+                    "{field}params.{knob} {n} is above the maximum of {MAX_BRANCHING}"
+                )))
+            }
+            Some(_) => {}
+        }
     }
     if let Some(oversampling) = params.quantization.and_then(|q| q.oversampling) {
         if !(oversampling.is_finite() && oversampling >= 1.0) {
@@ -84,7 +105,7 @@ fn plan(
     let vector_field = format!("{field}query");
     let target = match request.query {
         Some(QueryInput::Vector(v) | QueryInput::Nearest { nearest: NearestTarget::Vector(v) }) => {
-            QueryTarget::Vector(crate::collection::input_check_vector(collection.settings(), v, &vector_field)?)
+            QueryTarget::Vector(crate::partition::input_check_vector(collection.settings(), v, &vector_field)?)
         }
         Some(QueryInput::Point(id) | QueryInput::Nearest { nearest: NearestTarget::Point(id) }) => QueryTarget::Point(id),
         None => {
@@ -114,6 +135,8 @@ fn plan(
         with_payload: PayloadSelection::from_wire(request.with_payload, false),
         with_vector: request.with_vector.is_some_and(|w| w.enabled()),
         explain: request.explain.unwrap_or(false),
+        branching: params.branching,
+        probe: params.probe,
     })
 }
 

@@ -32,7 +32,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let data_dir = config.node.data_dir.clone();
     let catalog = tokio::task::spawn_blocking(move || {
-        Catalog::open(&data_dir, config.storage, config.limits)
+        Catalog::open(
+            &data_dir,
+            config.storage,
+            config.limits,
+            Arc::new(cairn_faiss::FaissTrainer),
+        )
     })
     .await?
     .context("cannot load collections")?;

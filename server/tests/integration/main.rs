@@ -10,6 +10,7 @@ mod bad_input;
 mod durability;
 mod harness;
 mod mips;
+mod partitions;
 mod qdrant_client;
 mod recall;
 mod restart;

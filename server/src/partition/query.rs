@@ -5,7 +5,7 @@ use cairn_index::{IndexKind, SearchParams, Slot};
 
 use super::filter::matches;
 use super::table::PointTable;
-use super::{Collection, PayloadSelection};
+use super::{Partition, PayloadSelection};
 use crate::error::{Result, ServerError};
 
 /// A validated k-NN query.
@@ -35,6 +35,10 @@ pub struct QueryPlan {
     pub with_vector: bool,
     /// Report how the query ran.
     pub explain: bool,
+    /// Partitioned collections: router centres to look up (`None`: the router's default).
+    pub branching: Option<usize>,
+    /// Partitioned collections: most partitions to visit.
+    pub probe: Option<usize>,
 }
 
 /// A query's target.
@@ -127,7 +131,7 @@ fn estimated_work(
     })
 }
 
-impl Collection {
+impl Partition {
     /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
     pub fn is_short(&self, plan: &QueryPlan) -> bool {
         let settings = self.settings();
@@ -202,6 +206,7 @@ impl Collection {
             filter_selectivity,
             exact_fallback,
             distance_computations,
+            partitions: None,
         });
         let metric = live.index.metric();
         let mut out = Vec::with_capacity(plan.limit);
@@ -293,14 +298,14 @@ impl Collection {
         }
     }
 
-    /// Ids passing `filter`, for delete-by-filter.
-    pub fn matching_ids(&self, filter: &Filter) -> Vec<PointId> {
+    /// Ids passing `filter` (all ids without one), in id order.
+    pub fn matching_ids(&self, filter: Option<&Filter>) -> Vec<PointId> {
         let live = self.shared.live();
         let table = live.table.read();
         table
             .by_id
             .iter()
-            .filter(|(_, &slot)| passes(&table, Some(filter), slot))
+            .filter(|(_, &slot)| passes(&table, filter, slot))
             .map(|(id, _)| *id)
             .collect()
     }
@@ -353,6 +358,8 @@ mod tests {
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,
             explain: false,
+            branching: None,
+            probe: None,
         }
     }
 

@@ -4,6 +4,7 @@ use cairn_api::{CreateCollection, Distance, IndexConfig};
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
+use cairn_index::partition::RouterParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
 use cairn_index::{IndexParams, Metric};
 use serde::{Deserialize, Serialize};
@@ -25,17 +26,36 @@ pub struct CollectionSettings {
     pub index: IndexParams,
     /// Filtered queries expected to match fewer points than this scan exactly.
     pub full_scan_threshold: usize,
+    /// How the collection is split into partitions and routed; `None` for one partition.
+    /// (Absent in settings stored before partitioning existed: those have one partition.)
+    #[serde(default)]
+    pub routing: Option<RouterParams>,
 }
 
 /// Qdrant's default for the exact-scan threshold of filtered queries.
 const DEFAULT_FULL_SCAN_THRESHOLD: usize = 10_000;
 
+/// Most partitions a collection may have.
+pub const MAX_PARTITIONS: u32 = 256;
+
 /// Options a standalone server accepts in the request's shape but cannot honour yet: refused
 /// with a message rather than silently ignored, so that no one believes their data is
-/// replicated or quantized when it is not.
+/// replicated when it is not.
 fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
+    match req.shard_number {
+        Some(0) => {
+            return Err(ServerError::InvalidRequest(
+                "shard_number (partitions) must be at least 1".into(),
+            ))
+        }
+        Some(n) if n > MAX_PARTITIONS => {
+            return Err(ServerError::LimitExceeded(format!(
+                "shard_number (partitions) {n} is above the maximum of {MAX_PARTITIONS}"
+            )))
+        }
+        _ => {}
+    }
     for (field, value) in [
-        ("shard_number", req.shard_number),
         ("replication_factor", req.replication_factor),
         ("write_consistency_factor", req.write_consistency_factor),
     ] {
@@ -48,7 +68,7 @@ fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
             }
             Some(n) => {
                 return Err(ServerError::InvalidRequest(format!(
-                    "{field} {n} is not supported by this server yet: collections have one partition and one copy"
+                    "{field} {n} is not supported by a standalone server: every partition has one copy here"
                 )))
             }
         }
@@ -188,7 +208,9 @@ impl CollectionSettings {
                 .and_then(|()| index.check_lsh_ranges())
                 .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
         }
+        let partitions = req.shard_number.unwrap_or(1) as usize;
         let settings = Self {
+            routing: (partitions > 1).then(|| RouterParams::new(partitions)),
             dim: v.size,
             distance: v.distance,
             index,
@@ -259,6 +281,11 @@ impl CollectionSettings {
                 })
             }
         })
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.routing.map_or(1, |r| r.partitions)
     }
 
     /// The index metric.

@@ -203,7 +203,8 @@ pub(super) fn build_live(
     })
 }
 
-fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
+/// A payload as RocksDB stores it (JSON text) back to a map.
+pub(crate) fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
     text.map(|t| {
         serde_json::from_str(&t)
             .map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}")))

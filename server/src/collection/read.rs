@@ -1,0 +1,187 @@
+//! The read path of a collection: route, fan out to partitions, merge.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cairn_api::{Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, Record};
+
+use super::merge::{scroll_page, top_hits};
+use super::routing::Phase;
+use super::Collection;
+use crate::error::{Result, ServerError};
+use crate::partition::query::QueryTarget;
+use crate::partition::{PayloadSelection, QueryPlan, ScrollPlan};
+
+/// The partitions a query visits and why.
+struct Route {
+    touched: Vec<u32>,
+    how: &'static str,
+    version: u64,
+    distance_computations: u64,
+}
+
+impl Collection {
+    /// Whether `plan` is cheap enough to run on an async worker (one partition only; a
+    /// fan-out leaves the worker).
+    pub fn is_short(&self, plan: &QueryPlan) -> bool {
+        match self.partitions.as_slice() {
+            [only] => only.is_short(plan),
+            _ => false,
+        }
+    }
+
+    /// Live points (a point stored in several partitions counts once).
+    pub fn points(&self) -> usize {
+        match self.partitions.as_slice() {
+            [only] => only.points(),
+            _ => self.count_blocking(None) as usize,
+        }
+    }
+
+    fn route(&self, vector: &[f32], plan: &QueryPlan) -> Result<Route> {
+        let routing = self.routing();
+        let w = self.partitions.len();
+        let all = |how| Route {
+            touched: (0..w as u32).collect(),
+            how,
+            version: routing.version(),
+            distance_computations: 0,
+        };
+        let router = match (routing.phase, &routing.router) {
+            (Phase::Untrained, _) | (_, None) => {
+                return Ok(Route {
+                    touched: vec![0],
+                    how: Phase::Untrained.name(),
+                    version: 0,
+                    distance_computations: 0,
+                })
+            }
+            (Phase::Migrating, Some(_)) => return Ok(all(Phase::Migrating.name())),
+            (Phase::Routed, Some(router)) => router,
+        };
+        if plan.exact || plan.filter.is_some() || plan.probe.is_some_and(|p| p >= w) {
+            return Ok(all("broadcast"));
+        }
+        let (touched, stats) = router
+            .route(vector, plan.branching, plan.probe)
+            .map_err(|e| ServerError::Internal(format!("routing: {e}")))?;
+        Ok(Route {
+            touched,
+            how: Phase::Routed.name(),
+            version: router.version(),
+            distance_computations: stats.distance_computations,
+        })
+    }
+
+    /// Runs a k-NN query (blocking).
+    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+        if let [only] = self.partitions.as_slice() {
+            return only.query_blocking(plan);
+        }
+        let vector = match &plan.target {
+            QueryTarget::Vector(v) => v.clone(),
+            QueryTarget::Point(id) => self
+                .get_points(&[*id], &PayloadSelection::None, true)
+                .pop()
+                .and_then(|r| r.vector)
+                .ok_or(ServerError::PointNotFound(*id))?,
+        };
+        let route = self.route(&vector, plan)?;
+        let sub = QueryPlan {
+            target: QueryTarget::Vector(vector),
+            limit: plan.offset + plan.limit,
+            offset: 0,
+            explain: true,
+            ..plan.clone()
+        };
+        let mut lists = Vec::with_capacity(route.touched.len());
+        let mut explain: Option<QueryExplain> = None;
+        for &p in &route.touched {
+            let answer = self.partitions[p as usize].query_blocking(&sub)?;
+            lists.push(answer.points);
+            let Some(e) = answer.explain else { continue };
+            explain = Some(match explain.take() {
+                None => e,
+                Some(mut sum) => {
+                    sum.exact |= e.exact;
+                    sum.exact_fallback |= e.exact_fallback;
+                    sum.distance_computations += e.distance_computations;
+                    sum
+                }
+            });
+        }
+        let points = top_hits(self.settings.metric(), lists, plan.offset, plan.limit);
+        let explain = match (plan.explain, explain) {
+            (true, Some(mut e)) => {
+                e.distance_computations += route.distance_computations;
+                e.partitions = Some(PartitionsExplain {
+                    routing: route.how.to_owned(),
+                    touched: route.touched,
+                    total: self.partitions.len(),
+                    routing_version: route.version,
+                    routing_distance_computations: route.distance_computations,
+                    coverage: 1.0,
+                });
+                Some(e)
+            }
+            _ => None,
+        };
+        Ok(QueryResponse { points, explain })
+    }
+
+    /// Points in id order from `offset`, and the id that starts the next page.
+    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
+        if let [only] = self.partitions.as_slice() {
+            return only.scroll_blocking(plan);
+        }
+        let sub = ScrollPlan {
+            limit: plan.limit + 1,
+            ..plan.clone()
+        };
+        let pages = self
+            .partitions
+            .iter()
+            .map(|p| p.scroll_blocking(&sub).0)
+            .collect();
+        scroll_page(pages, plan.limit)
+    }
+
+    /// Points passing `filter` (all points without one).
+    pub fn count_blocking(&self, filter: Option<&Filter>) -> u64 {
+        match self.partitions.as_slice() {
+            [only] => only.count_blocking(filter),
+            _ => self.matching_ids(filter).len() as u64,
+        }
+    }
+
+    /// Ids passing `filter` (all ids without one), in id order, each once.
+    pub fn matching_ids(&self, filter: Option<&Filter>) -> Vec<PointId> {
+        if let [only] = self.partitions.as_slice() {
+            return only.matching_ids(filter);
+        }
+        let ids: BTreeSet<PointId> = self
+            .partitions
+            .iter()
+            .flat_map(|p| p.matching_ids(filter))
+            .collect();
+        ids.into_iter().collect()
+    }
+
+    /// The points with these ids that exist, in request order.
+    pub fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Vec<Record> {
+        if let [only] = self.partitions.as_slice() {
+            return only.get_points(ids, with_payload, with_vector);
+        }
+        let mut found: HashMap<PointId, Record> = HashMap::new();
+        for p in &self.partitions {
+            for record in p.get_points(ids, with_payload, with_vector) {
+                found.entry(record.id).or_insert(record);
+            }
+        }
+        ids.iter().filter_map(|id| found.get(id).cloned()).collect()
+    }
+}

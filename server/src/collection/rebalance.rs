@@ -1,0 +1,228 @@
+//! The rebalancer: one background thread per partitioned collection that trains the router
+//! when the collection is big enough, retrains it when the collection has outgrown it, and
+//! re-homes points after each training (see the collection's module docs).
+//!
+//! It holds only a weak reference, so dropping the collection is never blocked by it; it
+//! checks every [`POLL`] and stops between batches when asked.
+
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cairn_index::partition::{Assignment, Router};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::routing::{self, Phase, Routing};
+use super::Collection;
+use crate::error::{Result, ServerError};
+
+/// How often the thread looks at the collection.
+const POLL: Duration = Duration::from_millis(200);
+/// Points re-homed per batch; the collection's writes wait at most one batch.
+const MOVE_BATCH: usize = 256;
+/// The router is retrained whenever the collection has grown this many times over…
+const RETRAIN_GROWTH: u64 = 4;
+/// …until it is this large: beyond, a sample of the same size would describe the data no
+/// better, and re-homing every point would cost more than it returns.
+const RETRAIN_UP_TO: u64 = 1 << 20;
+/// Sample items per k-means centre (FAISS's own cap is 256).
+const SAMPLE_PER_CENTRE: usize = 256;
+
+/// The running thread.
+pub struct Handle {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Handle {
+    /// Asks the thread to stop and waits for it (unless called from the thread itself, which
+    /// happens when it held the last reference to the collection).
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        if self.thread.thread().id() != std::thread::current().id() && self.thread.join().is_err() {
+            tracing::error!("rebalancer thread panicked");
+        }
+    }
+}
+
+/// Starts the thread for `collection`.
+pub fn spawn(collection: &Arc<Collection>) -> Result<Handle> {
+    let weak = Arc::downgrade(collection);
+    let (stop, stopped) = channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(format!("rebalance-{}", collection.name()))
+        .spawn(move || loop {
+            match stopped.recv_timeout(POLL) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let should_stop = || {
+                !matches!(
+                    stopped.try_recv(),
+                    Err(std::sync::mpsc::TryRecvError::Empty)
+                )
+            };
+            if let Err(e) = step(&weak, &should_stop) {
+                tracing::error!(error = %e, "rebalancing failed; retrying");
+            }
+        })
+        .map_err(|e| ServerError::Internal(format!("cannot start rebalancer: {e}")))?;
+    Ok(Handle { stop, thread })
+}
+
+/// One look at the collection: train, retrain or finish a migration when due.
+fn step(weak: &Weak<Collection>, should_stop: &dyn Fn() -> bool) -> Result<()> {
+    let Some(collection) = weak.upgrade() else {
+        return Ok(());
+    };
+    let routing = collection.routing();
+    let Some(params) = collection.settings.routing else {
+        return Ok(());
+    };
+    let points: u64 = collection
+        .partitions
+        .iter()
+        .map(|p| p.points() as u64)
+        .sum();
+    let due = match routing.phase {
+        Phase::Migrating => false,
+        Phase::Untrained => points >= routing::train_at(&params),
+        Phase::Routed => {
+            points >= RETRAIN_GROWTH * routing.trained_at_points.max(1) && points <= RETRAIN_UP_TO
+        }
+    };
+    if due {
+        train(&collection, points)?;
+    }
+    if collection.routing().phase == Phase::Migrating {
+        migrate(&collection, should_stop)?;
+    }
+    Ok(())
+}
+
+/// Trains a new router on a uniform sample and puts it in force with phase `migrating`.
+fn train(collection: &Collection, points: u64) -> Result<()> {
+    let started = Instant::now();
+    let Some(params) = collection.settings.routing else {
+        return Ok(());
+    };
+    let dim = collection.settings.dim;
+    let cap = SAMPLE_PER_CENTRE * params.centres;
+    // Reservoir sampling (Algorithm R) over every partition's committed vectors; a point
+    // stored in every partition is seen once per partition, which only weighs the largest
+    // norms a little more.
+    let mut rng = StdRng::seed_from_u64(params.seed ^ points);
+    let mut sample: Vec<f32> = Vec::with_capacity(cap * dim);
+    let mut seen = 0usize;
+    for partition in &collection.partitions {
+        partition.for_each_vector(|v| {
+            if seen < cap {
+                sample.extend_from_slice(v);
+            } else {
+                let j = rng.gen_range(0..=seen);
+                if j < cap {
+                    sample[j * dim..(j + 1) * dim].copy_from_slice(v);
+                }
+            }
+            seen += 1;
+        })?;
+    }
+    let version = collection.routing().version() + 1;
+    let router = Router::train(
+        params,
+        collection.settings.metric(),
+        dim,
+        &sample,
+        collection.trainer.as_ref(),
+        version,
+    )
+    .map_err(|e| ServerError::Internal(format!("router training: {e}")))?;
+    let state = Routing {
+        phase: Phase::Migrating,
+        router: Some(Arc::new(router)),
+        trained_at_points: points,
+        sample_points: (sample.len() / dim) as u64,
+    };
+    // Stored before it is used, so a restart finds the router its points were written by.
+    let _writes = collection.writes.lock();
+    state.store(&collection.partitions[0])?;
+    *collection.routing.write() = Arc::new(state);
+    tracing::info!(
+        collection = collection.name(),
+        version,
+        points,
+        sample = sample.len() / dim,
+        ms = started.elapsed().as_millis() as u64,
+        "router trained; re-homing points"
+    );
+    Ok(())
+}
+
+/// Re-writes every point whose assignment changed under the router in force, then marks the
+/// collection `routed`. Returns early (to resume later) when asked to stop.
+fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()> {
+    let started = Instant::now();
+    let mut moved = 0usize;
+    let w = collection.partitions.len();
+    for q in 0..w {
+        let ids = collection.partitions[q].stored_ids()?;
+        for chunk in ids.chunks(MOVE_BATCH) {
+            if should_stop() {
+                return Ok(());
+            }
+            let _writes = collection.writes.lock();
+            let routing = collection.routing();
+            let mut batch = Vec::new();
+            for id in chunk {
+                // Re-read under the lock: the point may have been rewritten or deleted.
+                let Some(point) = collection.partitions[q].stored(id)? else {
+                    continue;
+                };
+                let misplaced = match routing.assign(&point.vector)? {
+                    Assignment::One(t) => t as usize != q,
+                    Assignment::All => {
+                        let mut everywhere = true;
+                        for p in &collection.partitions {
+                            everywhere &= p.holds(id)?;
+                        }
+                        !everywhere
+                    }
+                };
+                if misplaced {
+                    batch.push(point);
+                }
+            }
+            moved += batch.len();
+            if !batch.is_empty() {
+                collection.place_locked(&routing, batch)?;
+            }
+        }
+    }
+    let _writes = collection.writes.lock();
+    // `routed` promises every point searchable where the router says: wait for the moves.
+    for p in &collection.partitions {
+        p.wait_applied_blocking(p.last_seq())?;
+    }
+    let current = collection.routing();
+    let Some(router_version) = current.router.as_ref().map(|r| r.version()) else {
+        return Ok(());
+    };
+    let done = Routing {
+        phase: Phase::Routed,
+        router: current.router.clone(),
+        trained_at_points: current.trained_at_points,
+        sample_points: current.sample_points,
+    };
+    done.store(&collection.partitions[0])?;
+    *collection.routing.write() = Arc::new(done);
+    tracing::info!(
+        collection = collection.name(),
+        version = router_version,
+        moved,
+        ms = started.elapsed().as_millis() as u64,
+        "points re-homed; routing in force"
+    );
+    Ok(())
+}

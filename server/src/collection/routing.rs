@@ -1,0 +1,242 @@
+//! A partitioned collection's routing state and its durable records, both kept in partition
+//! 0's RocksDB `meta` family (synced writes, so a record is either wholly there or absent).
+//!
+//! ```text
+//!            points ≥ train_at            every point re-homed
+//!  Untrained ────────────────▶ Migrating ─────────────────────▶ Routed
+//!                                  ▲                               │
+//!                                  └───────────────────────────────┘
+//!                                   grown 4× since the last training
+//! ```
+//!
+//! The routing record holds the phase, the router (meta-HNSW, centre → partition table) and
+//! the point count it was trained at. Its version is the router's: each training adds one.
+
+use std::sync::Arc;
+
+use cairn_api::PointId;
+use cairn_index::partition::{Assignment, Router, RouterParams};
+use cairn_index::persist::codec::{Decoder, Encoder};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, ServerError};
+use crate::partition::{CollectionSettings, Partition};
+
+/// Meta key of the routing record.
+const ROUTING_KEY: &str = "routing";
+/// Meta key of the moves in flight (see the collection's write path).
+const MOVES_KEY: &str = "moves_in_flight";
+/// Layout version of the routing record.
+const FORMAT: u64 = 1;
+
+/// Where a collection is in its routing life cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Too few points to train: everything is in partition 0.
+    Untrained,
+    /// A new router is in force for writes; points are being re-homed.
+    Migrating,
+    /// Every point is where the router says.
+    Routed,
+}
+
+impl Phase {
+    /// Name shown in collection info and `explain`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Untrained => "untrained",
+            Self::Migrating => "migrating",
+            Self::Routed => "routed",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            Self::Untrained => 0,
+            Self::Migrating => 1,
+            Self::Routed => 2,
+        }
+    }
+}
+
+/// The routing state of a collection.
+pub struct Routing {
+    /// Life-cycle phase.
+    pub phase: Phase,
+    /// The router in force (none while untrained).
+    pub router: Option<Arc<Router>>,
+    /// Points the collection held when the router was trained.
+    pub trained_at_points: u64,
+    /// Points in the training sample.
+    pub sample_points: u64,
+}
+
+/// Points a collection needs before its router is trained: 32 per k-means centre, enough
+/// for FAISS's k-means to place every centre (it warns below 39 and fails below 1).
+pub fn train_at(params: &RouterParams) -> u64 {
+    32 * params.centres as u64
+}
+
+/// Whether `to` places a point in partition `q`.
+pub fn includes(to: Assignment, q: usize) -> bool {
+    match to {
+        Assignment::One(t) => t as usize == q,
+        Assignment::All => true,
+    }
+}
+
+impl Routing {
+    /// The state before any training.
+    pub fn untrained() -> Self {
+        Self {
+            phase: Phase::Untrained,
+            router: None,
+            trained_at_points: 0,
+            sample_points: 0,
+        }
+    }
+
+    /// Where a point with this vector goes.
+    pub fn assign(&self, vector: &[f32]) -> Result<Assignment> {
+        match &self.router {
+            None => Ok(Assignment::One(0)),
+            Some(r) => r
+                .assign(vector)
+                .map_err(|e| ServerError::Internal(format!("routing: {e}"))),
+        }
+    }
+
+    /// Routing-table version (0 before the first training).
+    pub fn version(&self) -> u64 {
+        self.router.as_ref().map_or(0, |r| r.version())
+    }
+
+    /// Reads the record from partition 0 (untrained when there is none).
+    pub fn load(first: &Partition, settings: &CollectionSettings) -> Result<Self> {
+        let Some(bytes) = first.get_meta(ROUTING_KEY)? else {
+            return Ok(Self::untrained());
+        };
+        let corrupt = |e: String| ServerError::Internal(format!("routing record: {e}"));
+        let mut d = Decoder::new(&bytes);
+        let format = d.u64().map_err(|e| corrupt(e.to_string()))?;
+        if format != FORMAT {
+            return Err(corrupt(format!(
+                "layout {format} is not the {FORMAT} this build reads"
+            )));
+        }
+        let phase = match d.u8().map_err(|e| corrupt(e.to_string()))? {
+            1 => Phase::Migrating,
+            2 => Phase::Routed,
+            other => return Err(corrupt(format!("unknown phase {other}"))),
+        };
+        let trained_at_points = d.u64().map_err(|e| corrupt(e.to_string()))?;
+        let sample_points = d.u64().map_err(|e| corrupt(e.to_string()))?;
+        let router = Router::read_from(d.bytes().map_err(|e| corrupt(e.to_string()))?)
+            .map_err(|e| corrupt(e.to_string()))?;
+        d.finish().map_err(|e| corrupt(e.to_string()))?;
+        if router.partitions() != settings.partitions() || router.dim() != settings.dim {
+            return Err(corrupt(format!(
+                "router for {} partitions of dimension {}, collection has {} of {}",
+                router.partitions(),
+                router.dim(),
+                settings.partitions(),
+                settings.dim
+            )));
+        }
+        Ok(Self {
+            phase,
+            router: Some(Arc::new(router)),
+            trained_at_points,
+            sample_points,
+        })
+    }
+
+    /// Stores the record durably in partition 0.
+    pub fn store(&self, first: &Partition) -> Result<()> {
+        let Some(router) = &self.router else {
+            return Err(ServerError::Internal(
+                "an untrained routing state is never stored".into(),
+            ));
+        };
+        let mut router_bytes = Vec::new();
+        router.write_to(&mut router_bytes);
+        let mut out = Vec::with_capacity(router_bytes.len() + 64);
+        let mut e = Encoder::new(&mut out);
+        e.u64(FORMAT);
+        e.u8(self.phase.tag());
+        e.u64(self.trained_at_points);
+        e.u64(self.sample_points);
+        e.bytes(&router_bytes);
+        first.put_meta(ROUTING_KEY, &out)
+    }
+}
+
+/// A point moving to new partitions: `to` is a partition, or `None` for every partition.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Move {
+    /// The point.
+    pub id: PointId,
+    to: Option<u32>,
+}
+
+impl Move {
+    /// A move of `id` to `to`.
+    pub fn new(id: PointId, to: Assignment) -> Self {
+        let to = match to {
+            Assignment::One(t) => Some(t),
+            Assignment::All => None,
+        };
+        Self { id, to }
+    }
+
+    /// Where the point goes.
+    pub fn assignment(&self) -> Assignment {
+        self.to.map_or(Assignment::All, Assignment::One)
+    }
+}
+
+/// Records moves before their first step (synced).
+pub fn record_moves(first: &Partition, moves: &[Move]) -> Result<()> {
+    let bytes = serde_json::to_vec(moves).map_err(|e| ServerError::Internal(e.to_string()))?;
+    first.put_meta(MOVES_KEY, &bytes)
+}
+
+/// Clears the record once both steps are done (an empty record means none).
+pub fn clear_moves(first: &Partition) -> Result<()> {
+    first.put_meta(MOVES_KEY, b"[]")
+}
+
+/// Moves a crash left unfinished, if any.
+pub fn recorded_moves(first: &Partition) -> Result<Option<Vec<Move>>> {
+    let Some(bytes) = first.get_meta(MOVES_KEY)? else {
+        return Ok(None);
+    };
+    let moves: Vec<Move> = serde_json::from_slice(&bytes)
+        .map_err(|e| ServerError::Internal(format!("moves record: {e}")))?;
+    Ok((!moves.is_empty()).then_some(moves))
+}
+
+/// The routing state as collection info reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutingInfo {
+    /// `untrained`, `migrating` or `routed`.
+    pub phase: &'static str,
+    /// Routing-table version (0 before the first training).
+    pub version: u64,
+    /// Partitions.
+    pub partitions: usize,
+    /// k-means centres of the router.
+    pub centres: usize,
+    /// Centres a query looks up by default.
+    pub branching: usize,
+    /// Points the router is (or will first be) trained at.
+    pub train_at_points: u64,
+    /// Points the collection held at the last training.
+    pub trained_at_points: u64,
+    /// Size of the last training sample.
+    pub sample_points: u64,
+    /// `Dot`: vectors at least this long are stored in every partition.
+    pub replicate_from_norm: Option<f32>,
+    /// Points stored in each partition (replicated points count in each).
+    pub partition_points: Vec<u64>,
+}

@@ -1,0 +1,434 @@
+//! A partition: one RocksDB store (the truth) and one in-memory index (derived). A collection
+//! (`crate::collection`) is one or more partitions behind the Pyramid router; a collection
+//! that is not partitioned is exactly one partition.
+//!
+//! Write path. A request is validated, then — under the writer lock, on a blocking thread —
+//! given the next sequence number and committed to RocksDB in one synced batch; only then is
+//! it acknowledged. The same critical section queues it to the **applier**, a thread that owns
+//! every mutation of the index, so ops reach the index in sequence order. `wait=true` waits
+//! for the applier to pass the op's sequence number (searchable); `wait=false` returns once
+//! durable. The applier also writes index snapshots and vacuums dead slots.
+//!
+//! Read path. Searches take an `Arc` of the current [`table::LiveIndex`] and read it without
+//! ever waiting on an index rebuild (a vacuum builds a new one and swaps the `Arc`).
+//!
+//! ```text
+//!  HTTP ──validate──▶ writer lock ──▶ RocksDB batch (WAL fsync) ──▶ ack (wait=false)
+//!                         │
+//!                         └──▶ applier queue ──▶ index.add / table ──▶ applied_seq ──▶ ack (wait=true)
+//!                                                      │
+//!                                                      └──▶ snapshot file, vacuum
+//! ```
+
+mod applier;
+pub mod filter;
+mod input;
+pub mod keys;
+pub mod query;
+mod recovery;
+pub mod settings;
+mod snapshot;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::Arc;
+
+use cairn_api::{Payload, PointId};
+use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
+use parking_lot::{Mutex, RwLock};
+use serde::Serialize;
+use tokio::sync::watch;
+
+pub use input::{
+    check_vector as input_check_vector, prepare_delete_ids, prepare_points, PayloadSelection,
+};
+pub use query::{QueryPlan, ScrollPlan};
+pub use settings::CollectionSettings;
+
+use crate::config::StorageConfig;
+use crate::error::{Result, ServerError};
+use table::LiveIndex;
+
+/// A point ready to be written: validated, vector preprocessed for the metric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewPoint {
+    /// Its id.
+    pub id: PointId,
+    /// Its vector (unit length for cosine).
+    pub vector: Vec<f32>,
+    /// Its payload.
+    pub payload: Option<Payload>,
+}
+
+/// A write as the applier receives it.
+#[derive(Debug)]
+pub(crate) enum ApplyOp {
+    Upsert(Vec<NewPoint>),
+    Delete(Vec<PointId>),
+}
+
+pub(crate) struct ApplyJob {
+    seq: u64,
+    op: ApplyOp,
+}
+
+/// How a collection's index came to be at start-up (reported in collection info and logs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoadReport {
+    /// `new`, `snapshot` (index file loaded) or `rebuilt` (from RocksDB).
+    pub index_source: String,
+    /// Sequence number of the loaded snapshot.
+    pub snapshot_seq: u64,
+    /// Op-log entries replayed after the snapshot.
+    pub replayed_ops: u64,
+    /// Points whose version disagreed with the snapshot beyond the op log and were repaired.
+    pub repaired_points: u64,
+    /// Live points after loading.
+    pub points: u64,
+    /// Wall time of the load.
+    pub load_ms: u64,
+}
+
+/// Index slot counts, reported in collection info.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SlotStats {
+    /// Slots in the index (live and dead).
+    pub index_slots: u64,
+    /// Dead slots awaiting the vacuum.
+    pub dead_slots: u64,
+}
+
+/// What the applier and readers share.
+pub(crate) struct Shared {
+    pub(crate) name: String,
+    pub(crate) settings: CollectionSettings,
+    pub(crate) store: PartitionStore,
+    pub(crate) dir: PathBuf,
+    pub(crate) live: RwLock<Arc<LiveIndex>>,
+    pub(crate) storage: StorageConfig,
+    pub(crate) applied: watch::Sender<u64>,
+    pub(crate) load: LoadReport,
+}
+
+impl Shared {
+    pub(crate) fn live(&self) -> Arc<LiveIndex> {
+        self.live.read().clone()
+    }
+}
+
+struct Writer {
+    last_seq: u64,
+    queue: Option<SyncSender<ApplyJob>>,
+}
+
+/// One collection; see the module docs.
+pub struct Partition {
+    shared: Arc<Shared>,
+    writer: Mutex<Writer>,
+    applier: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Jobs queued ahead of the applier before writers block (back-pressure on `wait=false`).
+const APPLY_QUEUE: usize = 64;
+
+impl Partition {
+    /// Opens a collection whose partition lives in `dir`, loading or rebuilding its index.
+    pub fn open(name: &str, dir: &Path, storage: StorageConfig) -> Result<Self> {
+        let store = PartitionStore::open(
+            &paths::db(dir),
+            StoreOptions {
+                sync_writes: storage.sync_writes,
+            },
+        )?;
+        let settings: CollectionSettings = match store.get_meta(settings::META_KEY)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ServerError::Internal(format!("settings of `{name}` do not parse: {e}"))
+            })?,
+            None => {
+                return Err(ServerError::Internal(format!(
+                    "collection `{name}` has no settings"
+                )))
+            }
+        };
+        let loaded = recovery::load(&settings, &store, dir)?;
+        let last_seq = store.last_seq()?;
+        tracing::info!(collection = name, source = %loaded.report.index_source, points = loaded.report.points,
+            replayed = loaded.report.replayed_ops, ms = loaded.report.load_ms, "collection loaded");
+        let (applied, _) = watch::channel(last_seq);
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            settings,
+            store,
+            dir: dir.to_path_buf(),
+            live: RwLock::new(Arc::new(loaded.live)),
+            storage,
+            applied,
+            load: loaded.report,
+        });
+        let (tx, rx) = sync_channel(APPLY_QUEUE);
+        let thread_shared = shared.clone();
+        let snapshot_seq = loaded.snapshot_seq;
+        let handle = std::thread::Builder::new()
+            .name(format!("apply-{name}"))
+            .spawn(move || applier::run(&thread_shared, &rx, last_seq, snapshot_seq))
+            .map_err(|e| ServerError::Internal(format!("cannot start applier: {e}")))?;
+        Ok(Self {
+            shared,
+            writer: Mutex::new(Writer {
+                last_seq,
+                queue: Some(tx),
+            }),
+            applier: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Writes the settings of a new collection into an empty partition directory.
+    pub fn initialise(
+        dir: &Path,
+        settings: &CollectionSettings,
+        storage: StorageConfig,
+    ) -> Result<()> {
+        let store = PartitionStore::open(
+            &paths::db(dir),
+            StoreOptions {
+                sync_writes: storage.sync_writes,
+            },
+        )?;
+        let bytes =
+            serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
+        store.put_meta(settings::META_KEY, &bytes)?;
+        Ok(())
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &CollectionSettings {
+        &self.shared.settings
+    }
+
+    /// How it was loaded.
+    pub fn load_report(&self) -> &LoadReport {
+        &self.shared.load
+    }
+
+    /// Live points.
+    pub fn points(&self) -> usize {
+        self.shared.live().table.read().live()
+    }
+
+    /// Slots in the index and how many of them are dead (deleted or overwritten points that
+    /// still route searches until the next vacuum).
+    pub fn slot_stats(&self) -> SlotStats {
+        let live = self.shared.live();
+        let table = live.table.read();
+        SlotStats {
+            index_slots: live.index.len() as u64,
+            dead_slots: table.dead as u64,
+        }
+    }
+
+    /// Bytes the index holds.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.shared.live().index.memory_bytes()
+    }
+
+    /// Highest sequence number reflected in the index.
+    pub fn applied_seq(&self) -> u64 {
+        *self.shared.applied.borrow()
+    }
+
+    /// Commits points durably (blocking: call from a blocking thread); returns the sequence number.
+    pub fn upsert_blocking(&self, points: Vec<NewPoint>) -> Result<u64> {
+        self.commit(ApplyOp::Upsert(points))
+    }
+
+    /// Commits a delete durably (blocking); returns the sequence number.
+    pub fn delete_blocking(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.commit(ApplyOp::Delete(ids))
+    }
+
+    /// Deletes those of `ids` this partition holds, judged by its committed state (RocksDB, not
+    /// the index, which may lag); `None`, and no op-log entry, when it holds none of them. A
+    /// partitioned collection sends every delete to every partition, and this makes that free
+    /// for the partitions without the points.
+    pub fn delete_present_blocking(&self, ids: &[PointId]) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        let mut present = Vec::new();
+        for id in ids {
+            if self.shared.store.get_vector(&keys::encode(id))?.is_some() {
+                present.push(*id);
+            }
+        }
+        if present.is_empty() {
+            return Ok(None);
+        }
+        self.commit_locked(&mut writer, ApplyOp::Delete(present))
+            .map(Some)
+    }
+
+    /// Whether the partition holds `id` (committed state).
+    pub fn holds(&self, id: &PointId) -> Result<bool> {
+        Ok(self.shared.store.get_vector(&keys::encode(id))?.is_some())
+    }
+
+    /// The committed value of `id`, as a point ready to be written elsewhere (re-homing).
+    pub fn stored(&self, id: &PointId) -> Result<Option<NewPoint>> {
+        let Some(point) = self.shared.store.get(&keys::encode(id))? else {
+            return Ok(None);
+        };
+        Ok(Some(NewPoint {
+            id: *id,
+            vector: point.vector,
+            payload: recovery::parse_payload(point.payload)?,
+        }))
+    }
+
+    /// Ids of every committed point, in id order.
+    pub fn stored_ids(&self) -> Result<Vec<PointId>> {
+        let mut ids = Vec::new();
+        for record in self.shared.store.scan_meta()? {
+            let (key, _, _) = record?;
+            ids.push(keys::decode(&key).ok_or_else(|| {
+                ServerError::Internal(format!("{}: undecodable point key", self.name()))
+            })?);
+        }
+        Ok(ids)
+    }
+
+    /// Calls `f` with every committed vector (router training samples them).
+    pub fn for_each_vector(&self, mut f: impl FnMut(&[f32])) -> Result<()> {
+        for record in self.shared.store.scan_points()? {
+            let (_, point) = record?;
+            f(&point.vector);
+        }
+        Ok(())
+    }
+
+    /// Sequence number of the last committed write.
+    pub fn last_seq(&self) -> u64 {
+        self.writer.lock().last_seq
+    }
+
+    /// A small named value in the partition's RocksDB (`meta` family).
+    pub fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.shared.store.get_meta(name)?)
+    }
+
+    /// Stores a small named value durably (synced, whatever `storage.sync_writes` says).
+    pub fn put_meta(&self, name: &str, value: &[u8]) -> Result<()> {
+        Ok(self.shared.store.put_meta(name, value)?)
+    }
+
+    fn commit(&self, op: ApplyOp) -> Result<u64> {
+        let mut writer = self.writer.lock();
+        self.commit_locked(&mut writer, op)
+    }
+
+    fn commit_locked(&self, writer: &mut Writer, op: ApplyOp) -> Result<u64> {
+        let Some(queue) = writer.queue.clone() else {
+            return Err(ServerError::Unavailable(format!(
+                "collection `{}` is closing",
+                self.name()
+            )));
+        };
+        let seq = writer.last_seq + 1;
+        let write = match &op {
+            ApplyOp::Upsert(points) => WriteOp::Upsert(
+                points
+                    .iter()
+                    .map(|p| {
+                        let payload = p
+                            .payload
+                            .as_ref()
+                            .map(|m| serde_json::Value::Object(m.clone()).to_string());
+                        (
+                            keys::encode(&p.id),
+                            StoredPoint {
+                                version: seq,
+                                vector: p.vector.clone(),
+                                payload,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            ApplyOp::Delete(ids) => WriteOp::Delete(ids.iter().map(keys::encode).collect()),
+        };
+        self.shared.store.write(seq, &write)?;
+        writer.last_seq = seq;
+        queue.send(ApplyJob { seq, op }).map_err(|_| {
+            ServerError::Unavailable(format!(
+                "collection `{}`: index applier stopped",
+                self.name()
+            ))
+        })?;
+        Ok(seq)
+    }
+
+    /// Resolves once `seq` is searchable.
+    pub async fn wait_applied(&self, seq: u64) -> Result<()> {
+        let mut rx = self.shared.applied.subscribe();
+        rx.wait_for(|&applied| applied >= seq)
+            .await
+            .map(|_| ())
+            .map_err(|_| {
+                ServerError::Unavailable(format!(
+                    "collection `{}`: index applier stopped",
+                    self.name()
+                ))
+            })
+    }
+
+    /// Blocks until `seq` is searchable (for threads outside the async runtime). Gives up
+    /// after a minute: the applier applies a batch in milliseconds, or in the time of one
+    /// vacuum, so a minute means it has stopped.
+    pub fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while *self.shared.applied.borrow() < seq {
+            if std::time::Instant::now() > deadline {
+                return Err(ServerError::Unavailable(format!(
+                    "collection `{}`: index applier did not reach op {seq} in a minute",
+                    self.name()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// Stops the applier after it drains its queue and writes a final snapshot.
+    pub fn close(&self) {
+        self.writer.lock().queue = None;
+        if let Some(handle) = self.applier.lock().take() {
+            if handle.join().is_err() {
+                tracing::error!(collection = self.name(), "applier thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Where a partition keeps its files.
+pub mod paths {
+    use std::path::{Path, PathBuf};
+
+    /// RocksDB directory of a partition.
+    pub fn db(partition: &Path) -> PathBuf {
+        partition.join("db")
+    }
+
+    /// Index snapshot file of a partition.
+    pub fn snapshot(partition: &Path) -> PathBuf {
+        partition.join("index.cidx")
+    }
+}
