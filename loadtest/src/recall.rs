@@ -22,8 +22,9 @@ pub struct Args {
     /// Graph candidate list sizes to sweep.
     #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256")]
     ef: Vec<usize>,
-    /// Partitions probed to sweep (`params.probe`; partitioned collections only). Crossed
-    /// with every `--ef`.
+    /// Partitions probed to sweep (`params.probe`; partitioned collections only): the most
+    /// partitions a query visits; `0` leaves the cap out (the router decides), and the number
+    /// of partitions or more is a broadcast. Crossed with every `--ef`.
     #[arg(long, value_delimiter = ',')]
     probe: Vec<usize>,
     /// Oversampling factors to sweep (`params.quantization.oversampling`, with rescoring;
@@ -60,8 +61,10 @@ pub struct Row {
     pub p50_ms: f64,
     /// 99th percentile latency.
     pub p99_ms: f64,
-    /// Mean distance computations per query (from `explain`).
+    /// Mean distance computations per query (from `explain`; the router's included).
     pub distance_computations: f64,
+    /// Mean partitions searched per query (from `explain`; 1 for a collection of one).
+    pub partitions_touched: f64,
     /// Failed queries.
     pub failed: u64,
 }
@@ -100,13 +103,20 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Row>> {
         .unwrap_or(0)
         .max(7);
     println!(
-        "{:>w$} {:>8} {:>9} {:>8} {:>8} {:>10} {:>6}",
-        "setting", "recall", "QPS", "p50 ms", "p99 ms", "dist/q", "failed"
+        "{:>w$} {:>8} {:>9} {:>8} {:>8} {:>10} {:>6} {:>6}",
+        "setting", "recall", "QPS", "p50 ms", "p99 ms", "dist/q", "parts", "failed"
     );
     for r in &rows {
         println!(
-            "{:>w$} {:>8.4} {:>9.0} {:>8.3} {:>8.3} {:>10.0} {:>6}",
-            r.setting, r.recall, r.qps, r.p50_ms, r.p99_ms, r.distance_computations, r.failed
+            "{:>w$} {:>8.4} {:>9.0} {:>8.3} {:>8.3} {:>10.0} {:>6.2} {:>6}",
+            r.setting,
+            r.recall,
+            r.qps,
+            r.p50_ms,
+            r.p99_ms,
+            r.distance_computations,
+            r.partitions_touched,
+            r.failed
         );
     }
     if let Some(dir) = &args.out {
@@ -133,9 +143,13 @@ fn settings(base: &QueryPoints, args: &Args) -> Vec<Setting> {
         for &oversampling in &factors {
             let mut series = Vec::new();
             let mut query = base.clone();
-            if let Some(p) = probe {
-                series.push(format!("probe={p}"));
-                query = query.probe(p);
+            match probe {
+                Some(0) => series.push("routed".to_owned()),
+                Some(p) => {
+                    series.push(format!("probe={p}"));
+                    query = query.probe(p);
+                }
+                None => {}
             }
             if let Some(o) = oversampling {
                 series.push(format!("oversampling={o}"));
@@ -184,7 +198,8 @@ async fn sweep_point(
     args: &Args,
 ) -> anyhow::Result<Row> {
     let next = Arc::new(AtomicUsize::new(0));
-    let stats = Arc::new(Mutex::new((PhaseStats::default(), 0u64)));
+    // (latency and recall, distance computations, partitions touched)
+    let stats = Arc::new(Mutex::new((PhaseStats::default(), 0u64, 0u64)));
     let workload_queries = Arc::new(workload.queries.clone());
     let truth = Arc::new(workload.truth.clone());
     let started = Instant::now();
@@ -218,7 +233,10 @@ async fn sweep_point(
                         guard
                             .0
                             .ok(latency, recall_of(&answer_ids(&answer), &truth[q], k));
-                        guard.1 += answer.explain.map_or(0, |e| e.distance_computations);
+                        if let Some(e) = answer.explain {
+                            guard.1 += e.distance_computations;
+                            guard.2 += e.partitions.map_or(1, |p| p.touched.len() as u64);
+                        }
                     }
                     Err(e) => guard.0.error(e.kind()),
                 }
@@ -241,17 +259,27 @@ async fn sweep_point(
         p50_ms: summary.p50_ms,
         p99_ms: summary.p99_ms,
         distance_computations: guard.1 as f64 / summary.succeeded.max(1) as f64,
+        partitions_touched: guard.2 as f64 / summary.succeeded.max(1) as f64,
         failed: summary.failed,
     })
 }
 
 fn write_outputs(dir: &std::path::Path, name: &str, k: usize, rows: &[Row]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut csv = String::from("setting,recall,qps,p50_ms,p99_ms,distance_computations,failed\n");
+    let mut csv = String::from(
+        "setting,recall,qps,p50_ms,p99_ms,distance_computations,partitions_touched,failed\n",
+    );
     for r in rows {
         csv.push_str(&format!(
-            "{},{:.5},{:.1},{:.4},{:.4},{:.1},{}\n",
-            r.setting, r.recall, r.qps, r.p50_ms, r.p99_ms, r.distance_computations, r.failed
+            "{},{:.5},{:.1},{:.4},{:.4},{:.1},{:.3},{}\n",
+            r.setting,
+            r.recall,
+            r.qps,
+            r.p50_ms,
+            r.p99_ms,
+            r.distance_computations,
+            r.partitions_touched,
+            r.failed
         ));
     }
     let path = dir.join("recall.csv");

@@ -41,6 +41,10 @@ pub struct TargetArgs {
     /// HNSW construction candidate list, when the collection is created.
     #[arg(long, default_value_t = 200)]
     pub ef_construct: usize,
+    /// Partitions of the collection, when it is created (`> 1`: content-routed; the load
+    /// waits until the router is trained and every point re-homed).
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
     /// Points per upsert request while loading.
     #[arg(long, default_value_t = 512)]
     pub upsert_chunk: usize,
@@ -104,13 +108,13 @@ impl Target {
         }
         client
             .create_collection(
-                CreateCollectionBuilder::new(&self.collection, workload.dim(), args.distance).hnsw(
-                    HnswConfigDiff {
+                CreateCollectionBuilder::new(&self.collection, workload.dim(), args.distance)
+                    .hnsw(HnswConfigDiff {
                         m: Some(args.m),
                         ef_construct: Some(args.ef_construct),
                         ..HnswConfigDiff::default()
-                    },
-                ),
+                    })
+                    .partitions(args.partitions),
             )
             .await?;
         let bar = ProgressBar::new(n as u64).with_style(
@@ -139,6 +143,29 @@ impl Target {
             .await?;
         bar.finish_and_clear();
         tracing::info!(points = n, secs = started.elapsed().as_secs_f64(), "loaded");
-        Ok(())
+        self.wait_routed().await
+    }
+
+    /// Waits until a partitioned collection routes queries (its router trained and every
+    /// point where the router says); returns at once for one partition.
+    async fn wait_routed(&self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            let info = self.client.collection_info(&self.collection).await?;
+            let Some(routing) = info.routing else {
+                return Ok(());
+            };
+            if routing.phase == "routed" {
+                tracing::info!(partitions = ?routing.partition_points, version = routing.version,
+                    secs = started.elapsed().as_secs_f64(), "routed");
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(600),
+                "collection still {} after 10 minutes",
+                routing.phase
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }

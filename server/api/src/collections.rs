@@ -263,6 +263,35 @@ pub struct CollectionInfo {
     pub config: CollectionConfig,
     /// Payload indexes (none; filters run on in-memory payloads).
     pub payload_schema: serde_json::Map<String, serde_json::Value>,
+    /// How a partitioned collection is routed (absent for one partition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingInfo>,
+}
+
+/// The routing state of a partitioned collection, as collection info reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutingInfo {
+    /// `untrained` (all points in partition 0), `migrating` (points moving to a newly
+    /// trained router) or `routed`.
+    pub phase: String,
+    /// Routing-table version (0 before the first training).
+    pub version: u64,
+    /// Partitions.
+    pub partitions: usize,
+    /// k-means centres of the router.
+    pub centres: usize,
+    /// Centres a query looks up by default.
+    pub branching: usize,
+    /// Points at which the router is first trained.
+    pub train_at_points: u64,
+    /// Points the collection held at the last training (0 before it).
+    pub trained_at_points: u64,
+    /// Size of the last training sample.
+    pub sample_points: u64,
+    /// `Dot`: vectors at least this long are stored in every partition.
+    pub replicate_from_norm: Option<f32>,
+    /// Points stored in each partition (replicated points count in each).
+    pub partition_points: Vec<u64>,
 }
 
 /// One entry of `GET /collections`.

@@ -153,20 +153,16 @@ impl Collection {
     }
 
     /// The routing state for collection info (`None` for a collection of one partition).
-    pub fn routing_info(&self) -> Option<routing::RoutingInfo> {
+    pub fn routing_info(&self) -> Option<cairn_api::RoutingInfo> {
         let params = self.settings.routing?;
         let r = self.routing();
-        Some(routing::RoutingInfo {
-            phase: r.phase.name(),
+        Some(cairn_api::RoutingInfo {
+            phase: r.phase.name().to_owned(),
             version: r.version(),
             partitions: params.partitions,
             centres: params.centres,
             branching: params.branching,
-            train_at_points: if r.trained_at_points == 0 {
-                routing::train_at(&params)
-            } else {
-                r.trained_at_points
-            },
+            train_at_points: routing::train_at(&params),
             trained_at_points: r.trained_at_points,
             sample_points: r.sample_points,
             replicate_from_norm: r.router.as_ref().and_then(|r| r.hot_norm()),

@@ -215,28 +215,3 @@ pub fn recorded_moves(first: &Partition) -> Result<Option<Vec<Move>>> {
         .map_err(|e| ServerError::Internal(format!("moves record: {e}")))?;
     Ok((!moves.is_empty()).then_some(moves))
 }
-
-/// The routing state as collection info reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RoutingInfo {
-    /// `untrained`, `migrating` or `routed`.
-    pub phase: &'static str,
-    /// Routing-table version (0 before the first training).
-    pub version: u64,
-    /// Partitions.
-    pub partitions: usize,
-    /// k-means centres of the router.
-    pub centres: usize,
-    /// Centres a query looks up by default.
-    pub branching: usize,
-    /// Points the router is (or will first be) trained at.
-    pub train_at_points: u64,
-    /// Points the collection held at the last training.
-    pub trained_at_points: u64,
-    /// Size of the last training sample.
-    pub sample_points: u64,
-    /// `Dot`: vectors at least this long are stored in every partition.
-    pub replicate_from_norm: Option<f32>,
-    /// Points stored in each partition (replicated points count in each).
-    pub partition_points: Vec<u64>,
-}

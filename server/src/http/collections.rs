@@ -68,7 +68,6 @@ pub(super) async fn info(
             info: describe(&collection),
             load: collection.load_report(),
             slots: collection.slot_stats(),
-            routing: collection.routing_info(),
         },
         t,
     ))
@@ -81,9 +80,6 @@ struct InfoWithLoad {
     info: CollectionInfo,
     load: crate::partition::LoadReport,
     slots: crate::partition::SlotStats,
-    /// Partitioned collections only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    routing: Option<crate::collection::routing::RoutingInfo>,
 }
 
 /// The effective `quantization_config` of a quantized collection, in the shape it was created
@@ -192,5 +188,6 @@ fn describe(collection: &Collection) -> CollectionInfo {
             index,
         },
         payload_schema: Default::default(),
+        routing: collection.routing_info(),
     }
 }
