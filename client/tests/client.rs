@@ -237,14 +237,18 @@ async fn server_refusals_become_typed_errors() {
     assert!(missing.to_string().contains("missing"), "{missing}");
 
     // Options this server cannot honour are refused with a reason, never silently dropped.
-    let partitioned = client
-        .create_collection(CreateCollectionBuilder::new("p", 4, Distance::Dot).partitions(4))
+    let replicated = client
+        .create_collection(
+            CreateCollectionBuilder::new("p", 4, Distance::Dot)
+                .partitions(4)
+                .replication_factor(2),
+        )
         .await
         .unwrap_err();
-    assert_eq!(partitioned.status(), Some(400));
+    assert_eq!(replicated.status(), Some(400));
     assert!(
-        partitioned.to_string().contains("shard_number 4"),
-        "{partitioned}"
+        replicated.to_string().contains("replication_factor 2"),
+        "{replicated}"
     );
     assert!(!client.collection_exists("p").await.unwrap());
     let probed = client
