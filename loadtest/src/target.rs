@@ -146,8 +146,8 @@ impl Target {
         self.wait_routed().await
     }
 
-    /// Waits until a partitioned collection routes queries (its router trained and every
-    /// point where the router says); returns at once for one partition.
+    /// Waits until a partitioned collection's routing is settled (router trained, every point
+    /// where it says, no retraining due); returns at once for one partition.
     async fn wait_routed(&self) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
@@ -155,7 +155,7 @@ impl Target {
             let Some(routing) = info.routing else {
                 return Ok(());
             };
-            if routing.phase == "routed" {
+            if routing.phase == "routed" && !routing.training_due {
                 tracing::info!(partitions = ?routing.partition_points, version = routing.version,
                     secs = started.elapsed().as_secs_f64(), "routed");
                 return Ok(());

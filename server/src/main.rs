@@ -38,6 +38,13 @@ enum Command {
         #[arg(long)]
         ready_file: Option<PathBuf>,
     },
+    /// Exit 0 when `GET <url>` answers 200 (container health checks: the runtime image has
+    /// no curl).
+    Health {
+        /// What to probe.
+        #[arg(long, default_value = "http://127.0.0.1:6333/readyz")]
+        url: String,
+    },
     /// Print the effective configuration (defaults, file, environment and flags merged).
     Config {
         /// TOML file overriding the embedded defaults.
@@ -81,6 +88,7 @@ fn main() -> anyhow::Result<()> {
                 .context("cannot start tokio")?;
             runtime.block_on(cairn_server::roles::standalone::run(config))
         }
+        Command::Health { url } => health(&url),
         Command::Config { config } => {
             let config = Config::load(config.as_deref(), &CliOverrides::default())?;
             let text = toml_text(&config)?;
@@ -96,4 +104,27 @@ fn toml_text(config: &Config) -> anyhow::Result<String> {
             .extract::<toml::Value>()
             .map(|v| v.to_string())?,
     )
+}
+
+/// A one-shot HTTP/1.0 GET over a plain TCP connection, enough for a health probe.
+fn health(url: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let rest = url
+        .strip_prefix("http://")
+        .context("only http:// URLs can be probed")?;
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+    let timeout = std::time::Duration::from_secs(3);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(host)?
+        .next()
+        .with_context(|| format!("{host} does not resolve"))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head)?;
+    let status = String::from_utf8_lossy(&head[9..12]).into_owned();
+    anyhow::ensure!(status == "200", "{url} answered {status}");
+    Ok(())
 }

@@ -290,6 +290,9 @@ pub struct RoutingInfo {
     pub sample_points: u64,
     /// `Dot`: vectors at least this long are stored in every partition.
     pub replicate_from_norm: Option<f32>,
+    /// The collection is due a (re)training the background rebalancer has not started yet:
+    /// `routed` and not due means the routing is settled.
+    pub training_due: bool,
     /// Points stored in each partition (replicated points count in each).
     pub partition_points: Vec<u64>,
 }

@@ -166,6 +166,7 @@ impl Collection {
             trained_at_points: r.trained_at_points,
             sample_points: r.sample_points,
             replicate_from_norm: r.router.as_ref().and_then(|r| r.hot_norm()),
+            training_due: rebalance::training_due(&r, &params, rebalance::stored_points(self)),
             partition_points: self.partitions.iter().map(|p| p.points() as u64).collect(),
         })
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cairn_index::partition::{Assignment, Router};
+use cairn_index::partition::{Assignment, Router, RouterParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -81,25 +81,36 @@ fn step(weak: &Weak<Collection>, should_stop: &dyn Fn() -> bool) -> Result<()> {
     let Some(params) = collection.settings.routing else {
         return Ok(());
     };
-    let points: u64 = collection
-        .partitions
-        .iter()
-        .map(|p| p.points() as u64)
-        .sum();
-    let due = match routing.phase {
-        Phase::Migrating => false,
-        Phase::Untrained => points >= routing::train_at(&params),
-        Phase::Routed => {
-            points >= RETRAIN_GROWTH * routing.trained_at_points.max(1) && points <= RETRAIN_UP_TO
-        }
-    };
-    if due {
+    let points = stored_points(&collection);
+    if training_due(&routing, &params, points) {
         train(&collection, points)?;
     }
     if collection.routing().phase == Phase::Migrating {
         migrate(&collection, should_stop)?;
     }
     Ok(())
+}
+
+/// Points stored over all partitions (a replicated point counts in each): the measure of
+/// growth the training schedule uses.
+pub fn stored_points(collection: &Collection) -> u64 {
+    collection
+        .partitions
+        .iter()
+        .map(|p| p.points() as u64)
+        .sum()
+}
+
+/// Whether the router should be (re)trained now: first at [`routing::train_at`], then each
+/// time the collection has grown [`RETRAIN_GROWTH`] times, up to [`RETRAIN_UP_TO`] points.
+pub fn training_due(routing: &Routing, params: &RouterParams, points: u64) -> bool {
+    match routing.phase {
+        Phase::Migrating => false,
+        Phase::Untrained => points >= routing::train_at(params),
+        Phase::Routed => {
+            points >= RETRAIN_GROWTH * routing.trained_at_points.max(1) && points <= RETRAIN_UP_TO
+        }
+    }
 }
 
 /// Trains a new router on a uniform sample and puts it in force with phase `migrating`.

@@ -16,7 +16,7 @@ fn wait_routed(server: &Server, name: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let info = server.ok("GET", &format!("/collections/{name}"), None);
-        if info["routing"]["phase"] == "routed" {
+        if info["routing"]["phase"] == "routed" && info["routing"]["training_due"] == false {
             return info;
         }
         assert!(
