@@ -59,8 +59,10 @@ fi
 
 context=$(mktemp -d)
 trap 'rm -rf "$context" ${rootfs:+"$rootfs"}' EXIT
-cp "$binary" "$context/cairn"
+# The release profile keeps line tables for backtraces; the image does not need them.
+objcopy --strip-debug "$binary" "$context/cairn" 2>/dev/null || cp "$binary" "$context/cairn"
 cp "$repo/configs/standalone.toml" "$context/standalone.toml"
 sed "s|^FROM .*|FROM $base_tag|" "$here/Dockerfile.runtime" > "$context/Dockerfile"
-docker build -q -t cairn:local "$context" >/dev/null
+# Without buildx the legacy builder is used; it resolves the FROM image locally, as needed here.
+docker build -q -t cairn:local "$context" >/dev/null 2> >(grep -v -e DEPRECATED -e "legacy builder" -e buildx -e "^ *$" >&2)
 echo "build-image: built cairn:local on $base_tag"
