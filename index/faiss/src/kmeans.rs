@@ -93,7 +93,9 @@ mod tests {
     /// The router trained the way the server will train it (FAISS k-means through
     /// `CentroidTrainer`): siftsmall in 8 partitions, routed recall@10 — the share of true top-10
     /// items stored in a visited partition — at K = 8 centres, against visiting all 8 (measured
-    /// here: 0.982 recall touching 2.57 partitions, sizes 1,163–1,287 of a mean 1,250).
+    /// here: 0.982 recall touching 2.57 partitions). Sizes stay within 5% of the mean 1,250: the
+    /// partitioner bounds parts from above and below by 3% of the sample weights, which here are
+    /// the items themselves.
     #[test]
     fn faiss_trained_router_finds_siftsmall_neighbours_in_few_partitions() {
         use cairn_index::dataset::{load_dataset, shared_data_dir};
@@ -122,7 +124,7 @@ mod tests {
         let mut sizes = [0usize; 8];
         home.iter().for_each(|&p| sizes[p as usize] += 1);
         assert!(
-            sizes.iter().all(|&s| s.abs_diff(1250) <= 125),
+            sizes.iter().all(|&s| s.abs_diff(1250) <= 63),
             "partition sizes {sizes:?}"
         );
         let (mut found, mut touched) = (0, 0);

@@ -82,6 +82,16 @@ pub struct WriteTicket {
     waits: Vec<(usize, u64)>,
 }
 
+impl WriteTicket {
+    /// The ticket of a write to a collection of one partition.
+    fn single(seq: u64) -> Self {
+        Self {
+            operation_id: seq,
+            waits: vec![(0, seq)],
+        }
+    }
+}
+
 impl Collection {
     /// Writes the settings of a new collection into each of its (empty) partition folders.
     pub fn initialise(
@@ -212,11 +222,7 @@ impl Collection {
     /// Commits points durably (blocking).
     pub fn upsert_blocking(&self, points: Vec<NewPoint>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            let seq = only.upsert_blocking(points)?;
-            return Ok(WriteTicket {
-                operation_id: seq,
-                waits: vec![(0, seq)],
-            });
+            return only.upsert_blocking(points).map(WriteTicket::single);
         }
         let _writes = self.writes.lock();
         let routing = self.routing();
@@ -226,11 +232,7 @@ impl Collection {
     /// Commits a delete durably (blocking).
     pub fn delete_blocking(&self, ids: Vec<PointId>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            let seq = only.delete_blocking(ids)?;
-            return Ok(WriteTicket {
-                operation_id: seq,
-                waits: vec![(0, seq)],
-            });
+            return only.delete_blocking(ids).map(WriteTicket::single);
         }
         let _writes = self.writes.lock();
         let mut waits = Vec::new();

@@ -31,9 +31,22 @@ impl Collection {
 
     /// Live points (a point stored in several partitions counts once).
     pub fn points(&self) -> usize {
-        match self.partitions.as_slice() {
-            [only] => only.points(),
-            _ => self.count_blocking(None) as usize,
+        if let [only] = self.partitions.as_slice() {
+            return only.points();
+        }
+        // Each point lives in one partition, unless the router replicates large norms or a
+        // migration is moving points: then ids must be counted once (a union, O(n)). A
+        // single point changing partitions counts twice for the moment between its two steps.
+        let routing = self.routing();
+        let single_homed = match (&routing.phase, &routing.router) {
+            (Phase::Untrained, _) => true,
+            (Phase::Routed, Some(router)) => router.hot_norm().is_none(),
+            (Phase::Routed | Phase::Migrating, _) => false,
+        };
+        if single_homed {
+            self.partitions.iter().map(|p| p.points()).sum()
+        } else {
+            self.count_blocking(None) as usize
         }
     }
 
