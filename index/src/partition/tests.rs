@@ -260,6 +260,58 @@ fn movielens_routes_by_direction_without_a_hot_partition() {
     assert!(recall >= 0.95, "routed recall {recall}");
     assert!(skew <= 1.5, "query share {share:?}");
     assert!(replicated * 20 <= data.base.len() + 20);
+
+    // The norm-blind router a MIPS system gets by reusing Euclidean machinery: k-means on the
+    // raw vectors, every item in its nearest centre's partition, queries sent to the partitions
+    // of the 8 centres with the largest inner product. Those centres are the long ones, so the
+    // partitions holding them take most queries.
+    let mut blind_params = params;
+    blind_params.replicate_top_norms = 0.0;
+    let raw_centres = sample_centres(&all, dim, params.centres, 2);
+    let blind = Router::build(blind_params, Metric::L2, dim, &all, &raw_centres, 1).unwrap();
+    let blind_placed = place(&blind, &data);
+    let centre_part: Vec<u32> = raw_centres
+        .chunks_exact(dim)
+        .map(|c| match blind.assign(c).unwrap() {
+            Assignment::One(p) => p,
+            Assignment::All => unreachable!("no replication asked for"),
+        })
+        .collect();
+    for k in [2, 8] {
+        let mut blind_share = vec![0usize; 4];
+        let mut blind_found = 0;
+        for (q, truth) in data.queries.rows().zip(&data.ground_truth) {
+            let mut by_ip: Vec<(f32, u32)> = raw_centres
+                .chunks_exact(dim)
+                .zip(&centre_part)
+                .map(|(c, &p)| (c.iter().zip(q).map(|(a, b)| a * b).sum(), p))
+                .collect();
+            by_ip.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let mut parts: Vec<u32> = by_ip[..k].iter().map(|&(_, p)| p).collect();
+            parts.sort_unstable();
+            parts.dedup();
+            parts.iter().for_each(|&p| blind_share[p as usize] += 1);
+            blind_found += truth[..10]
+                .iter()
+                .filter(|&&i| {
+                    blind_placed.homes[i as usize]
+                        .iter()
+                        .any(|h| parts.contains(h))
+                })
+                .count();
+        }
+        let blind_mean = blind_share.iter().sum::<usize>() as f64 / 4.0;
+        let blind_skew = *blind_share.iter().max().unwrap() as f64 / blind_mean;
+        let blind_recall = blind_found as f64 / (10 * data.queries.len()) as f64;
+        let (recall, _, share) = routed(&router, &data, &placed, k);
+        let skew = *share.iter().max().unwrap() as f64
+            / (share.iter().sum::<usize>() as f64 / share.len() as f64);
+        eprintln!(
+            "movielens w=4 K={k}: direction routing recall@10 {recall:.3}, share {share:?} \
+             (max/mean {skew:.2}); norm-blind (raw k-means, inner product to centres) recall@10 \
+             {blind_recall:.3}, share {blind_share:?} (max/mean {blind_skew:.2})"
+        );
+    }
 }
 
 #[test]
