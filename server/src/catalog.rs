@@ -14,6 +14,7 @@ use cairn_api::CreateCollection;
 use cairn_index::partition::CentroidTrainer;
 use parking_lot::{Mutex, RwLock};
 
+use crate::cluster::Cluster;
 use crate::collection::Collection;
 use crate::config::{Limits, StorageConfig};
 use crate::error::{Result, ServerError};
@@ -29,6 +30,8 @@ pub struct Catalog {
     limits: Limits,
     /// Trains the k-means centres of partitioned collections' routers (FAISS in the binary).
     trainer: Arc<dyn CentroidTrainer>,
+    /// On a router: the shard nodes holding the partitions (`None`: partitions are local).
+    cluster: Option<Arc<Cluster>>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Serialises create and delete (reads never take it).
     admin: Mutex<()>,
@@ -58,6 +61,7 @@ impl Catalog {
         storage: StorageConfig,
         limits: Limits,
         trainer: Arc<dyn CentroidTrainer>,
+        cluster: Option<Arc<Cluster>>,
     ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -71,7 +75,10 @@ impl Catalog {
                 fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
                 continue;
             }
-            let collection = Collection::open(&name, &path, storage, trainer.clone())?;
+            let collection = match &cluster {
+                Some(c) => Collection::open_remote(&name, &path, c, trainer.clone())?,
+                None => Collection::open(&name, &path, storage, trainer.clone())?,
+            };
             collections.insert(name, collection);
         }
         Ok(Self {
@@ -79,6 +86,7 @@ impl Catalog {
             storage,
             limits,
             trainer,
+            cluster,
             collections: RwLock::new(collections),
             admin: Mutex::new(()),
         })
@@ -105,8 +113,20 @@ impl Catalog {
 
     /// Creates a collection (blocking).
     pub fn create(&self, name: &str, request: &CreateCollection) -> Result<()> {
-        validate_name(name)?;
         let settings = CollectionSettings::from_request(request, &self.limits)?;
+        if settings.replication_factor > 1 && self.cluster.is_none() {
+            return Err(ServerError::InvalidRequest(format!(
+                "replication_factor {} is not supported by a standalone server: every partition \
+                 has one copy here (replicas live on the shard nodes of a router)",
+                settings.replication_factor
+            )));
+        }
+        self.create_with(name, &settings)
+    }
+
+    /// Creates a collection with validated settings (a shard's partition, sent by its router).
+    pub fn create_with(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        validate_name(name)?;
         let _admin = self.admin.lock();
         if self.collections.read().contains_key(name) {
             return Err(ServerError::CollectionExists(name.to_owned()));
@@ -116,13 +136,22 @@ impl Catalog {
         if staging.is_dir() {
             fs_err::remove_dir_all(&staging).map_err(io)?;
         }
-        Collection::initialise(&staging, &settings, self.storage)?;
+        match &self.cluster {
+            Some(cluster) => {
+                fs_err::create_dir_all(&staging).map_err(io)?;
+                Collection::initialise_remote(name, &staging, settings, cluster)?;
+            }
+            None => Collection::initialise(&staging, settings, self.storage)?,
+        }
         let dir = self.root.join(name);
         fs_err::rename(&staging, &dir).map_err(io)?;
         fs_err::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
-        let collection = Collection::open(name, &dir, self.storage, self.trainer.clone())?;
+        let collection = match &self.cluster {
+            Some(c) => Collection::open_remote(name, &dir, c, self.trainer.clone())?,
+            None => Collection::open(name, &dir, self.storage, self.trainer.clone())?,
+        };
         self.collections.write().insert(name.to_owned(), collection);
         tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance,
             partitions = settings.partitions(), "collection created");
@@ -138,6 +167,9 @@ impl Catalog {
             .remove(name)
             .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
         collection.close();
+        if let Some(cluster) = &self.cluster {
+            collection.drop_remote(cluster);
+        }
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -29,6 +29,23 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Logging.
     pub log: LogConfig,
+    /// The role of this process and, for a router, its shard nodes.
+    pub cluster: ClusterConfig,
+}
+
+/// The role of this process in a cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// `standalone` (every partition here), `router` (routing tables here, partitions on the
+    /// shard nodes) or `shard` (partition replicas for a router).
+    pub role: String,
+    /// Router: base URLs of the shard nodes, in placement order.
+    pub shards: Vec<String>,
+    /// Router: milliseconds between health probes of the shard nodes.
+    pub probe_interval_ms: u64,
+    /// Router: milliseconds before a call to a shard fails over to another replica.
+    pub request_timeout_ms: u64,
 }
 
 /// This node.
@@ -104,6 +121,8 @@ pub struct CliOverrides {
     pub http_addr: Option<String>,
     /// `--ready-file`.
     pub ready_file: Option<PathBuf>,
+    /// `--role`.
+    pub role: Option<String>,
 }
 
 /// Why a configuration was refused.
@@ -136,6 +155,9 @@ impl Config {
         }
         if let Some(addr) = &cli.http_addr {
             figment = figment.merge(Serialized::default("http.addr", addr));
+        }
+        if let Some(role) = &cli.role {
+            figment = figment.merge(Serialized::default("cluster.role", role));
         }
         if let Some(file) = &cli.ready_file {
             figment = figment.merge(Serialized::default("http.ready_file", file));
@@ -188,6 +210,19 @@ impl Config {
                 "log.format must be \"text\" or \"json\", got {:?}",
                 self.log.format
             ));
+        }
+        if !["standalone", "router", "shard"].contains(&self.cluster.role.as_str()) {
+            problems.push(format!(
+                "cluster.role must be standalone, router or shard, got {:?}",
+                self.cluster.role
+            ));
+        }
+        if self.cluster.role == "router" && self.cluster.shards.is_empty() {
+            problems.push("cluster.shards must name at least one shard node for a router".into());
+        }
+        if self.cluster.probe_interval_ms == 0 || self.cluster.request_timeout_ms == 0 {
+            problems
+                .push("cluster.probe_interval_ms and request_timeout_ms must be at least 1".into());
         }
         if self.log.level.is_empty() {
             problems.push("log.level must not be empty".to_owned());

@@ -5,6 +5,7 @@
 //! below `http` knows about HTTP; nothing in `cairn-index` knows about RocksDB or tokio.
 
 pub mod catalog;
+pub mod cluster;
 pub mod collection;
 pub mod config;
 pub mod error;

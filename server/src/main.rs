@@ -37,6 +37,9 @@ enum Command {
         /// Write the bound address to this file once ready (`http.ready_file`).
         #[arg(long)]
         ready_file: Option<PathBuf>,
+        /// standalone, router or shard (`cluster.role`).
+        #[arg(long)]
+        role: Option<String>,
     },
     /// Exit 0 when `GET <url>` answers 200 (container health checks: the runtime image has
     /// no curl).
@@ -74,11 +77,13 @@ fn main() -> anyhow::Result<()> {
             data_dir,
             http_addr,
             ready_file,
+            role,
         } => {
             let overrides = CliOverrides {
                 data_dir,
                 http_addr,
                 ready_file,
+                role,
             };
             let config = Config::load(config.as_deref(), &overrides)?;
             init_logging(&config);
@@ -86,7 +91,7 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("cannot start tokio")?;
-            runtime.block_on(cairn_server::roles::standalone::run(config))
+            runtime.block_on(cairn_server::roles::run(config))
         }
         Command::Health { url } => health(&url),
         Command::Config { config } => {

@@ -295,6 +295,22 @@ pub struct RoutingInfo {
     pub training_due: bool,
     /// Points stored in each partition (replicated points count in each).
     pub partition_points: Vec<u64>,
+    /// On a router: each partition's replicas, in placement order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Vec<ReplicaInfo>>,
+}
+
+/// One replica of a partition, as its router sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaInfo {
+    /// The shard node's URL.
+    pub node: String,
+    /// `active`, `dead` or `recovering`.
+    pub state: String,
+    /// Its last op-log sequence number (absent when it does not answer).
+    pub last_seq: Option<u64>,
+    /// Its live points (absent when it does not answer).
+    pub points: Option<u64>,
 }
 
 /// One entry of `GET /collections`.

@@ -23,6 +23,11 @@ pub struct SearchParams {
     /// query visits the partitions owning them. More centres, more partitions, higher recall.
     #[serde(default)]
     pub branching: Option<usize>,
+    /// Cluster: when a partition has no live replica, answer from the others with a
+    /// `warning` and `explain.partitions.coverage` below 1 (the default), or fail with 503
+    /// (`false`).
+    #[serde(default)]
+    pub allow_partial: Option<bool>,
 }
 
 /// Per-query knobs of quantized search (`params.quantization`).
@@ -107,6 +112,9 @@ pub struct QueryResponse {
     /// How the query ran, when `explain` was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<QueryExplain>,
+    /// Set when the answer is partial (a partition of a cluster had no live replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// How one query was executed: what a user needs to understand a slow or surprising answer.

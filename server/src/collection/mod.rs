@@ -37,6 +37,7 @@
 //! removed. Exact and filtered queries search every partition: the router knows where similar
 //! vectors are, not where a filter's matches are.
 
+pub mod handle;
 mod merge;
 mod read;
 mod rebalance;
@@ -50,9 +51,13 @@ use cairn_api::PointId;
 use cairn_index::partition::{Assignment, CentroidTrainer};
 use parking_lot::{Mutex, RwLock};
 
+use crate::cluster::remote::RemotePartition;
+use crate::cluster::rpc::PartitionCall;
+use crate::cluster::Cluster;
 use crate::config::StorageConfig;
-use crate::error::Result;
+use crate::error::{Result, ServerError};
 use crate::partition::{CollectionSettings, LoadReport, NewPoint, Partition, SlotStats};
+pub use handle::{MetaStore, PartitionHandle};
 use routing::Routing;
 
 /// Folder of partition `i` inside a collection folder.
@@ -64,7 +69,9 @@ pub fn partition_dir(collection_dir: &Path, i: usize) -> PathBuf {
 pub struct Collection {
     name: String,
     settings: CollectionSettings,
-    partitions: Vec<Arc<Partition>>,
+    partitions: Vec<PartitionHandle>,
+    /// Where the routing and moves records live.
+    meta: MetaStore,
     routing: RwLock<Arc<Routing>>,
     /// Serialises writes of a partitioned collection (see the module docs).
     writes: Mutex<()>,
@@ -113,23 +120,129 @@ impl Collection {
         storage: StorageConfig,
         trainer: Arc<dyn CentroidTrainer>,
     ) -> Result<Arc<Self>> {
-        let first = Partition::open(name, &partition_dir(dir, 0), storage)?;
+        let first = Arc::new(Partition::open(name, &partition_dir(dir, 0), storage)?);
         let settings = first.settings().clone();
-        let w = settings.partitions();
-        let mut partitions = vec![Arc::new(first)];
-        for i in 1..w {
+        let mut partitions = vec![PartitionHandle::Local(first.clone())];
+        for i in 1..settings.partitions() {
             let label = format!("{name}/p{i}");
-            partitions.push(Arc::new(Partition::open(
+            partitions.push(PartitionHandle::Local(Arc::new(Partition::open(
                 &label,
                 &partition_dir(dir, i),
                 storage,
-            )?));
+            )?)));
         }
-        let routing = Routing::load(&partitions[0], &settings)?;
+        Self::assemble(
+            name,
+            settings,
+            partitions,
+            MetaStore::Partition(first),
+            trainer,
+        )
+    }
+
+    /// Opens a collection of a router: its settings and routing records in `dir/meta`, its
+    /// partitions' replicas on the cluster's shard nodes.
+    pub fn open_remote(
+        name: &str,
+        dir: &Path,
+        cluster: &Cluster,
+        trainer: Arc<dyn CentroidTrainer>,
+    ) -> Result<Arc<Self>> {
+        let store = cairn_storage::PartitionStore::open(
+            &dir.join("meta"),
+            cairn_storage::StoreOptions { sync_writes: true },
+        )?;
+        let bytes = store
+            .get_meta(crate::partition::settings::META_KEY)?
+            .ok_or_else(|| ServerError::Internal(format!("collection `{name}` has no settings")))?;
+        let settings: CollectionSettings = serde_json::from_slice(&bytes).map_err(|e| {
+            ServerError::Internal(format!("settings of `{name}` do not parse: {e}"))
+        })?;
+        let mut partitions = Vec::with_capacity(settings.partitions());
+        for i in 0..settings.partitions() {
+            let remote = RemotePartition::new(
+                Cluster::partition_name(name, i),
+                cluster.placement(i, settings.replication_factor)?,
+                cluster.http.clone(),
+            );
+            // Operation ids continue from what the replicas hold.
+            if let Ok(state) =
+                remote.read::<crate::cluster::rpc::PartitionState>(&PartitionCall::State)
+            {
+                remote.observe_seq(state.last_seq);
+            }
+            partitions.push(PartitionHandle::Remote(Arc::new(remote)));
+        }
+        Self::assemble(name, settings, partitions, MetaStore::Store(store), trainer)
+    }
+
+    /// Creates a router's collection: each partition's replicas on their shard nodes, then
+    /// the settings in `dir/meta` (the caller renames `dir` into place afterwards).
+    pub fn initialise_remote(
+        name: &str,
+        dir: &Path,
+        settings: &CollectionSettings,
+        cluster: &Cluster,
+    ) -> Result<()> {
+        let mut shard_settings = settings.clone();
+        shard_settings.routing = None;
+        shard_settings.replication_factor = 1;
+        let body = serde_json::to_value(&shard_settings)
+            .map_err(|e| ServerError::Internal(e.to_string()))?;
+        for i in 0..settings.partitions() {
+            for node in cluster.placement(i, settings.replication_factor)? {
+                cluster.admin(
+                    &node,
+                    reqwest::Method::PUT,
+                    &Cluster::partition_name(name, i),
+                    Some(&body),
+                )?;
+            }
+        }
+        let store = cairn_storage::PartitionStore::open(
+            &dir.join("meta"),
+            cairn_storage::StoreOptions { sync_writes: true },
+        )?;
+        let bytes =
+            serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
+        store.put_meta(crate::partition::settings::META_KEY, &bytes)?;
+        Ok(())
+    }
+
+    /// Drops a router's collection's replicas from their shard nodes (best effort: a node
+    /// that is down keeps an orphan the operator can drop).
+    pub fn drop_remote(&self, cluster: &Cluster) {
+        for (i, handle) in self.partitions.iter().enumerate() {
+            let PartitionHandle::Remote(remote) = handle else {
+                continue;
+            };
+            for replica in &remote.replicas {
+                if let Err(e) = cluster.admin(
+                    &replica.node,
+                    reqwest::Method::DELETE,
+                    &Cluster::partition_name(&self.name, i),
+                    None,
+                ) {
+                    tracing::warn!(error = %e, "could not drop a replica");
+                }
+            }
+        }
+    }
+
+    fn assemble(
+        name: &str,
+        settings: CollectionSettings,
+        partitions: Vec<PartitionHandle>,
+        meta: MetaStore,
+        trainer: Arc<dyn CentroidTrainer>,
+    ) -> Result<Arc<Self>> {
+        let w = partitions.len();
+        let routing = Routing::load(&meta, &settings)?;
         let collection = Arc::new(Self {
             name: name.to_owned(),
             settings,
             partitions,
+            meta,
             routing: RwLock::new(Arc::new(routing)),
             writes: Mutex::new(()),
             trainer,
@@ -140,6 +253,12 @@ impl Collection {
             *collection.rebalancer.lock() = Some(rebalance::spawn(&collection)?);
         }
         Ok(collection)
+    }
+
+    /// Runs `f` with the collection's writes held off (replica catch-up's last step).
+    pub(crate) fn with_writes<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _writes = self.writes.lock();
+        f()
     }
 
     /// The collection's name.
@@ -153,7 +272,7 @@ impl Collection {
     }
 
     /// Its partitions, in order.
-    pub fn partitions(&self) -> &[Arc<Partition>] {
+    pub fn partitions(&self) -> &[PartitionHandle] {
         &self.partitions
     }
 
@@ -178,13 +297,26 @@ impl Collection {
             replicate_from_norm: r.router.as_ref().and_then(|r| r.hot_norm()),
             training_due: rebalance::training_due(&r, &params, rebalance::stored_points(self)),
             partition_points: self.partitions.iter().map(|p| p.points() as u64).collect(),
+            replicas: self
+                .partitions
+                .iter()
+                .filter_map(|p| match p {
+                    PartitionHandle::Remote(r) => Some(r.replica_info()),
+                    PartitionHandle::Local(_) => None,
+                })
+                .collect(),
         })
     }
 
-    /// How the partitions were loaded, summed (the slowest partition's time).
+    /// How the local partitions were loaded, summed (the slowest partition's time); a
+    /// router's collection reports an empty load (its partitions load on the shards).
     pub fn load_report(&self) -> LoadReport {
-        let mut total = self.partitions[0].load_report().clone();
-        for p in &self.partitions[1..] {
+        let mut locals = self.partitions.iter().filter_map(PartitionHandle::local);
+        let Some(first) = locals.next() else {
+            return LoadReport::default();
+        };
+        let mut total = first.load_report().clone();
+        for p in locals {
             let r = p.load_report();
             if r.index_source != total.index_source {
                 total.index_source = "mixed".into();
@@ -198,31 +330,38 @@ impl Collection {
         total
     }
 
-    /// Index slots over all partitions.
+    /// Index slots over all partitions (those that answer).
     pub fn slot_stats(&self) -> SlotStats {
         self.partitions
             .iter()
-            .map(|p| p.slot_stats())
+            .filter_map(|p| p.state().ok())
             .fold(SlotStats::default(), |a, b| SlotStats {
                 index_slots: a.index_slots + b.index_slots,
                 dead_slots: a.dead_slots + b.dead_slots,
             })
     }
 
-    /// Bytes the partitions' indexes hold.
+    /// Bytes the partitions' indexes hold (those that answer).
     pub fn index_memory_bytes(&self) -> usize {
-        self.partitions.iter().map(|p| p.index_memory_bytes()).sum()
+        self.partitions
+            .iter()
+            .filter_map(|p| p.state().ok())
+            .map(|s| s.index_memory_bytes as usize)
+            .sum()
     }
 
     /// Sum of the partitions' applied sequence numbers (comparable with `operation_id`).
     pub fn applied_seq(&self) -> u64 {
-        self.partitions.iter().map(|p| p.applied_seq()).sum()
+        self.partitions
+            .iter()
+            .map(|p| p.state().map_or(p.last_seq(), |s| s.applied_seq))
+            .sum()
     }
 
     /// Commits points durably (blocking).
     pub fn upsert_blocking(&self, points: Vec<NewPoint>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            return only.upsert_blocking(points).map(WriteTicket::single);
+            return only.upsert(points).map(WriteTicket::single);
         }
         let _writes = self.writes.lock();
         let routing = self.routing();
@@ -232,12 +371,12 @@ impl Collection {
     /// Commits a delete durably (blocking).
     pub fn delete_blocking(&self, ids: Vec<PointId>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            return only.delete_blocking(ids).map(WriteTicket::single);
+            return only.delete(ids).map(WriteTicket::single);
         }
         let _writes = self.writes.lock();
         let mut waits = Vec::new();
         for (q, partition) in self.partitions.iter().enumerate() {
-            if let Some(seq) = partition.delete_present_blocking(&ids)? {
+            if let Some(seq) = partition.delete_present(&ids)? {
                 waits.push((q, seq));
             }
         }
@@ -268,24 +407,40 @@ impl Collection {
         for (i, p) in points.iter().enumerate() {
             last.insert(p.id, i);
         }
-        let mut per_partition: Vec<Vec<NewPoint>> = vec![Vec::new(); w];
+        let points: Vec<NewPoint> = points
+            .into_iter()
+            .enumerate()
+            .filter(|(i, p)| last.get(&p.id) == Some(i))
+            .map(|(_, p)| p)
+            .collect();
+        let targets = points
+            .iter()
+            .map(|p| routing.assign(&p.vector))
+            .collect::<Result<Vec<_>>>()?;
+        // Copies outside a point's new partitions are stale: one question per partition.
         let mut stale: Vec<Vec<PointId>> = vec![Vec::new(); w];
-        let mut moves: Vec<routing::Move> = Vec::new();
-        for (i, point) in points.into_iter().enumerate() {
-            if last.get(&point.id) != Some(&i) {
+        let mut moved = vec![false; points.len()];
+        for (q, partition) in self.partitions.iter().enumerate() {
+            let asked: Vec<usize> = (0..points.len())
+                .filter(|&k| !routing::includes(targets[k], q))
+                .collect();
+            if asked.is_empty() {
                 continue;
             }
-            let to = routing.assign(&point.vector)?;
-            let mut moved = false;
-            for (q, partition) in self.partitions.iter().enumerate() {
-                if !routing::includes(to, q) && partition.holds(&point.id)? {
-                    stale[q].push(point.id);
-                    moved = true;
+            let ids: Vec<PointId> = asked.iter().map(|&k| points[k].id).collect();
+            for (&k, held) in asked.iter().zip(partition.holds(&ids)?) {
+                if held {
+                    stale[q].push(points[k].id);
+                    moved[k] = true;
                 }
             }
-            if moved {
-                moves.push(routing::Move::new(point.id, to));
-            }
+        }
+        let moves: Vec<routing::Move> = (0..points.len())
+            .filter(|&k| moved[k])
+            .map(|k| routing::Move::new(points[k].id, targets[k]))
+            .collect();
+        let mut per_partition: Vec<Vec<NewPoint>> = vec![Vec::new(); w];
+        for (point, to) in points.into_iter().zip(targets) {
             match to {
                 Assignment::One(t) => per_partition[t as usize].push(point),
                 Assignment::All => {
@@ -295,14 +450,13 @@ impl Collection {
                 }
             }
         }
-        let first = &self.partitions[0];
         if !moves.is_empty() {
-            routing::record_moves(first, &moves)?;
+            routing::record_moves(&self.meta, &moves)?;
         }
         let mut waits = Vec::new();
         for (q, batch) in per_partition.into_iter().enumerate() {
             if !batch.is_empty() {
-                waits.push((q, self.partitions[q].upsert_blocking(batch)?));
+                waits.push((q, self.partitions[q].upsert(batch)?));
             }
         }
         if !moves.is_empty() {
@@ -317,12 +471,12 @@ impl Collection {
             if ids.is_empty() {
                 continue;
             }
-            if let Some(seq) = self.partitions[q].delete_present_blocking(&ids)? {
+            if let Some(seq) = self.partitions[q].delete_present(&ids)? {
                 waits.push((q, seq));
             }
         }
         if !moves.is_empty() {
-            routing::clear_moves(first)?;
+            routing::clear_moves(&self.meta)?;
         }
         Ok(self.ticket(waits))
     }
@@ -330,15 +484,14 @@ impl Collection {
     /// Finishes the moves a crash interrupted: where the new copy landed, the old copies go;
     /// where it did not, the write was never acknowledged and the old copy stays.
     fn redo_moves(&self) -> Result<()> {
-        let first = &self.partitions[0];
-        let Some(moves) = routing::recorded_moves(first)? else {
+        let Some(moves) = routing::recorded_moves(&self.meta)? else {
             return Ok(());
         };
         let mut finished = 0usize;
         for m in &moves {
             let to = m.assignment();
             let landed = match to {
-                Assignment::One(t) => self.partitions[t as usize].holds(&m.id)?,
+                Assignment::One(t) => self.partitions[t as usize].holds(&[m.id])?[0],
                 Assignment::All => true,
             };
             if !landed {
@@ -346,12 +499,12 @@ impl Collection {
             }
             for (q, partition) in self.partitions.iter().enumerate() {
                 if !routing::includes(to, q) {
-                    partition.delete_present_blocking(&[m.id])?;
+                    partition.delete_present(&[m.id])?;
                 }
             }
             finished += 1;
         }
-        routing::clear_moves(first)?;
+        routing::clear_moves(&self.meta)?;
         tracing::info!(
             collection = self.name,
             recorded = moves.len(),

@@ -46,7 +46,7 @@ impl Collection {
         if single_homed {
             self.partitions.iter().map(|p| p.points()).sum()
         } else {
-            self.count_blocking(None) as usize
+            self.count_blocking(None).map_or(0, |c| c as usize)
         }
     }
 
@@ -88,12 +88,12 @@ impl Collection {
     /// Runs a k-NN query (blocking).
     pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
         if let [only] = self.partitions.as_slice() {
-            return only.query_blocking(plan);
+            return only.query(plan);
         }
         let vector = match &plan.target {
             QueryTarget::Vector(v) => v.clone(),
             QueryTarget::Point(id) => self
-                .get_points(&[*id], &PayloadSelection::None, true)
+                .get_points(&[*id], &PayloadSelection::None, true)?
                 .pop()
                 .and_then(|r| r.vector)
                 .ok_or(ServerError::PointNotFound(*id))?,
@@ -108,8 +108,18 @@ impl Collection {
         };
         let mut lists = Vec::with_capacity(route.touched.len());
         let mut explain: Option<QueryExplain> = None;
+        let mut missing = Vec::new();
         for &p in &route.touched {
-            let answer = self.partitions[p as usize].query_blocking(&sub)?;
+            let answer = match self.partitions[p as usize].query(&sub) {
+                Ok(answer) => answer,
+                // A partition with no live replica: answer from the others, and say so.
+                Err(ServerError::Unavailable(m)) if plan.allow_partial => {
+                    tracing::warn!(collection = self.name, partition = p, error = %m, "partial result");
+                    missing.push(p);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             lists.push(answer.points);
             let Some(e) = answer.explain else { continue };
             explain = Some(match explain.take() {
@@ -123,6 +133,12 @@ impl Collection {
             });
         }
         let points = top_hits(self.settings.metric(), lists, plan.offset, plan.limit);
+        let coverage = 1.0 - missing.len() as f64 / route.touched.len().max(1) as f64;
+        let warning = (!missing.is_empty()).then(|| {
+            format!(
+                "partial result: partitions {missing:?} have no live replica (coverage {coverage:.2})"
+            )
+        });
         let explain = match (plan.explain, explain) {
             (true, Some(mut e)) => {
                 e.distance_computations += route.distance_computations;
@@ -132,19 +148,23 @@ impl Collection {
                     total: self.partitions.len(),
                     routing_version: route.version,
                     routing_distance_computations: route.distance_computations,
-                    coverage: 1.0,
+                    coverage,
                 });
                 Some(e)
             }
             _ => None,
         };
-        Ok(QueryResponse { points, explain })
+        Ok(QueryResponse {
+            points,
+            explain,
+            warning,
+        })
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.
-    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
+    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
         if let [only] = self.partitions.as_slice() {
-            return only.scroll_blocking(plan);
+            return only.scroll(plan);
         }
         let sub = ScrollPlan {
             limit: plan.limit + 1,
@@ -153,30 +173,29 @@ impl Collection {
         let pages = self
             .partitions
             .iter()
-            .map(|p| p.scroll_blocking(&sub).0)
-            .collect();
-        scroll_page(pages, plan.limit)
+            .map(|p| p.scroll(&sub).map(|(page, _)| page))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(scroll_page(pages, plan.limit))
     }
 
     /// Points passing `filter` (all points without one).
-    pub fn count_blocking(&self, filter: Option<&Filter>) -> u64 {
+    pub fn count_blocking(&self, filter: Option<&Filter>) -> Result<u64> {
         match self.partitions.as_slice() {
-            [only] => only.count_blocking(filter),
-            _ => self.matching_ids(filter).len() as u64,
+            [only] => only.count(filter),
+            _ => Ok(self.matching_ids(filter)?.len() as u64),
         }
     }
 
     /// Ids passing `filter` (all ids without one), in id order, each once.
-    pub fn matching_ids(&self, filter: Option<&Filter>) -> Vec<PointId> {
+    pub fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
         if let [only] = self.partitions.as_slice() {
             return only.matching_ids(filter);
         }
-        let ids: BTreeSet<PointId> = self
-            .partitions
-            .iter()
-            .flat_map(|p| p.matching_ids(filter))
-            .collect();
-        ids.into_iter().collect()
+        let mut ids = BTreeSet::new();
+        for p in &self.partitions {
+            ids.extend(p.matching_ids(filter)?);
+        }
+        Ok(ids.into_iter().collect())
     }
 
     /// The points with these ids that exist, in request order.
@@ -185,16 +204,16 @@ impl Collection {
         ids: &[PointId],
         with_payload: &PayloadSelection,
         with_vector: bool,
-    ) -> Vec<Record> {
+    ) -> Result<Vec<Record>> {
         if let [only] = self.partitions.as_slice() {
             return only.get_points(ids, with_payload, with_vector);
         }
         let mut found: HashMap<PointId, Record> = HashMap::new();
         for p in &self.partitions {
-            for record in p.get_points(ids, with_payload, with_vector) {
+            for record in p.get_points(ids, with_payload, with_vector)? {
                 found.entry(record.id).or_insert(record);
             }
         }
-        ids.iter().filter_map(|id| found.get(id).cloned()).collect()
+        Ok(ids.iter().filter_map(|id| found.get(id).cloned()).collect())
     }
 }

@@ -11,8 +11,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cairn_index::partition::{Assignment, Router, RouterParams};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
 use super::routing::{self, Phase, Routing};
 use super::Collection;
@@ -121,24 +119,21 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
     };
     let dim = collection.settings.dim;
     let cap = SAMPLE_PER_CENTRE * params.centres;
-    // Reservoir sampling (Algorithm R) over every partition's committed vectors; a point
-    // stored in every partition is seen once per partition, which only weighs the largest
-    // norms a little more.
-    let mut rng = StdRng::seed_from_u64(params.seed ^ points);
+    // Each partition draws a uniform sample in proportion to its points, so the union is
+    // uniform over the collection (a point stored in every partition is seen once per
+    // partition, which only weighs the largest norms a little more).
+    let counts: Vec<u64> = collection
+        .partitions
+        .iter()
+        .map(|p| p.points() as u64)
+        .collect();
+    let total = counts.iter().sum::<u64>().max(1);
     let mut sample: Vec<f32> = Vec::with_capacity(cap * dim);
-    let mut seen = 0usize;
-    for partition in &collection.partitions {
-        partition.for_each_vector(|v| {
-            if seen < cap {
-                sample.extend_from_slice(v);
-            } else {
-                let j = rng.gen_range(0..=seen);
-                if j < cap {
-                    sample[j * dim..(j + 1) * dim].copy_from_slice(v);
-                }
-            }
-            seen += 1;
-        })?;
+    for (i, (partition, &count)) in collection.partitions.iter().zip(&counts).enumerate() {
+        let n = (cap as u64 * count).div_ceil(total) as usize;
+        if n > 0 {
+            sample.extend(partition.sample(n, params.seed ^ points ^ i as u64)?);
+        }
     }
     let version = collection.routing().version() + 1;
     let router = Router::train(
@@ -158,7 +153,7 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
     };
     // Stored before it is used, so a restart finds the router its points were written by.
     let _writes = collection.writes.lock();
-    state.store(&collection.partitions[0])?;
+    state.store(&collection.meta)?;
     *collection.routing.write() = Arc::new(state);
     tracing::info!(
         collection = collection.name(),
@@ -185,26 +180,42 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
             }
             let _writes = collection.writes.lock();
             let routing = collection.routing();
-            let mut batch = Vec::new();
-            for id in chunk {
-                // Re-read under the lock: the point may have been rewritten or deleted.
-                let Some(point) = collection.partitions[q].stored(id)? else {
-                    continue;
-                };
-                let misplaced = match routing.assign(&point.vector)? {
-                    Assignment::One(t) => t as usize != q,
-                    Assignment::All => {
-                        let mut everywhere = true;
-                        for p in &collection.partitions {
-                            everywhere &= p.holds(id)?;
+            // Re-read under the lock: points may have been rewritten or deleted.
+            let stored: Vec<_> = collection.partitions[q]
+                .stored(chunk)?
+                .into_iter()
+                .flatten()
+                .collect();
+            let targets = stored
+                .iter()
+                .map(|p| routing.assign(&p.vector))
+                .collect::<crate::error::Result<Vec<_>>>()?;
+            // A point every partition should hold must be in each: ask each partition once.
+            let everywhere: Vec<_> = stored
+                .iter()
+                .zip(&targets)
+                .filter(|(_, t)| **t == Assignment::All)
+                .map(|(p, _)| p.id)
+                .collect();
+            let mut missing = std::collections::HashSet::new();
+            if !everywhere.is_empty() {
+                for p in &collection.partitions {
+                    for (id, held) in everywhere.iter().zip(p.holds(&everywhere)?) {
+                        if !held {
+                            missing.insert(*id);
                         }
-                        !everywhere
                     }
-                };
-                if misplaced {
-                    batch.push(point);
                 }
             }
+            let batch: Vec<_> = stored
+                .into_iter()
+                .zip(targets)
+                .filter(|(point, to)| match to {
+                    Assignment::One(t) => *t as usize != q,
+                    Assignment::All => missing.contains(&point.id),
+                })
+                .map(|(point, _)| point)
+                .collect();
             moved += batch.len();
             if !batch.is_empty() {
                 collection.place_locked(&routing, batch)?;
@@ -226,7 +237,7 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
         trained_at_points: current.trained_at_points,
         sample_points: current.sample_points,
     };
-    done.store(&collection.partitions[0])?;
+    done.store(&collection.meta)?;
     *collection.routing.write() = Arc::new(done);
     tracing::info!(
         collection = collection.name(),

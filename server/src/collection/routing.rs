@@ -1,5 +1,5 @@
-//! A partitioned collection's routing state and its durable records, both kept in partition
-//! 0's RocksDB `meta` family (synced writes, so a record is either wholly there or absent).
+//! A partitioned collection's routing state and its durable records, both kept in its
+//! [`MetaStore`] (partition 0's RocksDB `meta` family, or the router's own store) (synced writes, so a record is either wholly there or absent).
 //!
 //! ```text
 //!            points ≥ train_at            every point re-homed
@@ -19,8 +19,9 @@ use cairn_index::partition::{Assignment, Router, RouterParams};
 use cairn_index::persist::codec::{Decoder, Encoder};
 use serde::{Deserialize, Serialize};
 
+use super::handle::MetaStore;
 use crate::error::{Result, ServerError};
-use crate::partition::{CollectionSettings, Partition};
+use crate::partition::CollectionSettings;
 
 /// Meta key of the routing record.
 const ROUTING_KEY: &str = "routing";
@@ -112,8 +113,8 @@ impl Routing {
     }
 
     /// Reads the record from partition 0 (untrained when there is none).
-    pub fn load(first: &Partition, settings: &CollectionSettings) -> Result<Self> {
-        let Some(bytes) = first.get_meta(ROUTING_KEY)? else {
+    pub fn load(meta: &MetaStore, settings: &CollectionSettings) -> Result<Self> {
+        let Some(bytes) = meta.get(ROUTING_KEY)? else {
             return Ok(Self::untrained());
         };
         let corrupt = |e: String| ServerError::Internal(format!("routing record: {e}"));
@@ -152,7 +153,7 @@ impl Routing {
     }
 
     /// Stores the record durably in partition 0.
-    pub fn store(&self, first: &Partition) -> Result<()> {
+    pub fn store(&self, meta: &MetaStore) -> Result<()> {
         let Some(router) = &self.router else {
             return Err(ServerError::Internal(
                 "an untrained routing state is never stored".into(),
@@ -167,7 +168,7 @@ impl Routing {
         e.u64(self.trained_at_points);
         e.u64(self.sample_points);
         e.bytes(&router_bytes);
-        first.put_meta(ROUTING_KEY, &out)
+        meta.put(ROUTING_KEY, &out)
     }
 }
 
@@ -196,19 +197,19 @@ impl Move {
 }
 
 /// Records moves before their first step (synced).
-pub fn record_moves(first: &Partition, moves: &[Move]) -> Result<()> {
+pub fn record_moves(meta: &MetaStore, moves: &[Move]) -> Result<()> {
     let bytes = serde_json::to_vec(moves).map_err(|e| ServerError::Internal(e.to_string()))?;
-    first.put_meta(MOVES_KEY, &bytes)
+    meta.put(MOVES_KEY, &bytes)
 }
 
 /// Clears the record once both steps are done (an empty record means none).
-pub fn clear_moves(first: &Partition) -> Result<()> {
-    first.put_meta(MOVES_KEY, b"[]")
+pub fn clear_moves(meta: &MetaStore) -> Result<()> {
+    meta.put(MOVES_KEY, b"[]")
 }
 
 /// Moves a crash left unfinished, if any.
-pub fn recorded_moves(first: &Partition) -> Result<Option<Vec<Move>>> {
-    let Some(bytes) = first.get_meta(MOVES_KEY)? else {
+pub fn recorded_moves(meta: &MetaStore) -> Result<Option<Vec<Move>>> {
+    let Some(bytes) = meta.get(MOVES_KEY)? else {
         return Ok(None);
     };
     let moves: Vec<Move> = serde_json::from_slice(&bytes)

@@ -63,14 +63,16 @@ pub(super) async fn info(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
-    Ok(ok(
-        InfoWithLoad {
+    // A router's collection asks its shards: off the async workers.
+    let info = blocking(move || {
+        Ok(InfoWithLoad {
             info: describe(&collection),
             load: collection.load_report(),
             slots: collection.slot_stats(),
-        },
-        t,
-    ))
+        })
+    })
+    .await?;
+    Ok(ok(info, t))
 }
 
 /// Collection info plus Cairn's load report (how the index came back at start-up).

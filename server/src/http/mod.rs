@@ -7,6 +7,7 @@
 
 mod collections;
 pub mod error;
+mod internal;
 mod json;
 pub mod metrics;
 mod points;
@@ -36,17 +37,20 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Request counters for `/metrics`.
     pub metrics: metrics::Metrics,
+    /// Serve a shard's internal API (`/internal/…`, for its router).
+    pub shard_api: bool,
 }
 
 impl AppState {
     /// State of a server that is still loading.
-    pub fn new(limits: Limits, max_body_bytes: usize) -> Self {
+    pub fn new(limits: Limits, max_body_bytes: usize, shard_api: bool) -> Self {
         Self {
             catalog: OnceLock::new(),
             ready: AtomicBool::new(false),
             limits,
             max_body_bytes,
             metrics: Default::default(),
+            shard_api,
         }
     }
 
@@ -104,8 +108,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// The router with every route and layer.
 pub fn router(state: State) -> Router {
     let body_limit = state.max_body_bytes;
-    Router::new()
-        .route("/", get(service::root))
+    let mut app = Router::new();
+    if state.shard_api {
+        app = app.route(
+            "/internal/partitions/{name}",
+            axum::routing::put(internal::create)
+                .delete(internal::drop_partition)
+                .post(internal::call),
+        );
+    }
+    app.route("/", get(service::root))
         .route("/healthz", get(service::healthz))
         .route("/readyz", get(service::readyz))
         .route("/metrics", get(service::metrics))

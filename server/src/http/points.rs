@@ -94,7 +94,7 @@ pub(super) async fn delete(
             (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
             (None, Some(filter)) => {
                 validate(&filter, "filter")?;
-                c.matching_ids(Some(&filter))
+                c.matching_ids(Some(&filter))?
             }
             (Some(_), Some(_)) => {
                 return Err(ServerError::InvalidRequest(
@@ -120,10 +120,13 @@ pub(super) async fn get_one(
     let t = Instant::now();
     let id: PointId = id.parse().map_err(ServerError::InvalidRequest)?;
     let collection = state.catalog()?.get(&name)?;
-    let record = collection
-        .get_points(&[id], &PayloadSelection::All, true)
-        .pop()
-        .ok_or(ServerError::PointNotFound(id))?;
+    let record = blocking(move || {
+        collection
+            .get_points(&[id], &PayloadSelection::All, true)?
+            .pop()
+            .ok_or(ServerError::PointNotFound(id))
+    })
+    .await?;
     Ok(ok(record, t))
 }
 
@@ -138,7 +141,7 @@ pub(super) async fn get_many(
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
     let with_vector = request.with_vector.is_some_and(|w| w.enabled());
     Ok(ok(
-        collection.get_points(&ids, &with_payload, with_vector),
+        collection.get_points(&ids, &with_payload, with_vector)?,
         t,
     ))
 }
@@ -162,8 +165,7 @@ pub(super) async fn scroll(
         with_payload: PayloadSelection::from_wire(request.with_payload, true),
         with_vector: request.with_vector.is_some_and(|w| w.enabled()),
     };
-    let (points, next_page_offset) =
-        blocking(move || Ok(collection.scroll_blocking(&plan))).await?;
+    let (points, next_page_offset) = blocking(move || collection.scroll_blocking(&plan)).await?;
     Ok(ok(
         ScrollResult {
             points,
@@ -183,6 +185,6 @@ pub(super) async fn count(
     if let Some(f) = &request.filter {
         validate(f, "filter")?;
     }
-    let count = blocking(move || Ok(collection.count_blocking(request.filter.as_ref()))).await?;
+    let count = blocking(move || collection.count_blocking(request.filter.as_ref())).await?;
     Ok(ok(CountResult { count }, t))
 }

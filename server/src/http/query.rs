@@ -137,6 +137,7 @@ fn plan(
         explain: request.explain.unwrap_or(false),
         branching: params.branching,
         probe: params.probe,
+        allow_partial: params.allow_partial.unwrap_or(true),
     })
 }
 

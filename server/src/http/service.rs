@@ -38,9 +38,14 @@ pub(super) async fn readyz(AxState(state): AxState<State>) -> Response {
 }
 
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
-    let body = state
-        .metrics
-        .render(state.catalog().ok().map(|c| c.as_ref()));
+    // A router's collections ask their shards for counters: off the async workers.
+    let body = tokio::task::spawn_blocking(move || {
+        state
+            .metrics
+            .render(state.catalog().ok().map(|c| c.as_ref()))
+    })
+    .await
+    .unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,

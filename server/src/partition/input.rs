@@ -121,7 +121,7 @@ fn check_count(n: usize, limits: &Limits, field: &str) -> Result<()> {
 }
 
 /// Which payload keys a response carries.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum PayloadSelection {
     /// No payload.
     None,

@@ -51,7 +51,7 @@ use crate::error::{Result, ServerError};
 use table::LiveIndex;
 
 /// A point ready to be written: validated, vector preprocessed for the metric.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct NewPoint {
     /// Its id.
     pub id: PointId,
@@ -59,6 +59,19 @@ pub struct NewPoint {
     pub vector: Vec<f32>,
     /// Its payload.
     pub payload: Option<Payload>,
+}
+
+/// One op-log entry as replicas exchange it: the points' current values, or the deleted ids.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct OplogItem {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Upserted points (current values; points deleted since are left out).
+    #[serde(default)]
+    pub upsert: Option<Vec<NewPoint>>,
+    /// Deleted ids.
+    #[serde(default)]
+    pub delete: Option<Vec<PointId>>,
 }
 
 /// A write as the applier receives it.
@@ -271,13 +284,19 @@ impl Partition {
             .map(Some)
     }
 
-    /// Whether the partition holds `id` (committed state).
-    pub fn holds(&self, id: &PointId) -> Result<bool> {
-        Ok(self.shared.store.get_vector(&keys::encode(id))?.is_some())
+    /// Which of `ids` the partition holds (committed state).
+    pub fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        ids.iter()
+            .map(|id| Ok(self.shared.store.get_vector(&keys::encode(id))?.is_some()))
+            .collect()
     }
 
-    /// The committed value of `id`, as a point ready to be written elsewhere (re-homing).
-    pub fn stored(&self, id: &PointId) -> Result<Option<NewPoint>> {
+    /// The committed values of `ids`, as points ready to be written elsewhere (re-homing).
+    pub fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        ids.iter().map(|id| self.stored_one(id)).collect()
+    }
+
+    fn stored_one(&self, id: &PointId) -> Result<Option<NewPoint>> {
         let Some(point) = self.shared.store.get(&keys::encode(id))? else {
             return Ok(None);
         };
@@ -286,6 +305,88 @@ impl Partition {
             vector: point.vector,
             payload: recovery::parse_payload(point.payload)?,
         }))
+    }
+
+    /// Op-log entries after `after` (at most `limit`), each with the *current* value of the
+    /// points it wrote: what a replica that missed them needs to converge (a point written
+    /// again or deleted later is brought to its final value by the later entry too).
+    pub fn oplog_after(&self, after: u64, limit: usize) -> Result<Vec<OplogItem>> {
+        let mut items = Vec::new();
+        for entry in self.shared.store.oplog_after(after)?.take(limit) {
+            let (seq, entry) = entry?;
+            let ids = entry
+                .keys
+                .iter()
+                .map(|k| {
+                    keys::decode(k).ok_or_else(|| {
+                        ServerError::Internal(format!("{}: undecodable op-log key", self.name()))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            items.push(match entry.kind {
+                cairn_storage::OpKind::Upsert => OplogItem {
+                    seq,
+                    upsert: Some(self.stored(&ids)?.into_iter().flatten().collect()),
+                    delete: None,
+                },
+                cairn_storage::OpKind::Delete => OplogItem {
+                    seq,
+                    upsert: None,
+                    delete: Some(ids),
+                },
+            });
+        }
+        Ok(items)
+    }
+
+    /// Applies entries a peer's [`Partition::oplog_after`] gave, each only when it is the next
+    /// sequence number, so the replica's op log numbers its ops as the peer's does. Returns
+    /// the last sequence number. Blocks until they are searchable.
+    pub fn apply_oplog(&self, items: Vec<OplogItem>) -> Result<u64> {
+        let mut writer = self.writer.lock();
+        for item in items {
+            if item.seq <= writer.last_seq {
+                continue;
+            }
+            if item.seq != writer.last_seq + 1 {
+                return Err(ServerError::Internal(format!(
+                    "{}: op {} does not follow {}",
+                    self.name(),
+                    item.seq,
+                    writer.last_seq
+                )));
+            }
+            let op = match (item.upsert, item.delete) {
+                (Some(points), _) => ApplyOp::Upsert(points),
+                (None, Some(ids)) => ApplyOp::Delete(ids),
+                (None, None) => ApplyOp::Upsert(Vec::new()),
+            };
+            self.commit_locked(&mut writer, op)?;
+        }
+        let last = writer.last_seq;
+        drop(writer);
+        self.wait_applied_blocking(last)?;
+        Ok(last)
+    }
+
+    /// About `n` committed vectors drawn uniformly (reservoir sampling), row-major.
+    pub fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        use rand::{Rng, SeedableRng};
+        let dim = self.shared.settings.dim;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut sample: Vec<f32> = Vec::with_capacity(n * dim);
+        for (seen, record) in self.shared.store.scan_points()?.enumerate() {
+            let (_, point) = record?;
+            if seen < n {
+                sample.extend_from_slice(&point.vector);
+            } else {
+                let j = rng.gen_range(0..=seen);
+                if j < n {
+                    sample[j * dim..(j + 1) * dim].copy_from_slice(&point.vector);
+                }
+            }
+        }
+        Ok(sample)
     }
 
     /// Ids of every committed point, in id order.
@@ -298,15 +399,6 @@ impl Partition {
             })?);
         }
         Ok(ids)
-    }
-
-    /// Calls `f` with every committed vector (router training samples them).
-    pub fn for_each_vector(&self, mut f: impl FnMut(&[f32])) -> Result<()> {
-        for record in self.shared.store.scan_points()? {
-            let (_, point) = record?;
-            f(&point.vector);
-        }
-        Ok(())
     }
 
     /// Sequence number of the last committed write.

@@ -9,7 +9,7 @@ use super::{Partition, PayloadSelection};
 use crate::error::{Result, ServerError};
 
 /// A validated k-NN query.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct QueryPlan {
     /// What to search near (already checked and preprocessed), or a point whose vector to use.
     pub target: QueryTarget,
@@ -39,10 +39,13 @@ pub struct QueryPlan {
     pub branching: Option<usize>,
     /// Partitioned collections: most partitions to visit.
     pub probe: Option<usize>,
+    /// Cluster: answer from the partitions that have a live replica when some have none
+    /// (`false`: fail with 503 instead).
+    pub allow_partial: bool,
 }
 
 /// A query's target.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum QueryTarget {
     /// A vector.
     Vector(Vec<f32>),
@@ -51,7 +54,7 @@ pub enum QueryTarget {
 }
 
 /// A validated scroll.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ScrollPlan {
     /// First id (inclusive).
     pub offset: Option<PointId>,
@@ -240,6 +243,7 @@ impl Partition {
         Ok(QueryResponse {
             points: out,
             explain,
+            warning: None,
         })
     }
 
@@ -360,6 +364,7 @@ mod tests {
             explain: false,
             branching: None,
             probe: None,
+            allow_partial: true,
         }
     }
 

@@ -30,6 +30,13 @@ pub struct CollectionSettings {
     /// (Absent in settings stored before partitioning existed: those have one partition.)
     #[serde(default)]
     pub routing: Option<RouterParams>,
+    /// Copies of each partition (above 1 only on a router, whose shard nodes hold them).
+    #[serde(default = "one")]
+    pub replication_factor: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Qdrant's default for the exact-scan threshold of filtered queries.
@@ -55,25 +62,21 @@ fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
         }
         _ => {}
     }
-    for (field, value) in [
-        ("replication_factor", req.replication_factor),
-        ("write_consistency_factor", req.write_consistency_factor),
-    ] {
-        match value {
-            None | Some(1) => {}
-            Some(0) => {
-                return Err(ServerError::InvalidRequest(format!(
-                    "{field} must be at least 1"
-                )))
-            }
-            Some(n) => {
-                return Err(ServerError::InvalidRequest(format!(
-                    "{field} {n} is not supported by a standalone server: every partition has one copy here"
-                )))
-            }
-        }
+    if req.replication_factor == Some(0) {
+        return Err(ServerError::InvalidRequest(
+            "replication_factor must be at least 1".into(),
+        ));
     }
-    Ok(())
+    match req.write_consistency_factor {
+        None | Some(1) => Ok(()),
+        Some(0) => Err(ServerError::InvalidRequest(
+            "write_consistency_factor must be at least 1".into(),
+        )),
+        Some(n) => Err(ServerError::InvalidRequest(format!(
+            "write_consistency_factor {n} is not supported: a write is acknowledged once one \
+             live replica has applied it"
+        ))),
+    }
 }
 
 /// `quantization_config` in Cairn's shapes: `{"neq": {"codec", "m", "oversampling"}}` (NEQ:
@@ -211,6 +214,7 @@ impl CollectionSettings {
         let partitions = req.shard_number.unwrap_or(1) as usize;
         let settings = Self {
             routing: (partitions > 1).then(|| RouterParams::new(partitions)),
+            replication_factor: req.replication_factor.unwrap_or(1) as usize,
             dim: v.size,
             distance: v.distance,
             index,

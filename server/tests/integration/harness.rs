@@ -20,7 +20,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server on a fresh port over `data_dir`, with extra `CAIRN__…` variables.
+    /// Starts a server on a fresh port over `data_dir`, with extra `CAIRN__…` variables
+    /// (restarts keep the port).
     pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Server {
         let mut server = Server {
             child: None,
@@ -45,8 +46,14 @@ impl Server {
         let ready = self.data_dir.join(format!("ready-{}", self.starts));
         let log = std::fs::File::create(self.data_dir.join(format!("server-{}.log", self.starts)))
             .unwrap();
+        // A restart keeps its address, as a restarted node of a cluster must.
+        let addr = if self.addr.is_empty() {
+            "127.0.0.1:0".to_owned()
+        } else {
+            self.addr.clone()
+        };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        cmd.args(["serve", "--http-addr", "127.0.0.1:0"])
+        cmd.args(["serve", "--http-addr", &addr])
             .arg("--data-dir")
             .arg(self.data_dir.join("data"))
             .arg("--ready-file")

@@ -7,6 +7,7 @@
 )]
 
 mod bad_input;
+mod cluster;
 mod durability;
 mod harness;
 mod mips;

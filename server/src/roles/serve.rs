@@ -1,4 +1,5 @@
-//! The standalone role: the HTTP API over a local catalog, data in `node.data_dir`.
+//! Start-up and shutdown, shared by every role: the HTTP API over the catalog, data in
+//! `node.data_dir`.
 //!
 //! Start-up order matters for readiness: the listener binds first (so `/healthz` answers and
 //! `/readyz` says 503), collections load on a blocking thread, then readiness turns green and
@@ -9,20 +10,30 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::catalog::Catalog;
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::http::{router, AppState};
 
 /// Runs until SIGINT or SIGTERM, then drains requests and snapshots every collection.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+/// `cluster`: this is a router over those shard nodes; `shard_api`: this is a shard.
+pub async fn serve(
+    config: Config,
+    cluster: Option<Arc<Cluster>>,
+    shard_api: bool,
+) -> anyhow::Result<()> {
     // Quantized collections train their codebooks with FAISS (cairn-index never links it).
     cairn_index::quant::register_trainer(Arc::new(cairn_faiss::codec::FaissTrainer));
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
         .with_context(|| format!("cannot listen on {}", config.http.addr))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, data_dir = %config.node.data_dir.display(), "cairn standalone listening");
+    tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = %config.cluster.role, "cairn listening");
 
-    let state = Arc::new(AppState::new(config.limits, config.http.max_body_bytes));
+    let state = Arc::new(AppState::new(
+        config.limits,
+        config.http.max_body_bytes,
+        shard_api,
+    ));
     let app = router(state.clone());
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -31,17 +42,23 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
 
     let data_dir = config.node.data_dir.clone();
+    let catalog_cluster = cluster.clone();
     let catalog = tokio::task::spawn_blocking(move || {
         Catalog::open(
             &data_dir,
             config.storage,
             config.limits,
             Arc::new(cairn_faiss::FaissTrainer),
+            catalog_cluster,
         )
     })
     .await?
     .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
+    if let Some(cluster) = cluster {
+        crate::cluster::health::spawn(cluster, Arc::downgrade(&catalog))
+            .context("cannot start the health prober")?;
+    }
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");
     if !config.http.ready_file.is_empty() {
@@ -50,7 +67,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     server.await?.context("http server failed")?;
     tracing::info!("shutting down: writing index snapshots");
-    tokio::task::spawn_blocking(move || catalog.close_all()).await?;
+    // Dropped off the async workers too: a router's HTTP client must not be dropped on them.
+    tokio::task::spawn_blocking(move || {
+        catalog.close_all();
+        drop(catalog);
+        drop(state);
+    })
+    .await?;
     tracing::info!("stopped");
     Ok(())
 }

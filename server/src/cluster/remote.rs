@@ -1,0 +1,246 @@
+//! A partition as the router sees it: `R` replicas on distinct shard nodes.
+//!
+//! ```text
+//!            call fails / node probe fails
+//!   Active ─────────────────────────────────▶ Dead
+//!     ▲                                        │ node answers its probe again
+//!     │   op log replayed from a live peer,    ▼
+//!     └──────── equal sequence numbers ◀── Recovering
+//!               (under the collection's write lock)
+//! ```
+//!
+//! Reads go to the `Active` replica with the fewest requests in flight (a slow replica
+//! accumulates them and so gets less work, as Pyramid's pull-based queues gave it) and fail
+//! over to the next on a transport error or a 5xx. Writes go to every `Active` replica and
+//! succeed when at least one applied them; a replica that failed, or answered a different
+//! sequence number than the first one, is marked `Dead` and recovered by the health prober.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+
+use super::rpc::PartitionCall;
+use super::Node;
+use crate::error::{Result, ServerError};
+
+/// Life-cycle state of a replica (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Serves reads and takes writes.
+    Active,
+    /// Missed writes or is unreachable.
+    Dead,
+    /// Replaying a peer's op log.
+    Recovering,
+}
+
+impl ReplicaState {
+    /// Name shown in collection info.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Dead => "dead",
+            Self::Recovering => "recovering",
+        }
+    }
+}
+
+/// One copy of a partition on one shard node.
+pub struct Replica {
+    /// The node holding it.
+    pub node: Arc<Node>,
+    state: Mutex<ReplicaState>,
+    outstanding: AtomicUsize,
+}
+
+impl Replica {
+    /// Its state.
+    pub fn state(&self) -> ReplicaState {
+        *self.state.lock()
+    }
+
+    /// Sets its state (logged when it changes).
+    pub fn set_state(&self, to: ReplicaState, partition: &str) {
+        let mut state = self.state.lock();
+        if *state != to {
+            tracing::info!(partition, node = %self.node.url, from = state.name(), to = to.name(), "replica state");
+            *state = to;
+        }
+    }
+
+    fn usable(&self) -> bool {
+        self.state() == ReplicaState::Active && self.node.is_alive()
+    }
+}
+
+/// A partition replicated on shard nodes.
+pub struct RemotePartition {
+    /// Shard-side name, `{collection}.p{i}`.
+    pub name: String,
+    /// Its replicas, on distinct nodes.
+    pub replicas: Vec<Replica>,
+    http: reqwest::blocking::Client,
+    last_seq: AtomicU64,
+}
+
+/// Why one replica's call failed: the replica's fault (fail over) or the request's (do not).
+enum CallError {
+    Replica(String),
+    Request(ServerError),
+}
+
+impl RemotePartition {
+    /// A partition with replicas on `nodes`, all assumed `Active` until a call or a probe
+    /// says otherwise.
+    pub fn new(name: String, nodes: Vec<Arc<Node>>, http: reqwest::blocking::Client) -> Self {
+        Self {
+            name,
+            replicas: nodes
+                .into_iter()
+                .map(|node| Replica {
+                    node,
+                    state: Mutex::new(ReplicaState::Active),
+                    outstanding: AtomicUsize::new(0),
+                })
+                .collect(),
+            http,
+            last_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The last sequence number a write returned (or the probe read).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Records a sequence number read from a replica.
+    pub fn observe_seq(&self, seq: u64) {
+        self.last_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Runs `call` on one replica, whatever its state (the prober's catch-up uses this).
+    pub fn call_replica<T: DeserializeOwned>(&self, i: usize, call: &PartitionCall) -> Result<T> {
+        match self.call_on(&self.replicas[i], call) {
+            Ok(value) => Ok(value),
+            Err(CallError::Replica(m)) => Err(ServerError::Unavailable(m)),
+            Err(CallError::Request(e)) => Err(e),
+        }
+    }
+
+    fn call_on<T: DeserializeOwned>(
+        &self,
+        replica: &Replica,
+        call: &PartitionCall,
+    ) -> std::result::Result<T, CallError> {
+        let url = format!("{}/internal/partitions/{}", replica.node.url, self.name);
+        replica.outstanding.fetch_add(1, Ordering::AcqRel);
+        let response = self.http.post(&url).json(call).send();
+        replica.outstanding.fetch_sub(1, Ordering::AcqRel);
+        let response = response.map_err(|e| CallError::Replica(format!("{url}: {e}")))?;
+        let status = response.status();
+        let body: serde_json::Value = response
+            .json()
+            .map_err(|e| CallError::Replica(format!("{url}: unreadable answer: {e}")))?;
+        if status.is_server_error() {
+            return Err(CallError::Replica(format!("{url}: {status} {body}")));
+        }
+        if !status.is_success() {
+            let message = body["status"]["error"]
+                .as_str()
+                .unwrap_or("shard refused the request")
+                .to_owned();
+            return Err(CallError::Request(ServerError::InvalidRequest(message)));
+        }
+        serde_json::from_value(body["result"].clone())
+            .map_err(|e| CallError::Replica(format!("{url}: unexpected answer: {e}")))
+    }
+
+    /// Each replica's state and, when it answers, its sequence number and points.
+    pub fn replica_info(&self) -> Vec<cairn_api::ReplicaInfo> {
+        (0..self.replicas.len())
+            .map(|i| {
+                let replica = &self.replicas[i];
+                let state = replica
+                    .node
+                    .is_alive()
+                    .then(|| {
+                        self.call_replica::<super::rpc::PartitionState>(i, &PartitionCall::State)
+                            .ok()
+                    })
+                    .flatten();
+                cairn_api::ReplicaInfo {
+                    node: replica.node.url.clone(),
+                    state: replica.state().name().to_owned(),
+                    last_seq: state.map(|s| s.last_seq),
+                    points: state.map(|s| s.points),
+                }
+            })
+            .collect()
+    }
+
+    /// A read: the live replica with the fewest requests in flight, then the others.
+    pub fn read<T: DeserializeOwned>(&self, call: &PartitionCall) -> Result<T> {
+        let mut order: Vec<&Replica> = self.replicas.iter().filter(|r| r.usable()).collect();
+        order.sort_by_key(|r| r.outstanding.load(Ordering::Acquire));
+        let mut last_error = None;
+        for replica in order {
+            match self.call_on(replica, call) {
+                Ok(value) => return Ok(value),
+                Err(CallError::Request(e)) => return Err(e),
+                Err(CallError::Replica(m)) => {
+                    tracing::warn!(partition = %self.name, error = %m, "replica failed a read; trying the next");
+                    replica.set_state(ReplicaState::Dead, &self.name);
+                    last_error = Some(m);
+                }
+            }
+        }
+        Err(ServerError::Unavailable(format!(
+            "partition {} has no live replica{}",
+            self.name,
+            last_error.map_or(String::new(), |m| format!(" (last error: {m})"))
+        )))
+    }
+
+    /// A write that answers a sequence number (or `None` for a delete that found nothing):
+    /// sent to every live replica; replicas that fail or disagree are marked dead.
+    pub fn write<T: DeserializeOwned + Clone + Into<Option<u64>> + PartialEq>(
+        &self,
+        call: &PartitionCall,
+    ) -> Result<T> {
+        let mut first: Option<T> = None;
+        let mut last_error = None;
+        for replica in self.replicas.iter().filter(|r| r.usable()) {
+            match self.call_on::<T>(replica, call) {
+                Ok(answer) => match &first {
+                    None => {
+                        if let Some(seq) = answer.clone().into() {
+                            self.observe_seq(seq);
+                        }
+                        first = Some(answer);
+                    }
+                    Some(expected) if *expected == answer => {}
+                    Some(_) => {
+                        tracing::warn!(partition = %self.name, node = %replica.node.url,
+                            "replica answered a different sequence number; recovering it");
+                        replica.set_state(ReplicaState::Dead, &self.name);
+                    }
+                },
+                Err(CallError::Request(e)) => return Err(e),
+                Err(CallError::Replica(m)) => {
+                    tracing::warn!(partition = %self.name, error = %m, "replica failed a write; marking it dead");
+                    replica.set_state(ReplicaState::Dead, &self.name);
+                    last_error = Some(m);
+                }
+            }
+        }
+        first.ok_or_else(|| {
+            ServerError::Unavailable(format!(
+                "partition {} has no live replica to write to{}",
+                self.name,
+                last_error.map_or(String::new(), |m| format!(" (last error: {m})"))
+            ))
+        })
+    }
+}

@@ -1,0 +1,65 @@
+//! A shard node's internal API, spoken by its router (`crate::cluster::rpc`): create and drop
+//! partitions, and one call per partition operation. Mounted only with `cluster.role =
+//! "shard"`.
+
+use std::time::Instant;
+
+use axum::extract::{Path, State as AxState};
+use axum::response::IntoResponse;
+
+use super::json::ApiJson;
+use super::{blocking, ok, State};
+use crate::cluster::rpc::{dispatch, PartitionCall};
+use crate::error::{Result, ServerError};
+use crate::partition::CollectionSettings;
+
+pub(super) async fn create(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(settings): ApiJson<CollectionSettings>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let catalog = state.catalog()?.clone();
+    blocking(move || {
+        // Idempotent: a router retrying a creation finds the partition there.
+        if let Ok(existing) = catalog.get(&name) {
+            return if existing.settings() == &settings {
+                Ok(())
+            } else {
+                Err(ServerError::CollectionExists(name))
+            };
+        }
+        catalog.create_with(&name, &settings)
+    })
+    .await?;
+    Ok(ok(true, t))
+}
+
+pub(super) async fn drop_partition(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let catalog = state.catalog()?.clone();
+    blocking(move || catalog.delete(&name)).await?;
+    Ok(ok(true, t))
+}
+
+pub(super) async fn call(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(call): ApiJson<PartitionCall>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    let answer = blocking(move || {
+        let partition = collection
+            .partitions()
+            .first()
+            .and_then(|p| p.local())
+            .ok_or_else(|| ServerError::Internal(format!("{name} is not a local partition")))?;
+        dispatch(partition, call)
+    })
+    .await?;
+    Ok(ok(answer, t))
+}

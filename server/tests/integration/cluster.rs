@@ -1,0 +1,244 @@
+//! The Pyramid cluster on loopback (issue #6): one router and three shard nodes, real `cairn`
+//! processes. siftsmall in 4 partitions × 2 replicas is loaded through the router and routed
+//! with recall; a shard node SIGKILLed under a steady query load costs no query, writes go on,
+//! and once restarted it catches up and serves again; with both replicas of some partitions
+//! gone, queries answer partially (coverage < 1) or 503 when asked, never 500.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_index::dataset::{load_dataset, recall_at_k, shared_data_dir, Dataset};
+use serde_json::{json, Value};
+
+use crate::harness::{ids, Server};
+
+struct Cluster {
+    shards: Vec<Server>,
+    router: Server,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+fn start_cluster(n: usize) -> Cluster {
+    let mut dirs = Vec::new();
+    let mut shards = Vec::new();
+    for _ in 0..n {
+        let dir = tempfile::tempdir().unwrap();
+        shards.push(Server::start(
+            dir.path(),
+            &[("CAIRN__CLUSTER__ROLE", "shard")],
+        ));
+        dirs.push(dir);
+    }
+    let urls: Vec<String> = shards
+        .iter()
+        .map(|s| format!("\"{}\"", s.url("")))
+        .collect();
+    let list = format!("[{}]", urls.join(","));
+    let dir = tempfile::tempdir().unwrap();
+    let router = Server::start(
+        dir.path(),
+        &[
+            ("CAIRN__CLUSTER__ROLE", "router"),
+            ("CAIRN__CLUSTER__SHARDS", &list),
+            ("CAIRN__CLUSTER__PROBE_INTERVAL_MS", "200"),
+            ("CAIRN__CLUSTER__REQUEST_TIMEOUT_MS", "2000"),
+        ],
+    );
+    dirs.push(dir);
+    Cluster {
+        shards,
+        router,
+        _dirs: dirs,
+    }
+}
+
+fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn routing(router: &Server) -> Value {
+    router.ok("GET", "/collections/sift", None)["routing"].clone()
+}
+
+fn all_active(routing: &Value) -> bool {
+    routing["replicas"].as_array().is_some_and(|parts| {
+        parts.iter().all(|replicas| {
+            replicas
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["state"] == "active")
+        })
+    })
+}
+
+fn recall_and_touched(router: &Server, data: &Dataset) -> (f64, f64) {
+    let mut touched = 0usize;
+    let answers: Vec<Vec<u32>> = data
+        .queries
+        .rows()
+        .map(|q| {
+            let r = router.ok(
+                "POST",
+                "/collections/sift/points/query",
+                Some(&json!({"query": q, "limit": 10, "explain": true})),
+            );
+            touched += r["explain"]["partitions"]["touched"]
+                .as_array()
+                .unwrap()
+                .len();
+            ids(&r).iter().map(|&i| i as u32).collect()
+        })
+        .collect();
+    (
+        recall_at_k(&answers, &data.ground_truth, 10),
+        touched as f64 / data.queries.len() as f64,
+    )
+}
+
+#[test]
+fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let mut cluster = start_cluster(3);
+    let router = &cluster.router;
+    router.create(
+        "sift",
+        128,
+        "Euclid",
+        json!({"partitions": 4, "replication_factor": 2}),
+    );
+    router.upsert_vectors("sift", 128, &data.base.data, 0, 500);
+    wait_for("routing", 180, || {
+        let r = routing(router);
+        r["phase"] == "routed" && r["training_due"] == false
+    });
+    let r = routing(router);
+    eprintln!("cluster routing: {r}");
+    assert!(all_active(&r), "{r}");
+    assert_eq!(
+        router.ok("GET", "/collections/sift", None)["points_count"],
+        10_000
+    );
+    let (recall, touched) = recall_and_touched(router, &data);
+    eprintln!("cluster w=4 R=2: recall@10 {recall:.4}, partitions touched {touched:.2} of 4");
+    assert!(recall >= 0.95, "recall@10 {recall}");
+    assert!(touched < 4.0, "touched {touched}");
+
+    // SIGKILL shard 1 under a steady query load: no query fails.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let url = router.url("/collections/sift/points/query");
+    let load = {
+        let (stop, failed, done) = (stop.clone(), failed.clone(), done.clone());
+        let queries: Vec<Vec<f32>> = data.queries.rows().map(<[f32]>::to_vec).collect();
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::new();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let ok = client
+                    .post(&url)
+                    .json(&json!({"query": queries[i % queries.len()], "limit": 10}))
+                    .send()
+                    .is_ok_and(|r| r.status().is_success());
+                if !ok {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.shards[1].kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    // Writes go on while it is down: new points (far from every query, so the ground truth
+    // stands) and a delete.
+    let extra: Vec<f32> = data.base.data[..128 * 200]
+        .iter()
+        .map(|x| x + 1000.0)
+        .collect();
+    router.upsert_vectors("sift", 128, &extra, 20_000, 100);
+    router.ok(
+        "POST",
+        "/collections/sift/points/delete?wait=true",
+        Some(&json!({"points": [20_000, 20_001]})),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    load.join().unwrap();
+    eprintln!(
+        "queries during the kill: {} sent, {} failed",
+        done.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "no query may fail");
+    let router = &cluster.router;
+    let (recall_down, _) = recall_and_touched(router, &data);
+    assert!(
+        recall_down >= recall - 0.01,
+        "recall with a node down {recall_down}"
+    );
+    assert_eq!(
+        router.ok("GET", "/collections/sift", None)["points_count"],
+        10_198
+    );
+
+    // Restart it: its replicas catch up and serve again, with equal op logs and counts.
+    cluster.shards[1].restart();
+    let router = &cluster.router;
+    wait_for("catch-up", 60, || all_active(&routing(router)));
+    let r = routing(router);
+    eprintln!("after catch-up: {}", r["replicas"]);
+    for replicas in r["replicas"].as_array().unwrap() {
+        let replicas = replicas.as_array().unwrap();
+        assert_eq!(
+            replicas[0]["last_seq"], replicas[1]["last_seq"],
+            "{replicas:?}"
+        );
+        assert_eq!(replicas[0]["points"], replicas[1]["points"], "{replicas:?}");
+    }
+    let (recall_back, _) = recall_and_touched(router, &data);
+    assert!(
+        recall_back >= recall - 0.01,
+        "recall after catch-up {recall_back}"
+    );
+
+    // Kill shards 0 and 1: partitions 0 and 3 (on nodes 0,1) lose both replicas.
+    cluster.shards[0].kill9();
+    cluster.shards[1].kill9();
+    let router = &cluster.router;
+    let mut partial = 0;
+    for q in data.queries.rows().take(20) {
+        let (status, body) = router.call(
+            "POST",
+            "/collections/sift/points/query",
+            Some(&json!({"query": q, "limit": 10, "params": {"probe": 4}, "explain": true})),
+        );
+        assert_eq!(status, 200, "{body}");
+        let coverage = body["result"]["explain"]["partitions"]["coverage"]
+            .as_f64()
+            .unwrap();
+        if coverage < 1.0 {
+            partial += 1;
+            assert!(body["result"]["warning"].is_string(), "{body}");
+        }
+        let (status, body) = router.call(
+            "POST",
+            "/collections/sift/points/query",
+            Some(&json!({"query": q, "limit": 10, "params": {"probe": 4, "allow_partial": false}})),
+        );
+        assert_eq!(status, 503, "{body}");
+    }
+    assert_eq!(
+        partial, 20,
+        "a broadcast misses the dead partitions every time"
+    );
+    let (status, _) = router.call("GET", "/healthz", None);
+    assert_eq!(status, 200);
+}
