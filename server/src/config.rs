@@ -46,6 +46,9 @@ pub struct ClusterConfig {
     pub probe_interval_ms: u64,
     /// Router: milliseconds before a call to a shard fails over to another replica.
     pub request_timeout_ms: u64,
+    /// Shard, **tests only**: serve `POST /internal/fault` to add latency to this node's
+    /// partition calls. Off by default; never turn it on in production.
+    pub fault_injection: bool,
 }
 
 /// This node.

@@ -28,6 +28,12 @@ pub struct SearchParams {
     /// (`false`).
     #[serde(default)]
     pub allow_partial: Option<bool>,
+    /// Cluster: straggler mitigation — replicas chosen by requests in flight and recent
+    /// latency, and a read hedged to a second replica after the recent p95 (the default);
+    /// `false` asks live replicas in placement order, one at a time (to measure what
+    /// mitigation buys).
+    #[serde(default)]
+    pub hedge: Option<bool>,
 }
 
 /// Per-query knobs of quantized search (`params.quantization`).
@@ -158,6 +164,12 @@ pub struct PartitionsExplain {
     /// Share of the partitions that should have been searched that answered (1 in one
     /// process; below 1 when a cluster partition has no live replica).
     pub coverage: f64,
+    /// Cluster: the shard node that answered for each touched partition that answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
+    /// Cluster: reads hedged to a second replica.
+    #[serde(default)]
+    pub hedges: u32,
 }
 
 /// `POST …/points/query/batch`.

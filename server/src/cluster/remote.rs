@@ -9,14 +9,19 @@
 //!               (under the collection's write lock)
 //! ```
 //!
-//! Reads go to the `Active` replica with the fewest requests in flight (a slow replica
-//! accumulates them and so gets less work, as Pyramid's pull-based queues gave it) and fail
-//! over to the next on a transport error or a 5xx. Writes go to every `Active` replica and
+//! Reads go to the `Active` replica with the fewest requests in flight, then the lowest recent
+//! latency (a slow replica accumulates requests and a high latency, and so gets less work, as
+//! Pyramid's pull-based queues gave it), and fail over to the next on a transport error or a
+//! 5xx. A read still unanswered after the partition's recent p95 latency is **hedged**: sent
+//! to a second replica too, and the first answer wins. Writes go to every `Active` replica and
 //! succeed when at least one applied them; a replica that failed, or answered a different
 //! sequence number than the first one, is marked `Dead` and recovered by the health prober.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -53,6 +58,8 @@ pub struct Replica {
     pub node: Arc<Node>,
     state: Mutex<ReplicaState>,
     outstanding: AtomicUsize,
+    /// Exponentially weighted recent latency, µs.
+    latency_us: AtomicU64,
 }
 
 impl Replica {
@@ -73,7 +80,30 @@ impl Replica {
     fn usable(&self) -> bool {
         self.state() == ReplicaState::Active && self.node.is_alive()
     }
+
+    fn record_latency(&self, took: Duration) {
+        let us = took.as_micros().min(u128::from(u32::MAX)) as u64;
+        let old = self.latency_us.load(Ordering::Relaxed);
+        // EWMA with weight 1/8: a few slow answers are enough to send reads elsewhere.
+        let new = if old == 0 { us } else { (old * 7 + us) / 8 };
+        self.latency_us.store(new, Ordering::Relaxed);
+    }
 }
+
+/// How a read was served (reported by `explain`).
+#[derive(Debug, Clone, Default)]
+pub struct ReadTrace {
+    /// Node that answered.
+    pub node: String,
+    /// Whether a hedge was sent.
+    pub hedged: bool,
+}
+
+/// Read latencies remembered per partition for the hedge delay.
+const LATENCY_WINDOW: usize = 256;
+/// The hedge delay never goes below this (loopback answers in well under a millisecond, and
+/// hedging everything would double the load).
+const MIN_HEDGE_DELAY: Duration = Duration::from_millis(2);
 
 /// A partition replicated on shard nodes.
 pub struct RemotePartition {
@@ -83,6 +113,8 @@ pub struct RemotePartition {
     pub replicas: Vec<Replica>,
     http: reqwest::blocking::Client,
     last_seq: AtomicU64,
+    /// Recent read latencies (µs), newest last.
+    latencies: Mutex<VecDeque<u32>>,
 }
 
 /// Why one replica's call failed: the replica's fault (fail over) or the request's (do not).
@@ -103,10 +135,12 @@ impl RemotePartition {
                     node,
                     state: Mutex::new(ReplicaState::Active),
                     outstanding: AtomicUsize::new(0),
+                    latency_us: AtomicU64::new(0),
                 })
                 .collect(),
             http,
             last_seq: AtomicU64::new(0),
+            latencies: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
         }
     }
 
@@ -136,7 +170,9 @@ impl RemotePartition {
     ) -> std::result::Result<T, CallError> {
         let url = format!("{}/internal/partitions/{}", replica.node.url, self.name);
         replica.outstanding.fetch_add(1, Ordering::AcqRel);
+        let started = Instant::now();
         let response = self.http.post(&url).json(call).send();
+        replica.record_latency(started.elapsed());
         replica.outstanding.fetch_sub(1, Ordering::AcqRel);
         let response = response.map_err(|e| CallError::Replica(format!("{url}: {e}")))?;
         let status = response.status();
@@ -181,18 +217,111 @@ impl RemotePartition {
     }
 
     /// A read: the live replica with the fewest requests in flight, then the others.
-    pub fn read<T: DeserializeOwned>(&self, call: &PartitionCall) -> Result<T> {
-        let mut order: Vec<&Replica> = self.replicas.iter().filter(|r| r.usable()).collect();
-        order.sort_by_key(|r| r.outstanding.load(Ordering::Acquire));
+    pub fn read<T: DeserializeOwned + Send + 'static>(
+        self: &Arc<Self>,
+        call: &PartitionCall,
+    ) -> Result<T> {
+        self.read_traced(call, true).map(|(value, _)| value)
+    }
+
+    /// The hedge delay: the recent p95 read latency, at least [`MIN_HEDGE_DELAY`].
+    fn hedge_delay(&self) -> Duration {
+        let latencies = self.latencies.lock();
+        if latencies.len() < 20 {
+            return Duration::from_millis(50);
+        }
+        let mut sorted: Vec<u32> = latencies.iter().copied().collect();
+        sorted.sort_unstable();
+        let p95 = sorted[(sorted.len() * 95 / 100).min(sorted.len() - 1)];
+        Duration::from_micros(u64::from(p95)).max(MIN_HEDGE_DELAY)
+    }
+
+    fn remember(&self, took: Duration) {
+        let mut latencies = self.latencies.lock();
+        if latencies.len() == LATENCY_WINDOW {
+            latencies.pop_front();
+        }
+        latencies.push_back(took.as_micros().min(u128::from(u32::MAX)) as u32);
+    }
+
+    /// A read and how it was served. `mitigate`: choose replicas by load and latency and hedge
+    /// (the default); `false` takes live replicas in placement order, one at a time, which is
+    /// what a system without straggler mitigation does (kept to measure what it buys).
+    pub fn read_traced<T: DeserializeOwned + Send + 'static>(
+        self: &Arc<Self>,
+        call: &PartitionCall,
+        mitigate: bool,
+    ) -> Result<(T, ReadTrace)> {
+        let mut order: Vec<usize> = (0..self.replicas.len())
+            .filter(|&i| self.replicas[i].usable())
+            .collect();
+        if mitigate {
+            order.sort_by_key(|&i| {
+                let r = &self.replicas[i];
+                (
+                    r.outstanding.load(Ordering::Acquire),
+                    r.latency_us.load(Ordering::Relaxed),
+                )
+            });
+        }
+        let started = Instant::now();
+        let (tx, rx) = channel::<(usize, std::result::Result<T, CallError>)>();
+        let launch = |i: usize| {
+            let (me, call, tx) = (Arc::clone(self), call.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let answer = me.call_on::<T>(&me.replicas[i], &call);
+                let _ = tx.send((i, answer));
+            });
+        };
+        let mut next = 0;
+        let mut in_flight = 0;
+        let mut hedged = false;
         let mut last_error = None;
-        for replica in order {
-            match self.call_on(replica, call) {
-                Ok(value) => return Ok(value),
+        if let Some(&first) = order.first() {
+            launch(first);
+            next = 1;
+            in_flight = 1;
+        }
+        while in_flight > 0 {
+            let hedge_possible = mitigate && !hedged && next < order.len();
+            let received = if hedge_possible {
+                match rx.recv_timeout(self.hedge_delay()) {
+                    Ok(answer) => Some(answer),
+                    Err(RecvTimeoutError::Timeout) => {
+                        launch(order[next]);
+                        next += 1;
+                        in_flight += 1;
+                        hedged = true;
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => None,
+                }
+            } else {
+                rx.recv().ok()
+            };
+            let Some((i, answer)) = received else { break };
+            in_flight -= 1;
+            match answer {
+                Ok(value) => {
+                    self.remember(started.elapsed());
+                    return Ok((
+                        value,
+                        ReadTrace {
+                            node: self.replicas[i].node.url.clone(),
+                            hedged,
+                        },
+                    ));
+                }
                 Err(CallError::Request(e)) => return Err(e),
                 Err(CallError::Replica(m)) => {
                     tracing::warn!(partition = %self.name, error = %m, "replica failed a read; trying the next");
-                    replica.set_state(ReplicaState::Dead, &self.name);
+                    self.replicas[i].set_state(ReplicaState::Dead, &self.name);
                     last_error = Some(m);
+                    if in_flight == 0 && next < order.len() {
+                        launch(order[next]);
+                        next += 1;
+                        in_flight += 1;
+                    }
                 }
             }
         }

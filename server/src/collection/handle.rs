@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cairn_api::{Filter, PointId, QueryResponse, Record};
 
-use crate::cluster::remote::RemotePartition;
+use crate::cluster::remote::{ReadTrace, RemotePartition};
 use crate::cluster::rpc::{PartitionCall, PartitionState};
 use crate::error::Result;
 use crate::partition::{NewPoint, Partition, PayloadSelection, QueryPlan, ScrollPlan};
@@ -135,9 +135,17 @@ impl PartitionHandle {
 
     /// A k-NN query.
     pub fn query(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+        self.query_traced(plan).map(|(answer, _)| answer)
+    }
+
+    /// A k-NN query and, for a remote partition, which replica answered and whether a hedge
+    /// was sent.
+    pub fn query_traced(&self, plan: &QueryPlan) -> Result<(QueryResponse, Option<ReadTrace>)> {
         match self {
-            Self::Local(p) => p.query_blocking(plan),
-            Self::Remote(r) => r.read(&PartitionCall::Query { plan: plan.clone() }),
+            Self::Local(p) => Ok((p.query_blocking(plan)?, None)),
+            Self::Remote(r) => r
+                .read_traced(&PartitionCall::Query { plan: plan.clone() }, plan.hedge)
+                .map(|(answer, trace)| (answer, Some(trace))),
         }
     }
 

@@ -160,18 +160,18 @@ impl Collection {
         })?;
         let mut partitions = Vec::with_capacity(settings.partitions());
         for i in 0..settings.partitions() {
-            let remote = RemotePartition::new(
+            let remote = Arc::new(RemotePartition::new(
                 Cluster::partition_name(name, i),
                 cluster.placement(i, settings.replication_factor)?,
                 cluster.http.clone(),
-            );
+            ));
             // Operation ids continue from what the replicas hold.
             if let Ok(state) =
                 remote.read::<crate::cluster::rpc::PartitionState>(&PartitionCall::State)
             {
                 remote.observe_seq(state.last_seq);
             }
-            partitions.push(PartitionHandle::Remote(Arc::new(remote)));
+            partitions.push(PartitionHandle::Remote(remote));
         }
         Self::assemble(name, settings, partitions, MetaStore::Store(store), trainer)
     }

@@ -106,11 +106,45 @@ impl Collection {
             explain: true,
             ..plan.clone()
         };
+        // Remote partitions are asked in parallel; local ones one after another (threads
+        // would only add their start-up cost to work sharing the same cores).
+        let answers: Vec<Result<_>> = if self
+            .partitions
+            .iter()
+            .any(|p| matches!(p, super::PartitionHandle::Remote(_)))
+        {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = route
+                    .touched
+                    .iter()
+                    .map(|&p| {
+                        let (partition, sub) = (&self.partitions[p as usize], &sub);
+                        scope.spawn(move || partition.query_traced(sub))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(ServerError::Internal("a partition query panicked".into()))
+                        })
+                    })
+                    .collect()
+            })
+        } else {
+            route
+                .touched
+                .iter()
+                .map(|&p| self.partitions[p as usize].query_traced(&sub))
+                .collect()
+        };
         let mut lists = Vec::with_capacity(route.touched.len());
         let mut explain: Option<QueryExplain> = None;
         let mut missing = Vec::new();
-        for &p in &route.touched {
-            let answer = match self.partitions[p as usize].query(&sub) {
+        let mut replicas = Vec::new();
+        let mut hedges = 0;
+        for (&p, answer) in route.touched.iter().zip(answers) {
+            let (answer, trace) = match answer {
                 Ok(answer) => answer,
                 // A partition with no live replica: answer from the others, and say so.
                 Err(ServerError::Unavailable(m)) if plan.allow_partial => {
@@ -120,6 +154,10 @@ impl Collection {
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(trace) = trace {
+                hedges += u32::from(trace.hedged);
+                replicas.push(trace.node);
+            }
             lists.push(answer.points);
             let Some(e) = answer.explain else { continue };
             explain = Some(match explain.take() {
@@ -149,6 +187,8 @@ impl Collection {
                     routing_version: route.version,
                     routing_distance_computations: route.distance_computations,
                     coverage,
+                    replicas,
+                    hedges,
                 });
                 Some(e)
             }

@@ -63,3 +63,38 @@ pub(super) async fn call(
     .await?;
     Ok(ok(answer, t))
 }
+
+/// `POST /internal/fault` (tests only): `{"delay_ms": N}` delays every later partition call.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Fault {
+    delay_ms: u64,
+}
+
+pub(super) async fn fault(
+    AxState(state): AxState<State>,
+    ApiJson(fault): ApiJson<Fault>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    if let Some(delay) = &state.fault_delay_ms {
+        delay.store(fault.delay_ms, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(delay_ms = fault.delay_ms, "fault injected");
+    }
+    Ok(ok(true, t))
+}
+
+/// Middleware of a shard with fault injection on: sleeps before partition calls.
+pub(super) async fn delay(
+    AxState(state): AxState<State>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let ms = state
+        .fault_delay_ms
+        .as_ref()
+        .map_or(0, |d| d.load(std::sync::atomic::Ordering::Relaxed));
+    if ms > 0 && request.uri().path().starts_with("/internal/partitions") {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    next.run(request).await
+}

@@ -39,11 +39,18 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// Serve a shard's internal API (`/internal/…`, for its router).
     pub shard_api: bool,
+    /// Tests only (`cluster.fault_injection`): latency added to partition calls, ms.
+    pub fault_delay_ms: Option<std::sync::atomic::AtomicU64>,
 }
 
 impl AppState {
     /// State of a server that is still loading.
-    pub fn new(limits: Limits, max_body_bytes: usize, shard_api: bool) -> Self {
+    pub fn new(
+        limits: Limits,
+        max_body_bytes: usize,
+        shard_api: bool,
+        fault_injection: bool,
+    ) -> Self {
         Self {
             catalog: OnceLock::new(),
             ready: AtomicBool::new(false),
@@ -51,6 +58,7 @@ impl AppState {
             max_body_bytes,
             metrics: Default::default(),
             shard_api,
+            fault_delay_ms: fault_injection.then(|| std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -115,6 +123,12 @@ pub fn router(state: State) -> Router {
             axum::routing::put(internal::create)
                 .delete(internal::drop_partition)
                 .post(internal::call),
+        );
+    }
+    if state.fault_delay_ms.is_some() {
+        tracing::warn!("fault injection is on (cluster.fault_injection): for tests only");
+        app = app.route("/internal/fault", post(internal::fault)).layer(
+            axum::middleware::from_fn_with_state(state.clone(), internal::delay),
         );
     }
     app.route("/", get(service::root))

@@ -138,6 +138,7 @@ fn plan(
         branching: params.branching,
         probe: params.probe,
         allow_partial: params.allow_partial.unwrap_or(true),
+        hedge: params.hedge.unwrap_or(true),
     })
 }
 

@@ -42,6 +42,8 @@ pub struct QueryPlan {
     /// Cluster: answer from the partitions that have a live replica when some have none
     /// (`false`: fail with 503 instead).
     pub allow_partial: bool,
+    /// Cluster: straggler mitigation (replica choice by load and latency, hedged reads).
+    pub hedge: bool,
 }
 
 /// A query's target.
@@ -365,6 +367,7 @@ mod tests {
             branching: None,
             probe: None,
             allow_partial: true,
+            hedge: true,
         }
     }
 

@@ -33,6 +33,7 @@ pub async fn serve(
         config.limits,
         config.http.max_body_bytes,
         shard_api,
+        shard_api && config.cluster.fault_injection,
     ));
     let app = router(state.clone());
     let server = tokio::spawn(async move {

@@ -26,7 +26,10 @@ fn start_cluster(n: usize) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         shards.push(Server::start(
             dir.path(),
-            &[("CAIRN__CLUSTER__ROLE", "shard")],
+            &[
+                ("CAIRN__CLUSTER__ROLE", "shard"),
+                ("CAIRN__CLUSTER__FAULT_INJECTION", "true"),
+            ],
         ));
         dirs.push(dir);
     }
@@ -101,11 +104,8 @@ fn recall_and_touched(router: &Server, data: &Dataset) -> (f64, f64) {
     )
 }
 
-#[test]
-fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
-    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
-    let mut cluster = start_cluster(3);
-    let router = &cluster.router;
+/// Loads siftsmall through the router into 4 partitions × 2 replicas and waits until routed.
+fn load_siftsmall(router: &Server, data: &Dataset) {
     router.create(
         "sift",
         128,
@@ -117,6 +117,77 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
         let r = routing(router);
         r["phase"] == "routed" && r["training_due"] == false
     });
+}
+
+/// Latencies of `n` sequential queries, sorted, in ms.
+fn latencies(router: &Server, data: &Dataset, n: usize, hedge: bool) -> Vec<f64> {
+    let mut out: Vec<f64> = (0..n)
+        .map(|i| {
+            let q = data.queries.row(i % data.queries.len());
+            let t = Instant::now();
+            router.ok(
+                "POST",
+                "/collections/sift/points/query",
+                Some(&json!({"query": q, "limit": 10, "params": {"hedge": hedge}})),
+            );
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+fn p99(sorted: &[f64]) -> f64 {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
+#[test]
+fn a_slow_shard_is_hedged_around() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let cluster = start_cluster(3);
+    let router = &cluster.router;
+    load_siftsmall(router, &data);
+    latencies(router, &data, 100, true);
+    // Healthy and slowed blocks alternate, so machine noise falls on both alike.
+    let (mut healthy, mut slowed) = (Vec::new(), Vec::new());
+    let n = 600;
+    for _ in 0..3 {
+        healthy.extend(latencies(router, &data, n / 3, true));
+        cluster.shards[0].ok("POST", "/internal/fault", Some(&json!({"delay_ms": 200})));
+        slowed.extend(latencies(router, &data, n / 3, true));
+        cluster.shards[0].ok("POST", "/internal/fault", Some(&json!({"delay_ms": 0})));
+    }
+    healthy.sort_by(f64::total_cmp);
+    slowed.sort_by(f64::total_cmp);
+    let (healthy, mitigated) = (p99(&healthy), p99(&slowed));
+    cluster.shards[0].ok("POST", "/internal/fault", Some(&json!({"delay_ms": 200})));
+    let unmitigated = p99(&latencies(router, &data, 200, false));
+    let hedges = router.ok(
+        "POST",
+        "/collections/sift/points/query",
+        Some(
+            &json!({"query": data.queries.row(0), "limit": 10, "explain": true,
+                     "params": {"probe": 4}}),
+        ),
+    )["explain"]["partitions"]
+        .clone();
+    eprintln!(
+        "straggler (+200 ms on one of 3 shards), p99 over {n} queries: healthy {healthy:.2} ms, \
+         with mitigation {mitigated:.2} ms, without {unmitigated:.2} ms; a broadcast: {hedges}"
+    );
+    assert!(unmitigated > 200.0, "without mitigation p99 {unmitigated}");
+    assert!(
+        mitigated <= 1.5 * healthy,
+        "p99 with mitigation {mitigated} ms vs healthy {healthy} ms"
+    );
+}
+
+#[test]
+fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let mut cluster = start_cluster(3);
+    let router = &cluster.router;
+    load_siftsmall(router, &data);
     let r = routing(router);
     eprintln!("cluster routing: {r}");
     assert!(all_active(&r), "{r}");
@@ -128,6 +199,39 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
     eprintln!("cluster w=4 R=2: recall@10 {recall:.4}, partitions touched {touched:.2} of 4");
     assert!(recall >= 0.95, "recall@10 {recall}");
     assert!(touched < 4.0, "touched {touched}");
+
+    // A `Dot` collection routes by direction: no partition takes most of the queries.
+    let ml = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
+    router.create(
+        "ml",
+        64,
+        "Dot",
+        json!({"partitions": 4, "replication_factor": 2}),
+    );
+    router.upsert_vectors("ml", 64, &ml.base.data, 0, 1000);
+    wait_for("ml routing", 180, || {
+        let r = router.ok("GET", "/collections/ml", None)["routing"].clone();
+        r["phase"] == "routed" && r["training_due"] == false
+    });
+    let mut share = [0usize; 4];
+    let mut found = Vec::new();
+    for q in ml.queries.rows() {
+        let r = router.ok(
+            "POST",
+            "/collections/ml/points/query",
+            Some(&json!({"query": q, "limit": 10, "explain": true})),
+        );
+        for p in r["explain"]["partitions"]["touched"].as_array().unwrap() {
+            share[p.as_u64().unwrap() as usize] += 1;
+        }
+        found.push(ids(&r).iter().map(|&i| i as u32).collect::<Vec<_>>());
+    }
+    let ml_recall = recall_at_k(&found, &ml.ground_truth, 10);
+    let mean = share.iter().sum::<usize>() as f64 / 4.0;
+    let skew = *share.iter().max().unwrap() as f64 / mean;
+    eprintln!("cluster movielens-mips Dot w=4 R=2: recall@10 {ml_recall:.4}, query share {share:?} (max/mean {skew:.2})");
+    assert!(skew <= 1.5, "query share {share:?}");
+    assert!(ml_recall >= 0.9, "recall@10 {ml_recall}");
 
     // SIGKILL shard 1 under a steady query load: no query fails.
     let stop = Arc::new(AtomicBool::new(false));
