@@ -45,6 +45,10 @@ pub struct TargetArgs {
     /// waits until the router is trained and every point re-homed).
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
+    /// Copies of each partition, when the collection is created (a router's shard nodes
+    /// hold them).
+    #[arg(long, default_value_t = 1)]
+    pub replication: u32,
     /// Points per upsert request while loading.
     #[arg(long, default_value_t = 512)]
     pub upsert_chunk: usize,
@@ -114,7 +118,8 @@ impl Target {
                         ef_construct: Some(args.ef_construct),
                         ..HnswConfigDiff::default()
                     })
-                    .partitions(args.partitions),
+                    .partitions(args.partitions)
+                    .replication_factor(args.replication),
             )
             .await?;
         let bar = ProgressBar::new(n as u64).with_style(

@@ -237,14 +237,21 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
+    let slowest_us = Arc::new(AtomicUsize::new(0));
     let url = router.url("/collections/sift/points/query");
     let load = {
-        let (stop, failed, done) = (stop.clone(), failed.clone(), done.clone());
+        let (stop, failed, done, slowest_us) = (
+            stop.clone(),
+            failed.clone(),
+            done.clone(),
+            slowest_us.clone(),
+        );
         let queries: Vec<Vec<f32>> = data.queries.rows().map(<[f32]>::to_vec).collect();
         std::thread::spawn(move || {
             let client = reqwest::blocking::Client::new();
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
                 let ok = client
                     .post(&url)
                     .json(&json!({"query": queries[i % queries.len()], "limit": 10}))
@@ -253,6 +260,7 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
                 if !ok {
                     failed.fetch_add(1, Ordering::Relaxed);
                 }
+                slowest_us.fetch_max(t.elapsed().as_micros() as usize, Ordering::Relaxed);
                 done.fetch_add(1, Ordering::Relaxed);
                 i += 1;
             }
@@ -277,9 +285,10 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     eprintln!(
-        "queries during the kill: {} sent, {} failed",
+        "queries during the kill: {} sent, {} failed, slowest {:.1} ms (the failover)",
         done.load(Ordering::Relaxed),
-        failed.load(Ordering::Relaxed)
+        failed.load(Ordering::Relaxed),
+        slowest_us.load(Ordering::Relaxed) as f64 / 1e3
     );
     assert_eq!(failed.load(Ordering::Relaxed), 0, "no query may fail");
     let router = &cluster.router;
