@@ -44,8 +44,11 @@ pub struct ClusterConfig {
     pub shards: Vec<String>,
     /// Router: milliseconds between health probes of the shard nodes.
     pub probe_interval_ms: u64,
-    /// Router: milliseconds before a call to a shard fails over to another replica.
+    /// Router: milliseconds before a read a query waits on fails over to another replica.
     pub request_timeout_ms: u64,
+    /// Router: milliseconds a write or a bulk read (re-homing, catch-up) may take before the
+    /// replica counts as failed; writes wait for the index, which may be rebuilding.
+    pub write_timeout_ms: u64,
     /// Shard, **tests only**: serve `POST /internal/fault` to add latency to this node's
     /// partition calls. Off by default; never turn it on in production.
     pub fault_injection: bool,

@@ -45,6 +45,8 @@ pub struct Cluster {
     pub http: reqwest::blocking::Client,
     /// How often nodes are probed.
     pub probe_interval: Duration,
+    /// Timeout of writes and bulk reads.
+    pub slow_timeout: Duration,
 }
 
 impl Cluster {
@@ -52,6 +54,7 @@ impl Cluster {
     pub fn new(
         urls: &[String],
         request_timeout: Duration,
+        slow_timeout: Duration,
         probe_interval: Duration,
     ) -> Result<Self> {
         let http = reqwest::blocking::Client::builder()
@@ -71,6 +74,7 @@ impl Cluster {
                 .collect(),
             http,
             probe_interval,
+            slow_timeout,
         })
     }
 
@@ -101,7 +105,7 @@ impl Cluster {
         body: Option<&serde_json::Value>,
     ) -> Result<()> {
         let url = format!("{}/internal/partitions/{name}", node.url);
-        let mut request = self.http.request(method, &url);
+        let mut request = self.http.request(method, &url).timeout(self.slow_timeout);
         if let Some(body) = body {
             request = request.json(body);
         }

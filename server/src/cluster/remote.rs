@@ -112,6 +112,8 @@ pub struct RemotePartition {
     /// Its replicas, on distinct nodes.
     pub replicas: Vec<Replica>,
     http: reqwest::blocking::Client,
+    /// Timeout of calls that are slow by nature (see `PartitionCall::is_latency_sensitive`).
+    slow_timeout: Duration,
     last_seq: AtomicU64,
     /// Recent read latencies (µs), newest last.
     latencies: Mutex<VecDeque<u32>>,
@@ -126,7 +128,12 @@ enum CallError {
 impl RemotePartition {
     /// A partition with replicas on `nodes`, all assumed `Active` until a call or a probe
     /// says otherwise.
-    pub fn new(name: String, nodes: Vec<Arc<Node>>, http: reqwest::blocking::Client) -> Self {
+    pub fn new(
+        name: String,
+        nodes: Vec<Arc<Node>>,
+        http: reqwest::blocking::Client,
+        slow_timeout: Duration,
+    ) -> Self {
         Self {
             name,
             replicas: nodes
@@ -139,6 +146,7 @@ impl RemotePartition {
                 })
                 .collect(),
             http,
+            slow_timeout,
             last_seq: AtomicU64::new(0),
             latencies: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
         }
@@ -171,7 +179,11 @@ impl RemotePartition {
         let url = format!("{}/internal/partitions/{}", replica.node.url, self.name);
         replica.outstanding.fetch_add(1, Ordering::AcqRel);
         let started = Instant::now();
-        let response = self.http.post(&url).json(call).send();
+        let mut request = self.http.post(&url).json(call);
+        if !call.is_latency_sensitive() {
+            request = request.timeout(self.slow_timeout);
+        }
+        let response = request.send();
         replica.record_latency(started.elapsed());
         replica.outstanding.fetch_sub(1, Ordering::AcqRel);
         let response = response.map_err(|e| CallError::Replica(format!("{url}: {e}")))?;

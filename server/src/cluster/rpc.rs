@@ -92,6 +92,22 @@ pub enum PartitionCall {
 }
 
 impl PartitionCall {
+    /// Whether a slow answer means a sick replica (reads a query waits on: failed over after
+    /// `cluster.request_timeout_ms`), as opposed to work that is slow by nature (writes wait
+    /// for the index, which may be rebuilding; bulk reads of a whole partition), which gets
+    /// `cluster.write_timeout_ms`.
+    pub fn is_latency_sensitive(&self) -> bool {
+        matches!(
+            self,
+            Self::Query { .. }
+                | Self::Scroll { .. }
+                | Self::Get { .. }
+                | Self::Count { .. }
+                | Self::Holds { .. }
+                | Self::State
+        )
+    }
+
     /// Whether the call changes the partition (sent to every live replica).
     pub fn is_write(&self) -> bool {
         matches!(

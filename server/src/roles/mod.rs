@@ -26,6 +26,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     Cluster::new(
                         &c.shards,
                         Duration::from_millis(c.request_timeout_ms),
+                        Duration::from_millis(c.write_timeout_ms),
                         Duration::from_millis(c.probe_interval_ms),
                     )
                 }
