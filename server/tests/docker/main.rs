@@ -209,26 +209,38 @@ fn wait_routed(client: &reqwest::blocking::Client, url: &str) {
     }
 }
 
-#[test]
-fn standalone_compose_serves_survives_a_restart_and_cleans_up() {
+/// Builds the image (once per test run) and starts `configs/{file}` as a project named
+/// `{prefix}{pid}`; `None` when no Docker engine answers outside CI.
+fn up(prefix: &str, file: &str) -> Option<(Project, Dataset)> {
+    static IMAGE: std::sync::Once = std::sync::Once::new();
     if !docker_available() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "CI has a Docker engine, but `docker info` fails"
         );
         eprintln!("skipped: no Docker engine answers `docker info`");
-        return;
+        return None;
     }
     let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
-    run(Command::new("bash")
-        .arg(repo().join("configs/docker/build-image.sh"))
-        .arg(env!("CARGO_BIN_EXE_cairn")));
+    IMAGE.call_once(|| {
+        run(Command::new("bash")
+            .arg(repo().join("configs/docker/build-image.sh"))
+            .arg(env!("CARGO_BIN_EXE_cairn")));
+    });
     let project = Project {
         compose: compose_command(),
-        name: format!("cairntest{}", std::process::id()),
-        file: repo().join("configs/docker-compose.standalone.yml"),
+        name: format!("{prefix}{}", std::process::id()),
+        file: repo().join("configs").join(file),
     };
     run(&mut project.cmd(&["up", "-d"]));
+    Some((project, data))
+}
+
+#[test]
+fn standalone_compose_serves_survives_a_restart_and_cleans_up() {
+    let Some((project, data)) = up("cairntest", "docker-compose.standalone.yml") else {
+        return;
+    };
     project.wait_healthy(&["cairn"]);
     let url = project.url("cairn");
     let client = reqwest::blocking::Client::builder()
@@ -318,24 +330,9 @@ fn all_active(client: &reqwest::blocking::Client, url: &str) -> Option<Value> {
 
 #[test]
 fn cluster_compose_survives_kills_pauses_and_restarts() {
-    if !docker_available() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI has a Docker engine, but `docker info` fails"
-        );
-        eprintln!("skipped: no Docker engine answers `docker info`");
+    let Some((project, data)) = up("cairncluster", "docker-compose.yml") else {
         return;
-    }
-    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
-    run(Command::new("bash")
-        .arg(repo().join("configs/docker/build-image.sh"))
-        .arg(env!("CARGO_BIN_EXE_cairn")));
-    let project = Project {
-        compose: compose_command(),
-        name: format!("cairncluster{}", std::process::id()),
-        file: repo().join("configs/docker-compose.yml"),
     };
-    run(&mut project.cmd(&["up", "-d"]));
     let nodes = ["shard-1", "shard-2", "shard-3", "router"];
     project.wait_healthy(&nodes);
     let url = project.url("router");
