@@ -107,17 +107,6 @@ impl PartitionCall {
                 | Self::State
         )
     }
-
-    /// Whether the call changes the partition (sent to every live replica).
-    pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Self::Upsert { .. }
-                | Self::Delete { .. }
-                | Self::DeletePresent { .. }
-                | Self::Apply { .. }
-        )
-    }
 }
 
 /// A partition's counters.

@@ -165,6 +165,24 @@ impl Server {
         json["result"].clone()
     }
 
+    /// Waits until a partitioned collection's routing is settled (router trained, every point
+    /// re-homed, no retraining due); returns its info.
+    pub fn wait_routed(&self, name: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let info = self.ok("GET", &format!("/collections/{name}"), None);
+            if info["routing"]["phase"] == "routed" && info["routing"]["training_due"] == false {
+                return info;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "collection {name} not routed in time: {}",
+                info["routing"]
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Creates a collection.
     pub fn create(&self, name: &str, dim: usize, distance: &str, extra: Value) -> Value {
         let mut body = serde_json::json!({"vectors": {"size": dim, "distance": distance}});

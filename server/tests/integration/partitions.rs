@@ -11,23 +11,6 @@ use serde_json::{json, Value};
 
 use crate::harness::{ids, Server};
 
-/// Waits until the router is trained and every point re-homed.
-fn wait_routed(server: &Server, name: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let info = server.ok("GET", &format!("/collections/{name}"), None);
-        if info["routing"]["phase"] == "routed" && info["routing"]["training_due"] == false {
-            return info;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "collection {name} not routed in time: {}",
-            info["routing"]
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// Routed recall@10 over every query, mean partitions touched, and each partition's share of
 /// the queries.
 struct Routed {
@@ -93,7 +76,7 @@ fn siftsmall_in_four_partitions_routes_with_recall_and_survives_a_restart() {
     assert_eq!(early["explain"]["partitions"]["touched"], json!([0]));
 
     server.upsert_vectors("sift", 128, &data.base.data[128 * 1000..], 1000, 500);
-    let info = wait_routed(&server, "sift");
+    let info = server.wait_routed("sift");
     let routing = &info["routing"];
     eprintln!("siftsmall w=4 routing: {routing}");
     assert_eq!(routing["version"], 1, "{routing}");
@@ -238,7 +221,7 @@ fn dot_collections_route_by_direction_and_spread_the_load() {
     let server = Server::start(dir.path(), &[]);
     server.create("ml", 64, "Dot", json!({"shard_number": 4}));
     server.upsert_vectors("ml", 64, &data.base.data, 0, 1000);
-    let info = wait_routed(&server, "ml");
+    let info = server.wait_routed("ml");
     let routing = &info["routing"];
     assert!(
         routing["replicate_from_norm"].as_f64().is_some(),
@@ -325,7 +308,7 @@ fn a_kill_during_re_homing_loses_and_duplicates_nothing() {
     }
     server.kill9();
     server.restart();
-    let info = wait_routed(&server, "sift");
+    let info = server.wait_routed("sift");
     let stored: u64 = info["routing"]["partition_points"]
         .as_array()
         .unwrap()
