@@ -47,6 +47,8 @@ pub struct Cluster {
     pub probe_interval: Duration,
     /// Timeout of writes and bulk reads.
     pub slow_timeout: Duration,
+    /// Deadline of a read a query waits on (every attempt and hedge included).
+    pub read_deadline: Duration,
 }
 
 impl Cluster {
@@ -75,6 +77,7 @@ impl Cluster {
             http,
             probe_interval,
             slow_timeout,
+            read_deadline: request_timeout,
         })
     }
 

@@ -13,7 +13,9 @@
 //! latency (a slow replica accumulates requests and a high latency, and so gets less work, as
 //! Pyramid's pull-based queues gave it), and fail over to the next on a transport error or a
 //! 5xx. A read still unanswered after the partition's recent p95 latency is **hedged**: sent
-//! to a second replica too, and the first answer wins. Writes go to every `Active` replica and
+//! to a second replica too, and the first answer wins. Whatever happens, a read a query waits
+//! on gives up after `cluster.request_timeout_ms` (the fan-out's deadline), and the query
+//! answers without that partition (partial, `coverage` < 1). Writes go to every `Active` replica and
 //! succeed when at least one applied them; a replica that failed, or answered a different
 //! sequence number than the first one, is marked `Dead` and recovered by the health prober.
 
@@ -114,6 +116,8 @@ pub struct RemotePartition {
     http: reqwest::blocking::Client,
     /// Timeout of calls that are slow by nature (see `PartitionCall::is_latency_sensitive`).
     slow_timeout: Duration,
+    /// Longest a latency-sensitive read waits for any replica, hedges and failovers included.
+    read_deadline: Duration,
     last_seq: AtomicU64,
     /// Recent read latencies (µs), newest last.
     latencies: Mutex<VecDeque<u32>>,
@@ -132,6 +136,7 @@ impl RemotePartition {
         name: String,
         nodes: Vec<Arc<Node>>,
         http: reqwest::blocking::Client,
+        read_deadline: Duration,
         slow_timeout: Duration,
     ) -> Self {
         Self {
@@ -147,6 +152,7 @@ impl RemotePartition {
                 .collect(),
             http,
             slow_timeout,
+            read_deadline,
             last_seq: AtomicU64::new(0),
             latencies: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
         }
@@ -294,22 +300,45 @@ impl RemotePartition {
             next = 1;
             in_flight = 1;
         }
+        // The deadline of this partition's part of a fan-out: whatever the attempts and
+        // hedges, a query waits at most this long before answering without the partition.
+        let deadline = call
+            .is_latency_sensitive()
+            .then(|| started + self.read_deadline);
         while in_flight > 0 {
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if remaining == Some(Duration::ZERO) {
+                last_error = Some(format!(
+                    "no replica answered within {} ms",
+                    self.read_deadline.as_millis()
+                ));
+                break;
+            }
             let hedge_possible = mitigate && !hedged && next < order.len();
             let received = if hedge_possible {
-                match rx.recv_timeout(self.hedge_delay()) {
+                let delay = self.hedge_delay();
+                match rx.recv_timeout(remaining.map_or(delay, |r| r.min(delay))) {
                     Ok(answer) => Some(answer),
                     Err(RecvTimeoutError::Timeout) => {
-                        launch(order[next]);
-                        next += 1;
-                        in_flight += 1;
-                        hedged = true;
+                        if remaining.is_none_or(|r| r > delay) {
+                            launch(order[next]);
+                            next += 1;
+                            in_flight += 1;
+                            hedged = true;
+                        }
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => None,
                 }
             } else {
-                rx.recv().ok()
+                match remaining {
+                    Some(r) => match rx.recv_timeout(r) {
+                        Ok(answer) => Some(answer),
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => None,
+                    },
+                    None => rx.recv().ok(),
+                }
             };
             let Some((i, answer)) = received else { break };
             in_flight -= 1;

@@ -164,6 +164,7 @@ impl Collection {
                 Cluster::partition_name(name, i),
                 cluster.placement(i, settings.replication_factor)?,
                 cluster.http.clone(),
+                cluster.read_deadline,
                 cluster.slow_timeout,
             ));
             // Operation ids continue from what the replicas hold.

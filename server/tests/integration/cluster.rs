@@ -113,10 +113,7 @@ fn load_siftsmall(router: &Server, data: &Dataset) {
         json!({"partitions": 4, "replication_factor": 2}),
     );
     router.upsert_vectors("sift", 128, &data.base.data, 0, 500);
-    wait_for("routing", 180, || {
-        let r = routing(router);
-        r["phase"] == "routed" && r["training_due"] == false
-    });
+    router.wait_routed("sift");
 }
 
 /// Latencies of `n` sequential queries, sorted, in ms.
@@ -209,10 +206,7 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
         json!({"partitions": 4, "replication_factor": 2}),
     );
     router.upsert_vectors("ml", 64, &ml.base.data, 0, 1000);
-    wait_for("ml routing", 180, || {
-        let r = router.ok("GET", "/collections/ml", None)["routing"].clone();
-        r["phase"] == "routed" && r["training_due"] == false
-    });
+    router.wait_routed("ml");
     let mut share = [0usize; 4];
     let mut found = Vec::new();
     for q in ml.queries.rows() {
@@ -321,6 +315,34 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
         recall_back >= recall - 0.01,
         "recall after catch-up {recall_back}"
     );
+
+    // Both replicas of partitions 0 and 3 (nodes 0 and 1) answer only after 3 s: the fan-out's
+    // deadline (request_timeout_ms = 2 s) answers without them instead of waiting. Without
+    // hedging the replicas are tried one after another, so only the deadline keeps this under
+    // 2 × 2 s.
+    for shard in &cluster.shards[..2] {
+        shard.ok("POST", "/internal/fault", Some(&json!({"delay_ms": 3000})));
+    }
+    let router = &cluster.router;
+    let t = Instant::now();
+    let slow = router.ok(
+        "POST",
+        "/collections/sift/points/query",
+        Some(
+            &json!({"query": data.queries.row(0), "limit": 10, "explain": true,
+                     "params": {"probe": 4}}),
+        ),
+    );
+    let waited = t.elapsed();
+    eprintln!("both replicas of two partitions slowed to 3 s: answered in {waited:?}");
+    assert!(waited < Duration::from_millis(2_900), "waited {waited:?}");
+    assert!(
+        slow["explain"]["partitions"]["coverage"].as_f64().unwrap() < 1.0,
+        "{slow}"
+    );
+    for shard in &cluster.shards[..2] {
+        shard.ok("POST", "/internal/fault", Some(&json!({"delay_ms": 0})));
+    }
 
     // Kill shards 0 and 1: partitions 0 and 3 (on nodes 0,1) lose both replicas.
     cluster.shards[0].kill9();
