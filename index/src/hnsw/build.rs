@@ -55,21 +55,35 @@ pub(super) fn append(
 /// first); ip-NSW+ seeds its inner-product graph with them.
 pub(crate) type AfterLink<'a> = &'a (dyn Fn(Slot, &[Neighbor]) + Sync);
 
-/// Links slots `first..first+count` into the graph, in parallel, under the read lock.
+/// Links slots `first..first+count` into the graph under the read lock, highest level first:
+/// all nodes of the batch's top level, then the next level down, and so on, each level's nodes
+/// in parallel (faiss' `hnsw_add_vertices` order).
+///
+/// Why the order matters: a node of level ℓ is a hub of layers 0‥ℓ. Linked before the
+/// level-0 crowd, while its layer-0 neighbourhood is still sparse, its layer-0 list keeps
+/// long-range links that later inserts do not push out, and the upper layers are complete
+/// before anyone descends through them. Measured on the 200k × 128 benchmark set (M = 16,
+/// efConstruction = 200, two builds each): recall@10 at ef = 64 went from 0.944–0.946 to
+/// 0.956–0.962 at the same distance computations per query.
 pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize, after: Option<AfterLink<'_>>) {
     let graph = index.graph.read();
-    let end = first + count as Slot;
     let one = |slot| {
         let candidates = link(index, &graph, slot);
         if let Some(after) = after {
             after(slot, &candidates);
         }
     };
-    // Small batches on a large graph gain little from rayon's split and lose locality.
-    if count < 8 {
-        (first..end).for_each(one);
-    } else {
-        (first..end).into_par_iter().for_each(one);
+    let mut order: Vec<Slot> = (first..first + count as Slot).collect();
+    // Stable, so each level keeps insertion order within the batch.
+    order.sort_by_key(|&slot| std::cmp::Reverse(graph.levels[slot as usize]));
+    for same_level in order.chunk_by(|&a, &b| graph.levels[a as usize] == graph.levels[b as usize])
+    {
+        // Small groups gain little from rayon's split and lose locality.
+        if same_level.len() < 8 {
+            same_level.iter().for_each(|&slot| one(slot));
+        } else {
+            same_level.par_iter().for_each(|&slot| one(slot));
+        }
     }
 }
 
