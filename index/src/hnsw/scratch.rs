@@ -45,6 +45,8 @@ pub(crate) struct Scratch {
     pub(crate) candidates: BinaryHeap<Reverse<Neighbor>>,
     /// Best `ef` accepted so far, worst on top.
     pub(crate) results: BinaryHeap<Neighbor>,
+    /// Unvisited neighbours of the node being expanded, scored after their prefetch.
+    pub(crate) pending: Vec<u32>,
 }
 
 thread_local! {
@@ -53,6 +55,7 @@ thread_local! {
             visited: Visited { marks: Vec::new(), epoch: 0 },
             candidates: BinaryHeap::new(),
             results: BinaryHeap::new(),
+            pending: Vec::new(),
         })
     };
 }
@@ -77,6 +80,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                     },
                     candidates: BinaryHeap::new(),
                     results: BinaryHeap::new(),
+                    pending: Vec::new(),
                 };
                 fresh.visited.reset(len);
                 f(&mut fresh)

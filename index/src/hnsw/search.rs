@@ -2,8 +2,9 @@
 //! (HNSW paper, Alg. 2 and 5).
 
 use std::cmp::Reverse;
+use std::sync::atomic::Ordering;
 
-use super::scratch::with_scratch;
+use super::scratch::{with_scratch, Scratch};
 use super::Graph;
 use crate::distance::KeyFn;
 use crate::{Neighbor, SearchStats, SlotFilter};
@@ -123,32 +124,48 @@ pub(crate) fn best_first(
         while s.results.len() > ef {
             s.results.pop();
         }
-        while let Some(Reverse(current)) = s.candidates.pop() {
-            let worst = s.results.peek().map_or(f32::INFINITY, |w| w.key);
-            if current.key > worst && s.results.len() >= ef {
+        let Scratch {
+            visited,
+            candidates,
+            results,
+            pending,
+        } = s;
+        while let Some(Reverse(current)) = candidates.pop() {
+            let worst = results.peek().map_or(f32::INFINITY, |w| w.key);
+            if current.key > worst && results.len() >= ef {
                 break;
             }
+            // Two passes over the list. The first marks the unvisited neighbours and asks the
+            // memory system for all their vectors at once, so their cache misses overlap; the
+            // second scores them, by which time the first vectors have arrived. On a graph
+            // larger than the cache, scoring is memory-bound (~130 ns per distance against a
+            // 16 ns kernel at 128 dimensions). On the 200k × 128 benchmark set this made
+            // search 1.13–1.27× faster on a quiet VM, 1.4–1.6× with a build running beside it.
             let list = graph.list(current.slot, layer);
-            let count =
-                (list[0].load(std::sync::atomic::Ordering::Acquire) as usize).min(list.len() - 1);
-            let words = &list[1..=count];
-            for (i, word) in words.iter().enumerate() {
-                if let Some(next) = words.get(i + 1) {
-                    prefetch(graph, next.load(std::sync::atomic::Ordering::Relaxed));
+            let count = (list[0].load(Ordering::Acquire) as usize).min(list.len() - 1);
+            pending.clear();
+            for word in &list[1..=count] {
+                let n = word.load(Ordering::Relaxed);
+                if visited.insert(n) {
+                    prefetch_vector(graph, n);
+                    pending.push(n);
                 }
-                let n = word.load(std::sync::atomic::Ordering::Relaxed);
-                if !s.visited.insert(n) {
-                    continue;
-                }
+            }
+            // The next node to expand is most likely the frontier's best: fetch its list too
+            // (another ~7% on the same set).
+            if let Some(Reverse(next)) = candidates.peek() {
+                prefetch_list(graph, next.slot, layer);
+            }
+            for &n in pending.iter() {
                 *computed += 1;
                 let key = key_fn(query, graph.vector(n));
-                let worst = s.results.peek().map_or(f32::INFINITY, |w| w.key);
-                if s.results.len() < ef || key < worst {
-                    s.candidates.push(Reverse(Neighbor::new(n, key)));
+                let worst = results.peek().map_or(f32::INFINITY, |w| w.key);
+                if results.len() < ef || key < worst {
+                    candidates.push(Reverse(Neighbor::new(n, key)));
                     if accept(n) {
-                        s.results.push(Neighbor::new(n, key));
-                        if s.results.len() > ef {
-                            s.results.pop();
+                        results.push(Neighbor::new(n, key));
+                        if results.len() > ef {
+                            results.pop();
                         }
                     }
                 }
@@ -160,24 +177,45 @@ pub(crate) fn best_first(
     })
 }
 
-/// Hints the CPU to fetch the next neighbour's vector while this one is scored.
+/// Cache lines of a vector prefetched ahead of scoring it: all of a 128-d f32 vector, so a CPU
+/// whose prefetcher does not follow a one-line touch still has the whole vector on the way;
+/// longer vectors leave the rest to the hardware streamer. (On this project's AMD VMs one
+/// line and eight measured alike.)
+const PREFETCH_LINES: usize = 8;
+
+/// Asks the CPU to start loading `slot`'s vector (a hint: it never faults or blocks).
 #[inline]
-fn prefetch(graph: &Graph, slot: u32) {
+fn prefetch_vector(graph: &Graph, slot: u32) {
+    let start = slot as usize * graph.dim;
+    if let Some(v) = graph.vectors.get(start..start + graph.dim) {
+        let lines = (std::mem::size_of_val(v)).div_ceil(64).min(PREFETCH_LINES);
+        prefetch_bytes(v.as_ptr().cast(), lines);
+    }
+}
+
+/// Asks the CPU to start loading `slot`'s list on `layer`.
+#[inline]
+fn prefetch_list(graph: &Graph, slot: u32, layer: usize) {
+    let list = graph.list(slot, layer);
+    prefetch_bytes(
+        list.as_ptr().cast(),
+        std::mem::size_of_val(list).div_ceil(64),
+    );
+}
+
+#[inline]
+fn prefetch_bytes(start: *const u8, lines: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let start = slot as usize * graph.dim;
-        if let Some(v) = graph.vectors.get(start) {
-            // SAFETY: `_mm_prefetch` is a hint that never faults; the pointer is in bounds.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(
-                    (v as *const f32).cast::<i8>(),
-                    std::arch::x86_64::_MM_HINT_T0,
-                );
-            }
+    for line in 0..lines {
+        // SAFETY: `_mm_prefetch` is a hint that never faults, whatever the address; the
+        // callers pass addresses inside one live allocation anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(
+                start.wrapping_add(line * 64).cast::<i8>(),
+                std::arch::x86_64::_MM_HINT_T0,
+            );
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (graph, slot);
-    }
+    let _ = (start, lines);
 }
