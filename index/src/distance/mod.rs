@@ -73,6 +73,19 @@ impl Metric {
         }
     }
 
+    /// A query in the form [`Metric::preprocess`] gives: borrowed when the metric leaves
+    /// vectors as they are, so the hot search path allocates only for cosine.
+    pub fn prepared(self, query: &[f32]) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            Metric::Cosine => {
+                let mut q = query.to_vec();
+                normalize(&mut q);
+                q.into()
+            }
+            Metric::L2 | Metric::InnerProduct => query.into(),
+        }
+    }
+
     /// Stable one-byte tag for file headers.
     pub fn tag(self) -> u8 {
         match self {

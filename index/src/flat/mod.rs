@@ -130,8 +130,7 @@ impl VectorIndex for FlatIndex {
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
         check_dim(self.dim, query.len())?;
-        let mut q = query.to_vec();
-        self.metric.preprocess(&mut q);
+        let q = self.metric.prepared(query);
         Ok(scan(
             &self.vectors.read(),
             self.dim,

@@ -256,8 +256,7 @@ impl VectorIndex for Hnsw {
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
         let graph = self.graph.read();
         check_dim(graph.dim, query.len())?;
-        let mut q = query.to_vec();
-        self.metric.preprocess(&mut q);
+        let q = self.metric.prepared(query);
         if params.exact {
             return Ok(crate::flat::scan(
                 &graph.vectors,
