@@ -173,6 +173,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     server.stop()?;
     let index = load_snapshot(&server.data_dir(), args.n)?;
     server.restart()?;
+    // A fresh client: the restarted server listens on the same port, and the old client's
+    // pooled keep-alive connection to the stopped process would fail the next request.
+    let client = reqwest::Client::new();
 
     let floor = runtime.block_on(transport_floor(&client, &server))?;
     let mut raw = RawClient::connect(server.addr())?;
