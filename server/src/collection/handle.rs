@@ -125,6 +125,15 @@ impl PartitionHandle {
         }
     }
 
+    /// Index searches run in this process and their total seconds (none for a remote
+    /// partition: its searches run on its shard).
+    pub fn local_search_time(&self) -> (u64, f64) {
+        match self {
+            Self::Local(p) => p.search_time(),
+            Self::Remote(_) => (0, 0.0),
+        }
+    }
+
     /// Whether `plan` may run on an async worker (never for a remote call).
     pub fn is_short(&self, plan: &QueryPlan) -> bool {
         match self {

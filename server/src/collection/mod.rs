@@ -352,6 +352,14 @@ impl Collection {
             .sum()
     }
 
+    /// Index searches its local partitions ran and their total seconds.
+    pub fn index_search_time(&self) -> (u64, f64) {
+        self.partitions
+            .iter()
+            .map(PartitionHandle::local_search_time)
+            .fold((0, 0.0), |(n, s), (dn, ds)| (n + dn, s + ds))
+    }
+
     /// Sum of the partitions' applied sequence numbers (comparable with `operation_id`).
     pub fn applied_seq(&self) -> u64 {
         self.partitions

@@ -79,6 +79,26 @@ impl Metrics {
                     c.applied_seq()
                 );
             }
+            // Prometheus wants each family's samples in one group: two passes.
+            let searches: Vec<(String, (u64, f64))> = catalog
+                .all()
+                .iter()
+                .map(|c| (c.name().to_owned(), c.index_search_time()))
+                .collect();
+            out.push_str("# HELP cairn_index_searches_total Index searches run by this process's partitions of each collection.\n# TYPE cairn_index_searches_total counter\n");
+            for (name, (count, _)) in &searches {
+                let _ = writeln!(
+                    out,
+                    "cairn_index_searches_total{{collection=\"{name}\"}} {count}"
+                );
+            }
+            out.push_str("# HELP cairn_index_search_seconds_sum Seconds those index searches took (a query's route time minus this is its REST, JSON and result-building cost).\n# TYPE cairn_index_search_seconds_sum counter\n");
+            for (name, (_, seconds)) in &searches {
+                let _ = writeln!(
+                    out,
+                    "cairn_index_search_seconds_sum{{collection=\"{name}\"}} {seconds}"
+                );
+            }
             out.push_str("# HELP cairn_index_memory_bytes Bytes held by each collection's index.\n# TYPE cairn_index_memory_bytes gauge\n");
             for c in catalog.all() {
                 let _ = writeln!(

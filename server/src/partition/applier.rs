@@ -1,9 +1,18 @@
-//! The applier thread: the only code that mutates a collection's index. It applies committed
-//! ops in sequence order, publishes `applied_seq`, writes snapshots and runs vacuums.
+//! The applier thread: the only code that mutates a collection's index. It applies ops in
+//! sequence order, publishes `applied_seq`, writes snapshots and runs vacuums.
+//!
+//! An upsert reaches the applier *while* its RocksDB batch is being written and synced, and
+//! the applier links the new vectors into the graph in the meantime, so the fsync and the
+//! linking overlap instead of adding up. The new slots stay invisible (no table entry) until
+//! the batch is durable; only then are they published. If the write fails they are abandoned
+//! as dead slots, which the next vacuum reclaims. Deletes wait for durability before they
+//! touch the table. Snapshots are written between jobs, so they never hold an unpublished op.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use cairn_index::Slot;
 
 use super::table::{LiveIndex, SlotEntry};
 use super::{snapshot, ApplyJob, ApplyOp, Shared};
@@ -21,9 +30,11 @@ pub(super) fn run(
     loop {
         let closing = match queue.recv_timeout(IDLE_TICK) {
             Ok(job) => {
-                apply(shared, job.seq, job.op);
-                applied = job.seq;
-                shared.applied.send_replace(applied);
+                let seq = job.seq;
+                if apply(shared, job) {
+                    applied = seq;
+                    shared.applied.send_replace(applied);
+                }
                 false
             }
             Err(RecvTimeoutError::Timeout) => false,
@@ -50,37 +61,66 @@ pub(super) fn run(
     }
 }
 
-fn apply(shared: &Shared, seq: u64, op: ApplyOp) {
+/// Applies one job once its write is durable; false if the write failed (nothing applied).
+fn apply(shared: &Shared, job: ApplyJob) -> bool {
     let live = shared.live();
-    match op {
-        ApplyOp::Upsert(points) => publish(&live, seq, points),
+    match job.op {
+        ApplyOp::Upsert(points) => {
+            // Link first, publish once durable (see the module docs).
+            let first = add(&live, &points);
+            if !job.durable.wait() {
+                if let Some(first) = first {
+                    live.table.write().abandon(first, points.len());
+                }
+                return false;
+            }
+            if let Some(first) = first {
+                publish_slots(&live, first, job.seq, points);
+            }
+        }
         ApplyOp::Delete(ids) => {
+            if !job.durable.wait() {
+                return false;
+            }
             let mut table = live.table.write();
             for id in &ids {
                 table.remove(id);
             }
         }
     }
+    true
 }
 
 /// Adds vectors to the index, then makes them visible in the table.
 pub(super) fn publish(live: &LiveIndex, version: u64, points: Vec<super::NewPoint>) {
+    if let Some(first) = add(live, &points) {
+        publish_slots(live, first, version, points);
+    }
+}
+
+/// Links the points' vectors into the index (not yet visible to searches); returns the first
+/// new slot, or `None` when there was nothing to add.
+fn add(live: &LiveIndex, points: &[super::NewPoint]) -> Option<Slot> {
     if points.is_empty() {
-        return;
+        return None;
     }
     let vectors: Vec<f32> = points
         .iter()
         .flat_map(|p| p.vector.iter().copied())
         .collect();
-    let first = match live.index.add(&vectors) {
-        Ok(first) => first,
+    match live.index.add(&vectors) {
+        Ok(first) => Some(first),
         Err(e) => {
             // Inputs are validated before they are committed, so this is a bug; the points
             // stay durable in RocksDB and come back on the next restart's rebuild.
             tracing::error!(error = %e, "index rejected validated points");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Makes slots `first..` visible as the points, in order.
+fn publish_slots(live: &LiveIndex, first: Slot, version: u64, points: Vec<super::NewPoint>) {
     let mut table = live.table.write();
     for (offset, p) in points.into_iter().enumerate() {
         table.publish(

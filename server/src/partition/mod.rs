@@ -3,19 +3,21 @@
 //! that is not partitioned is exactly one partition.
 //!
 //! Write path. A request is validated, then — under the writer lock, on a blocking thread —
-//! given the next sequence number and committed to RocksDB in one synced batch; only then is
-//! it acknowledged. The same critical section queues it to the **applier**, a thread that owns
-//! every mutation of the index, so ops reach the index in sequence order. `wait=true` waits
-//! for the applier to pass the op's sequence number (searchable); `wait=false` returns once
-//! durable. The applier also writes index snapshots and vacuums dead slots.
+//! given the next sequence number, queued to the **applier** (a thread that owns every
+//! mutation of the index, so ops reach the index in sequence order) and committed to RocksDB
+//! in one synced batch; only then is it acknowledged. The applier links an upsert's vectors
+//! while the batch syncs, but publishes them only once the writer reports the batch durable
+//! (see `applier`). `wait=true` waits for the applier to pass the op's sequence number
+//! (searchable); `wait=false` returns once durable. The applier also writes index snapshots
+//! and vacuums dead slots.
 //!
 //! Read path. Searches take an `Arc` of the current [`table::LiveIndex`] and read it without
 //! ever waiting on an index rebuild (a vacuum builds a new one and swaps the `Arc`).
 //!
 //! ```text
 //!  HTTP ──validate──▶ writer lock ──▶ RocksDB batch (WAL fsync) ──▶ ack (wait=false)
-//!                         │
-//!                         └──▶ applier queue ──▶ index.add / table ──▶ applied_seq ──▶ ack (wait=true)
+//!                         │                    │ durable?
+//!                         └──▶ applier queue ──▶ index.add ──▶ table ──▶ applied_seq ──▶ ack (wait=true)
 //!                                                      │
 //!                                                      └──▶ snapshot file, vacuum
 //! ```
@@ -31,7 +33,8 @@ mod snapshot;
 pub mod table;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use cairn_api::{Payload, PointId};
@@ -84,6 +87,18 @@ pub(crate) enum ApplyOp {
 pub(crate) struct ApplyJob {
     seq: u64,
     op: ApplyOp,
+    /// Whether the op's RocksDB batch became durable.
+    durable: Durable,
+}
+
+/// The writer's word to the applier on one op's RocksDB batch: durable, or failed.
+pub(crate) struct Durable(Receiver<bool>);
+
+impl Durable {
+    /// Blocks until the writer knows; a writer that vanished (a panic) counts as failed.
+    fn wait(&self) -> bool {
+        self.0.recv().unwrap_or(false)
+    }
 }
 
 /// How a collection's index came to be at start-up (reported in collection info and logs).
@@ -122,6 +137,36 @@ pub(crate) struct Shared {
     pub(crate) storage: StorageConfig,
     pub(crate) applied: watch::Sender<u64>,
     pub(crate) load: LoadReport,
+    pub(crate) searches: SearchClock,
+}
+
+/// Index searches run and the time they took: the part of a query that is the index's own
+/// work, so that `/metrics` can tell it apart from the REST, JSON and result-building around
+/// it on the very same requests.
+#[derive(Default)]
+pub(crate) struct SearchClock {
+    count: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl SearchClock {
+    /// Runs `search`, counting it and its time.
+    pub(crate) fn time<T>(&self, search: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = search();
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+        out
+    }
+
+    /// (searches, total seconds).
+    pub(crate) fn read(&self) -> (u64, f64) {
+        (
+            self.count.load(Ordering::Relaxed),
+            self.nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        )
+    }
 }
 
 impl Shared {
@@ -178,6 +223,7 @@ impl Partition {
             storage,
             applied,
             load: loaded.report,
+            searches: SearchClock::default(),
         });
         let (tx, rx) = sync_channel(APPLY_QUEUE);
         let thread_shared = shared.clone();
@@ -248,6 +294,11 @@ impl Partition {
     /// Bytes the index holds.
     pub fn index_memory_bytes(&self) -> usize {
         self.shared.live().index.memory_bytes()
+    }
+
+    /// Index searches this partition ran and their total seconds (see [`SearchClock`]).
+    pub fn search_time(&self) -> (u64, f64) {
+        self.shared.searches.read()
     }
 
     /// Highest sequence number reflected in the index.
@@ -451,14 +502,25 @@ impl Partition {
             ),
             ApplyOp::Delete(ids) => WriteOp::Delete(ids.iter().map(keys::encode).collect()),
         };
-        self.shared.store.write(seq, &write)?;
+        // Queue first, so the applier links the vectors while RocksDB syncs; it publishes
+        // them only on `durable_tx`'s word. A failed write reuses `seq` for the next op.
+        let (durable_tx, durable) = sync_channel(1);
+        queue
+            .send(ApplyJob {
+                seq,
+                op,
+                durable: Durable(durable),
+            })
+            .map_err(|_| {
+                ServerError::Unavailable(format!(
+                    "collection `{}`: index applier stopped",
+                    self.name()
+                ))
+            })?;
+        let written = self.shared.store.write(seq, &write);
+        let _ = durable_tx.send(written.is_ok());
+        written?;
         writer.last_seq = seq;
-        queue.send(ApplyJob { seq, op }).map_err(|_| {
-            ServerError::Unavailable(format!(
-                "collection `{}`: index applier stopped",
-                self.name()
-            ))
-        })?;
         Ok(seq)
     }
 

@@ -181,7 +181,10 @@ impl Partition {
             oversampling: plan.oversampling,
             rescore: plan.rescore,
         };
-        let (mut hits, stats) = live.index.search(&vector, k, &params, Some(&accept))?;
+        let (mut hits, stats) = self
+            .shared
+            .searches
+            .time(|| live.index.search(&vector, k, &params, Some(&accept)))?;
         let mut distance_computations = stats.distance_computations;
         let exact_fallback = !exact && filter.is_some() && hits.len() < k;
         if exact_fallback {

@@ -85,6 +85,16 @@ impl PointTable {
         self.set_live(index, true);
     }
 
+    /// Marks `count` slots from `first`, added to the index but never published (their write
+    /// failed), as dead, so that the table covers every index slot and the vacuum reclaims them.
+    pub fn abandon(&mut self, first: Slot, count: usize) {
+        let end = first as usize + count;
+        if self.slots.len() < end {
+            self.slots.resize(end, None);
+        }
+        self.dead += count;
+    }
+
     /// Removes `id`; true if it was live.
     pub fn remove(&mut self, id: &PointId) -> bool {
         match self.by_id.remove(id) {
@@ -138,5 +148,16 @@ mod tests {
         assert!(!t.is_live(1) && !t.remove(&PointId::Num(8)));
         assert_eq!(t.get(&PointId::Num(7)).map(|(s, _)| s), Some(70));
         assert!(!t.is_live(5000));
+    }
+
+    #[test]
+    fn abandoned_slots_are_dead_and_covered() {
+        let mut t = PointTable::default();
+        t.publish(0, entry(1));
+        t.abandon(1, 3);
+        assert_eq!((t.slots.len(), t.live(), t.dead), (4, 1, 3));
+        assert!(!t.is_live(2));
+        t.publish(4, entry(2));
+        assert_eq!((t.slots.len(), t.live(), t.dead), (5, 2, 3));
     }
 }
