@@ -205,7 +205,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let (local_recall, local) = local_search(index.as_ref(), &queries, &truth, ef)?;
             let before = ServerClock::read(&mut raw)?;
             let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
-            let server = ServerClock::read(&mut raw)?.since(&before);
+            let server = ServerClock::read(&mut raw)?.since(&before)?;
             rounds.push((local_recall, local, rest_recall, minimal, server));
         }
         rounds.sort_by(|a, b| {
@@ -378,13 +378,20 @@ impl ServerClock {
         })
     }
 
-    fn since(&self, before: &Self) -> SweepClock {
-        let mean_us =
-            |(s1, n1): (f64, f64), (s0, n0): (f64, f64)| (s1 - s0) / (n1 - n0).max(1.0) * 1e6;
-        SweepClock {
-            route_us: mean_us(self.route, before.route),
-            index_us: mean_us(self.index, before.index),
-        }
+    /// Means over the sweep since `before`; an error if either counter did not move (a
+    /// renamed series would otherwise read as zero and yield a meaningless ratio).
+    fn since(&self, before: &Self) -> anyhow::Result<SweepClock> {
+        let mean_us = |(s1, n1): (f64, f64), (s0, n0): (f64, f64), what: &str| {
+            ensure!(
+                n1 > n0,
+                "the server's {what} counter did not move during the sweep"
+            );
+            Ok((s1 - s0) / (n1 - n0) * 1e6)
+        };
+        Ok(SweepClock {
+            route_us: mean_us(self.route, before.route, "query route")?,
+            index_us: mean_us(self.index, before.index, "index search")?,
+        })
     }
 }
 

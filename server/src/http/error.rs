@@ -2,7 +2,6 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use cairn_api::{ErrorBody, ErrorCode, ErrorStatus};
 
 use crate::error::ServerError;
@@ -33,7 +32,7 @@ pub fn error_response(code: ErrorCode, message: String) -> Response {
         },
         time: 0.0,
     };
-    (status_of(code), Json(body)).into_response()
+    (status_of(code), super::json::Body(body)).into_response()
 }
 
 impl IntoResponse for ServerError {

@@ -85,14 +85,14 @@ impl Metrics {
                 .iter()
                 .map(|c| (c.name().to_owned(), c.index_search_time()))
                 .collect();
-            out.push_str("# HELP cairn_index_searches_total Index searches run by this process's partitions of each collection.\n# TYPE cairn_index_searches_total counter\n");
+            out.push_str("# HELP cairn_index_searches_total Queries answered by this process's partitions of each collection, counted once per partition searched (a filtered query's exact fallback is part of its search).\n# TYPE cairn_index_searches_total counter\n");
             for (name, (count, _)) in &searches {
                 let _ = writeln!(
                     out,
                     "cairn_index_searches_total{{collection=\"{name}\"}} {count}"
                 );
             }
-            out.push_str("# HELP cairn_index_search_seconds_sum Seconds those index searches took (a query's route time minus this is its REST, JSON and result-building cost).\n# TYPE cairn_index_search_seconds_sum counter\n");
+            out.push_str("# HELP cairn_index_search_seconds_sum Seconds the index spent on those searches (a query's route time minus this is its REST, JSON and result-building cost).\n# TYPE cairn_index_search_seconds_sum counter\n");
             for (name, (_, seconds)) in &searches {
                 let _ = writeln!(
                     out,

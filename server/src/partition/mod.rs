@@ -140,9 +140,10 @@ pub(crate) struct Shared {
     pub(crate) searches: SearchClock,
 }
 
-/// Index searches run and the time they took: the part of a query that is the index's own
-/// work, so that `/metrics` can tell it apart from the REST, JSON and result-building around
-/// it on the very same requests.
+/// Index searches run and the time they took (one per query this partition answered, its
+/// exact fallback included): the part of a query that is the index's own work, so that
+/// `/metrics` can tell it apart from the REST, JSON and result-building around it on the very
+/// same requests.
 #[derive(Default)]
 pub(crate) struct SearchClock {
     count: AtomicU64,
