@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 /// Distance function that returns a lower-is-closer key.
 pub type KeyFn = fn(&[f32], &[f32]) -> f32;
 
+/// [`KeyFn`] from one query to four rows (see [`simd::Kernel4`]).
+pub type KeyFn4 = simd::Kernel4;
+
 /// The similarity a collection is searched by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,6 +40,15 @@ impl Metric {
         match self {
             Metric::L2 => kernels.l2_squared,
             Metric::Cosine | Metric::InnerProduct => kernels.neg_dot,
+        }
+    }
+
+    /// The four-row form of [`Metric::key_fn`], for scans.
+    pub fn key4_fn(self) -> KeyFn4 {
+        let kernels = simd::kernels();
+        match self {
+            Metric::L2 => kernels.l2_squared4,
+            Metric::Cosine | Metric::InnerProduct => kernels.neg_dot4,
         }
     }
 

@@ -44,6 +44,30 @@ proptest! {
     }
 
     #[test]
+    fn four_row_kernels_match_the_f64_reference(
+        (q, rows) in (1usize..300).prop_flat_map(|n| (
+            prop::collection::vec(-100f32..100f32, n),
+            prop::collection::vec(prop::collection::vec(-100f32..100f32, n), 4),
+        ))
+    ) {
+        let four = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+        for k in all_kernels() {
+            let neg_dots = (k.neg_dot4)(&q, four);
+            let l2s = (k.l2_squared4)(&q, four);
+            for (j, row) in four.iter().enumerate() {
+                let exact_dot = reference::dot(&q, row);
+                let got = -f64::from(neg_dots[j]);
+                prop_assert!((got - exact_dot).abs() <= dot_bound(q.len(), reference::abs_dot(&q, row)),
+                    "{} row {j} dot {got} vs {exact_dot}", k.name);
+                let exact_l2 = reference::l2_squared(&q, row);
+                let l2 = f64::from(l2s[j]);
+                prop_assert!((l2 - exact_l2).abs() <= dot_bound(q.len() + 2, exact_l2),
+                    "{} row {j} l2 {l2} vs {exact_l2}", k.name);
+            }
+        }
+    }
+
+    #[test]
     fn dot_matches_f64_reference((a, b) in vectors()) {
         let exact = reference::dot(&a, &b);
         let got = f64::from(simd::dot(&a, &b));
