@@ -49,6 +49,17 @@ impl TopK {
         }
     }
 
+    /// [`TopK::offer`] for a scan's hot loop: a key that cannot enter is turned away with
+    /// one compare against the current `k`-th, before any `Neighbor` is built.
+    #[inline]
+    pub(crate) fn offer_key(&mut self, slot: crate::Slot, key: f32) {
+        let admits = self.heap.len() < self.k || self.heap.peek().is_some_and(|w| key <= w.key);
+        if admits {
+            self.offer(Neighbor::new(slot, key));
+        }
+    }
+
+    #[inline]
     pub(crate) fn offer(&mut self, n: Neighbor) {
         if self.k == 0 {
             return;

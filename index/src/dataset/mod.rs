@@ -160,7 +160,7 @@ pub fn ground_truth(base: &Vectors, queries: &Vectors, metric: Metric, k: usize)
         .map(|q| {
             let mut q = q.to_vec();
             metric.preprocess(&mut q);
-            let (hits, _) = scan(&prepared, base.dim, metric.key_fn(), &q, k, None);
+            let (hits, _) = scan(&prepared, base.dim, metric, &q, k, None);
             hits.iter().map(|h| h.slot).collect()
         })
         .collect()

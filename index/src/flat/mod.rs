@@ -4,7 +4,7 @@
 
 use parking_lot::RwLock;
 
-use crate::distance::{KeyFn, Metric};
+use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
 use crate::topk::TopK;
 use crate::{
@@ -12,24 +12,77 @@ use crate::{
     VectorIndex,
 };
 
-/// Scans `vectors` (row-major, `dim` each) for the `k` lowest keys among accepted slots.
+/// Above this size an unfiltered scan reads rows one after another. Such a scan streams from
+/// memory, and one long stream is what the hardware prefetcher follows best: four rows read
+/// side by side ran the 200k × 128 (100 MB) scan at 0.73–0.93× the one-row loop's speed in an
+/// alternating probe, and a software prefetch two blocks ahead only brought it back to even.
+/// Below it the rows come from cache and the four-row kernel wins (same probe: 1.14–1.16× on
+/// siftsmall, 5 MB; 1.23–1.30× on glove50). 16 MB is half this project's VMs' L3: a cache-size
+/// guess, not a measured optimum.
+const STREAMED_BYTES: usize = 16 << 20;
+
+/// Scans `vectors` (row-major, `dim` each) for the `k` lowest `metric` keys among accepted
+/// slots. Rows are scored four at a time ([`Metric::key4_fn`]) unless the array is larger than
+/// [`STREAMED_BYTES`], and a key enters the heap only if it can beat the current `k`-th.
 pub fn scan(
     vectors: &[f32],
     dim: usize,
-    key_fn: KeyFn,
+    metric: Metric,
     query: &[f32],
     k: usize,
     filter: Option<SlotFilter<'_>>,
 ) -> (Vec<Neighbor>, SearchStats) {
+    let (key_fn, key4_fn) = (metric.key_fn(), metric.key4_fn());
     let mut top = TopK::new(k);
     let mut computed = 0u64;
-    for (slot, v) in vectors.chunks_exact(dim).enumerate() {
-        let slot = slot as Slot;
-        if filter.is_some_and(|accept| !accept(slot)) {
-            continue;
+    if dim == 0 {
+        return (Vec::new(), SearchStats::default());
+    }
+    match filter {
+        None if std::mem::size_of_val(vectors) > STREAMED_BYTES => {
+            for (slot, v) in vectors.chunks_exact(dim).enumerate() {
+                top.offer_key(slot as Slot, key_fn(query, v));
+            }
+            computed = (vectors.len() / dim) as u64;
         }
-        computed += 1;
-        top.offer(Neighbor::new(slot, key_fn(query, v)));
+        None => {
+            let mut blocks = vectors.chunks_exact(4 * dim);
+            for (b, block) in blocks.by_ref().enumerate() {
+                let (r0, rest) = block.split_at(dim);
+                let (r1, rest) = rest.split_at(dim);
+                let (r2, r3) = rest.split_at(dim);
+                let keys = key4_fn(query, [r0, r1, r2, r3]);
+                for (j, key) in keys.into_iter().enumerate() {
+                    top.offer_key((4 * b + j) as Slot, key);
+                }
+            }
+            let first = vectors.len() / dim / 4 * 4;
+            for (j, v) in blocks.remainder().chunks_exact(dim).enumerate() {
+                top.offer_key((first + j) as Slot, key_fn(query, v));
+            }
+            computed = (vectors.len() / dim) as u64;
+        }
+        Some(accept) => {
+            let rows = vectors.len() / dim;
+            let mut pending: [Slot; 4] = [0; 4];
+            let mut held = 0;
+            for slot in (0..rows as Slot).filter(|&slot| accept(slot)) {
+                pending[held] = slot;
+                held += 1;
+                if held == pending.len() {
+                    let rows = pending.map(|s| row(vectors, dim, s));
+                    for (slot, key) in pending.into_iter().zip(key4_fn(query, rows)) {
+                        top.offer_key(slot, key);
+                    }
+                    computed += 4;
+                    held = 0;
+                }
+            }
+            for &slot in &pending[..held] {
+                top.offer_key(slot, key_fn(query, row(vectors, dim, slot)));
+                computed += 1;
+            }
+        }
     }
     (
         top.into_sorted(),
@@ -77,7 +130,6 @@ pub(crate) fn batch_len(dim: usize, vectors: &[f32]) -> Result<usize> {
 pub struct FlatIndex {
     metric: Metric,
     dim: usize,
-    key_fn: KeyFn,
     vectors: RwLock<Vec<f32>>,
 }
 
@@ -87,7 +139,6 @@ impl FlatIndex {
         Self {
             metric,
             dim,
-            key_fn: metric.key_fn(),
             vectors: RwLock::new(Vec::new()),
         }
     }
@@ -134,7 +185,7 @@ impl VectorIndex for FlatIndex {
         Ok(scan(
             &self.vectors.read(),
             self.dim,
-            self.key_fn,
+            self.metric,
             &q,
             k,
             filter,

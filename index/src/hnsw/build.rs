@@ -128,6 +128,7 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
         let found = search_layer(
             graph,
             key_fn,
+            index.key4_fn,
             query,
             &entry_points,
             index.params.ef_construction,

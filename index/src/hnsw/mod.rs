@@ -33,7 +33,7 @@ pub use params::HnswParams;
 pub(crate) use persist::validate_lists;
 pub(crate) use search::best_first;
 
-use crate::distance::{KeyFn, Metric};
+use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -145,6 +145,7 @@ pub struct Hnsw {
     params: HnswParams,
     metric: Metric,
     key_fn: KeyFn,
+    key4_fn: KeyFn4,
     graph: RwLock<Graph>,
     /// Serialises batches; holds the level generator.
     add_lock: Mutex<StdRng>,
@@ -171,6 +172,7 @@ impl Hnsw {
             params,
             metric,
             key_fn: metric.key_fn(),
+            key4_fn: metric.key4_fn(),
             graph: RwLock::new(graph),
             add_lock: Mutex::new(rng),
             entry_lock: Mutex::new(()),
@@ -261,14 +263,22 @@ impl VectorIndex for Hnsw {
             return Ok(crate::flat::scan(
                 &graph.vectors,
                 graph.dim,
-                self.key_fn,
+                self.metric,
                 &q,
                 k,
                 filter,
             ));
         }
         let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
-        Ok(search::knn(&graph, self.key_fn, &q, k, ef, filter))
+        Ok(search::knn(
+            &graph,
+            self.key_fn,
+            self.key4_fn,
+            &q,
+            k,
+            ef,
+            filter,
+        ))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         self.add_inner(vectors, None)

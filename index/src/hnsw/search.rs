@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::scratch::{with_scratch, Scratch};
 use super::Graph;
-use crate::distance::KeyFn;
+use crate::distance::{KeyFn, KeyFn4};
 use crate::{Neighbor, SearchStats, SlotFilter};
 
 /// Moves to ever closer neighbours on one layer until none is closer (ef = 1).
@@ -40,6 +40,7 @@ pub(super) fn greedy_descent(
 pub(super) fn search_layer(
     graph: &Graph,
     key_fn: KeyFn,
+    key4_fn: KeyFn4,
     query: &[f32],
     entry_points: &[Neighbor],
     ef: usize,
@@ -49,6 +50,7 @@ pub(super) fn search_layer(
     best_first(
         graph,
         key_fn,
+        key4_fn,
         query,
         entry_points,
         ef,
@@ -62,6 +64,7 @@ pub(super) fn search_layer(
 pub(super) fn knn(
     graph: &Graph,
     key_fn: KeyFn,
+    key4_fn: KeyFn4,
     query: &[f32],
     k: usize,
     ef: usize,
@@ -81,6 +84,7 @@ pub(super) fn knn(
     let mut hits = best_first(
         graph,
         key_fn,
+        key4_fn,
         query,
         &[nearest],
         ef,
@@ -103,6 +107,7 @@ pub(super) fn knn(
 pub(crate) fn best_first(
     graph: &Graph,
     key_fn: KeyFn,
+    key4_fn: KeyFn4,
     query: &[f32],
     entry_points: &[Neighbor],
     ef: usize,
@@ -156,9 +161,10 @@ pub(crate) fn best_first(
             if let Some(Reverse(next)) = candidates.peek() {
                 prefetch_list(graph, next.slot, layer);
             }
-            for &n in pending.iter() {
-                *computed += 1;
-                let key = key_fn(query, graph.vector(n));
+            // Scored four at a time (one query load per four vectors, four independent sums),
+            // then taken in list order, as the one-at-a-time loop took them. ~1.15× search on
+            // 100k × 128 (M = 16, ef = 64), eight alternating runs on one saved graph.
+            let mut consider = |n: u32, key: f32| {
                 let worst = results.peek().map_or(f32::INFINITY, |w| w.key);
                 if results.len() < ef || key < worst {
                     candidates.push(Reverse(Neighbor::new(n, key)));
@@ -169,7 +175,26 @@ pub(crate) fn best_first(
                         }
                     }
                 }
+            };
+            let mut fours = pending.chunks_exact(4);
+            for four in fours.by_ref() {
+                let keys = key4_fn(
+                    query,
+                    [
+                        graph.vector(four[0]),
+                        graph.vector(four[1]),
+                        graph.vector(four[2]),
+                        graph.vector(four[3]),
+                    ],
+                );
+                for (&n, key) in four.iter().zip(keys) {
+                    consider(n, key);
+                }
             }
+            for &n in fours.remainder() {
+                consider(n, key_fn(query, graph.vector(n)));
+            }
+            *computed += pending.len() as u64;
         }
         let mut out: Vec<Neighbor> = s.results.drain().collect();
         out.sort_unstable();

@@ -156,7 +156,7 @@ fn filter_restricts_results_and_keeps_recall() {
         .unwrap();
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.slot % 2 == 0));
-    let (exact, _) = crate::flat::scan(&base.data, 16, Metric::L2.key_fn(), q, 10, Some(&even));
+    let (exact, _) = crate::flat::scan(&base.data, 16, Metric::L2, q, 10, Some(&even));
     let overlap = hits
         .iter()
         .filter(|h| exact.iter().any(|e| e.slot == h.slot))

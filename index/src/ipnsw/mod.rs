@@ -38,7 +38,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use params::IpNswPlusParams;
 
-use crate::distance::{KeyFn, Metric};
+use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};
 use crate::hnsw::{best_first, Graph, Hnsw};
 use crate::{
@@ -55,6 +55,7 @@ pub struct IpNswPlus {
     ip: RwLock<Graph>,
     /// The negated inner product, resolved once.
     key_fn: KeyFn,
+    key4_fn: KeyFn4,
     /// Serialises batches (and snapshots) across both graphs.
     add_lock: Mutex<()>,
 }
@@ -73,6 +74,7 @@ impl IpNswPlus {
             angular,
             ip: RwLock::new(ip),
             key_fn: Metric::InnerProduct.key_fn(),
+            key4_fn: Metric::InnerProduct.key4_fn(),
             add_lock: Mutex::new(()),
         }
     }
@@ -119,6 +121,7 @@ impl IpNswPlus {
         let found = best_first(
             ip,
             self.key_fn,
+            self.key4_fn,
             x,
             &seeds,
             self.params.ef_construction,
@@ -196,7 +199,7 @@ impl VectorIndex for IpNswPlus {
             return Ok(crate::flat::scan(
                 &ip.vectors,
                 ip.dim,
-                self.key_fn,
+                Metric::InnerProduct,
                 query,
                 k,
                 filter,
@@ -235,6 +238,7 @@ impl VectorIndex for IpNswPlus {
         let mut hits = best_first(
             &ip,
             self.key_fn,
+            self.key4_fn,
             query,
             &entry,
             ef,

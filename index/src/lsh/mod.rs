@@ -269,7 +269,7 @@ impl VectorIndex for RangeLsh {
             return Ok(crate::flat::scan(
                 &inner.vectors,
                 self.dim,
-                self.key_fn,
+                Metric::InnerProduct,
                 query,
                 k,
                 filter,

@@ -187,7 +187,7 @@ impl VectorIndex for QuantizedIndex {
                 return Ok(scan(
                     &inner.vectors,
                     self.dim,
-                    self.key_fn,
+                    Metric::InnerProduct,
                     query,
                     k,
                     filter,
