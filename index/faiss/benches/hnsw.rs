@@ -11,7 +11,8 @@
 //! sides go there as CSV (`cairn-loadtest plot` draws them).
 //!
 //! `CAIRN_BENCH_SYNTHETIC_N` sets the synthetic set's size (default 200,000; 0 skips it);
-//! `CAIRN_BENCH_HNSW_RS=0` leaves `hnsw_rs` out (its 200k builds take minutes).
+//! `CAIRN_BENCH_HNSW_RS=0` leaves `hnsw_rs` out (its 200k builds take minutes);
+//! `CAIRN_BENCH_FLOOR_ONLY=1` runs only the exact scans.
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
 
 mod common;
@@ -43,8 +44,13 @@ fn hnsw_vs_baselines(c: &mut Criterion) {
     .flatten()
     .collect();
     let scratch = tempfile::tempdir().unwrap();
+    // `CAIRN_BENCH_FLOOR_ONLY=1` times the exact scans alone: minutes instead of half an hour.
+    let floor_only = std::env::var_os("CAIRN_BENCH_FLOOR_ONLY").is_some();
     for set in &sets {
         floor(c, set);
+        if floor_only {
+            continue;
+        }
         for m in [16usize, 32] {
             one_setting(c, set, m, scratch.path());
         }
