@@ -31,7 +31,7 @@ use rand::SeedableRng;
 pub(crate) use build::set_list;
 pub use params::HnswParams;
 pub(crate) use persist::validate_lists;
-pub(crate) use search::best_first;
+pub(crate) use search::{best_first, Seeds};
 
 use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};

@@ -2,12 +2,13 @@
 //! (HNSW paper, Alg. 2 and 5).
 
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
 
 use super::scratch::{with_scratch, Scratch};
 use super::Graph;
 use crate::distance::{KeyFn, KeyFn4};
-use crate::{Neighbor, SearchStats, SlotFilter};
+use crate::{Neighbor, SearchStats, Slot, SlotFilter};
 
 /// Moves to ever closer neighbours on one layer until none is closer (ef = 1).
 pub(super) fn greedy_descent(
@@ -52,7 +53,7 @@ pub(super) fn search_layer(
         key_fn,
         key4_fn,
         query,
-        entry_points,
+        Seeds::Scored(entry_points),
         ef,
         layer,
         None,
@@ -86,7 +87,7 @@ pub(super) fn knn(
         key_fn,
         key4_fn,
         query,
-        &[nearest],
+        Seeds::Scored(&[nearest]),
         ef,
         0,
         filter,
@@ -101,6 +102,17 @@ pub(super) fn knn(
     )
 }
 
+/// Where a best-first search starts.
+#[derive(Clone, Copy)]
+pub(crate) enum Seeds<'a> {
+    /// Already scored: the descent's nearest node, or the layer above's hits.
+    Scored(&'a [Neighbor]),
+    /// Slots still to score, duplicates allowed: the visited set drops repeats and the rest are
+    /// scored like an expanded node's list (prefetched, four per kernel call). ip-NSW+ starts
+    /// from ~65 such slots, an angular neighbour and its inner-product links.
+    Slots(&'a [Slot]),
+}
+
 /// The core loop shared by insertion and queries. `filter` restricts what enters the result
 /// set, never what is traversed, so rejected nodes still route the search.
 #[allow(clippy::too_many_arguments)]
@@ -109,35 +121,54 @@ pub(crate) fn best_first(
     key_fn: KeyFn,
     key4_fn: KeyFn4,
     query: &[f32],
-    entry_points: &[Neighbor],
+    seeds: Seeds<'_>,
     ef: usize,
     layer: usize,
     filter: Option<SlotFilter<'_>>,
     computed: &mut u64,
 ) -> Vec<Neighbor> {
-    let accept = |slot: u32| filter.is_none_or(|f| f(slot));
     with_scratch(graph.len(), |s| {
-        for &ep in entry_points {
-            if !s.visited.insert(ep.slot) {
-                continue;
-            }
-            s.candidates.push(Reverse(ep));
-            if accept(ep.slot) {
-                s.results.push(ep);
-            }
-        }
-        while s.results.len() > ef {
-            s.results.pop();
-        }
         let Scratch {
             visited,
             candidates,
             results,
             pending,
         } = s;
-        while let Some(Reverse(current)) = candidates.pop() {
-            let worst = results.peek().map_or(f32::INFINITY, |w| w.key);
-            if current.key > worst && results.len() >= ef {
+        let mut frontier = Frontier {
+            candidates,
+            results,
+            ef,
+            filter,
+        };
+        match seeds {
+            Seeds::Scored(entry_points) => {
+                for &ep in entry_points {
+                    if !visited.insert(ep.slot) {
+                        continue;
+                    }
+                    frontier.candidates.push(Reverse(ep));
+                    if frontier.accepts(ep.slot) {
+                        frontier.results.push(ep);
+                    }
+                }
+                while frontier.results.len() > ef {
+                    frontier.results.pop();
+                }
+            }
+            Seeds::Slots(slots) => {
+                pending.clear();
+                for &n in slots {
+                    if visited.insert(n) {
+                        prefetch_vector(graph, n);
+                        pending.push(n);
+                    }
+                }
+                frontier.score(graph, key_fn, key4_fn, query, pending);
+                *computed += pending.len() as u64;
+            }
+        }
+        while let Some(Reverse(current)) = frontier.candidates.pop() {
+            if current.key > frontier.worst() && frontier.results.len() >= ef {
                 break;
             }
             // Two passes over the list. The first marks the unvisited neighbours and asks the
@@ -158,48 +189,82 @@ pub(crate) fn best_first(
             }
             // The next node to expand is most likely the frontier's best: fetch its list too
             // (another ~7% on the same set).
-            if let Some(Reverse(next)) = candidates.peek() {
+            if let Some(Reverse(next)) = frontier.candidates.peek() {
                 prefetch_list(graph, next.slot, layer);
             }
-            // Scored four at a time (one query load per four vectors, four independent sums),
-            // then taken in list order, as the one-at-a-time loop took them. ~1.15× search on
-            // 100k × 128 (M = 16, ef = 64), eight alternating runs on one saved graph.
-            let mut consider = |n: u32, key: f32| {
-                let worst = results.peek().map_or(f32::INFINITY, |w| w.key);
-                if results.len() < ef || key < worst {
-                    candidates.push(Reverse(Neighbor::new(n, key)));
-                    if accept(n) {
-                        results.push(Neighbor::new(n, key));
-                        if results.len() > ef {
-                            results.pop();
-                        }
-                    }
-                }
-            };
-            let mut fours = pending.chunks_exact(4);
-            for four in fours.by_ref() {
-                let keys = key4_fn(
-                    query,
-                    [
-                        graph.vector(four[0]),
-                        graph.vector(four[1]),
-                        graph.vector(four[2]),
-                        graph.vector(four[3]),
-                    ],
-                );
-                for (&n, key) in four.iter().zip(keys) {
-                    consider(n, key);
-                }
-            }
-            for &n in fours.remainder() {
-                consider(n, key_fn(query, graph.vector(n)));
-            }
+            frontier.score(graph, key_fn, key4_fn, query, pending);
             *computed += pending.len() as u64;
         }
-        let mut out: Vec<Neighbor> = s.results.drain().collect();
+        let mut out: Vec<Neighbor> = frontier.results.drain().collect();
         out.sort_unstable();
         out
     })
+}
+
+/// The two heaps of a best-first search and the rule for entering them.
+struct Frontier<'s, 'f> {
+    /// Nodes still to expand, closest first.
+    candidates: &'s mut BinaryHeap<Reverse<Neighbor>>,
+    /// The best `ef` accepted nodes so far, worst on top.
+    results: &'s mut BinaryHeap<Neighbor>,
+    ef: usize,
+    /// Restricts what enters `results`, never what is traversed.
+    filter: Option<SlotFilter<'f>>,
+}
+
+impl Frontier<'_, '_> {
+    #[inline]
+    fn accepts(&self, slot: Slot) -> bool {
+        self.filter.is_none_or(|f| f(slot))
+    }
+
+    /// The key a node must beat to enter a full result set.
+    fn worst(&self) -> f32 {
+        self.results.peek().map_or(f32::INFINITY, |w| w.key)
+    }
+
+    /// Scores `slots` (marked visited, prefetched) four per kernel call, then offers them in
+    /// order: one query load per four vectors and four independent sums (~1.15× search on
+    /// 100k × 128, M = 16, ef = 64, eight alternating runs on one saved graph). A node enters
+    /// the frontier only while it could still improve the results; the filter decides only
+    /// whether it may also enter the results.
+    fn score(
+        &mut self,
+        graph: &Graph,
+        key_fn: KeyFn,
+        key4_fn: KeyFn4,
+        query: &[f32],
+        slots: &[Slot],
+    ) {
+        let mut fours = slots.chunks_exact(4);
+        for four in fours.by_ref() {
+            let rows = [
+                graph.vector(four[0]),
+                graph.vector(four[1]),
+                graph.vector(four[2]),
+                graph.vector(four[3]),
+            ];
+            for (&n, key) in four.iter().zip(key4_fn(query, rows)) {
+                self.offer(n, key);
+            }
+        }
+        for &n in fours.remainder() {
+            self.offer(n, key_fn(query, graph.vector(n)));
+        }
+    }
+
+    #[inline]
+    fn offer(&mut self, slot: Slot, key: f32) {
+        if self.results.len() < self.ef || key < self.worst() {
+            self.candidates.push(Reverse(Neighbor::new(slot, key)));
+            if self.accepts(slot) {
+                self.results.push(Neighbor::new(slot, key));
+                if self.results.len() > self.ef {
+                    self.results.pop();
+                }
+            }
+        }
+    }
 }
 
 /// Cache lines of a vector prefetched ahead of scoring it: all of a 128-d f32 vector, so a CPU

@@ -40,7 +40,7 @@ pub use params::IpNswPlusParams;
 
 use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};
-use crate::hnsw::{best_first, Graph, Hnsw};
+use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
     VectorIndex,
@@ -112,10 +112,10 @@ impl IpNswPlus {
     /// Links `slot` into the inner-product graph, seeded by its angular candidates.
     fn link_ip(&self, ip: &Graph, slot: Slot, angular: &[Neighbor]) {
         let x = ip.vector(slot);
-        let seeds: Vec<Neighbor> = angular
+        let seeds: Vec<Slot> = angular
             .iter()
-            .filter(|n| n.slot != slot)
-            .map(|n| Neighbor::new(n.slot, (self.key_fn)(x, ip.vector(n.slot))))
+            .map(|n| n.slot)
+            .filter(|&s| s != slot)
             .collect();
         let mut computed = 0;
         let found = best_first(
@@ -123,7 +123,7 @@ impl IpNswPlus {
             self.key_fn,
             self.key4_fn,
             x,
-            &seeds,
+            Seeds::Slots(&seeds),
             self.params.ef_construction,
             0,
             None,
@@ -222,25 +222,21 @@ impl VectorIndex for IpNswPlus {
             None,
         )?;
         let ip = self.ip.read();
+        // The seed pool may repeat a slot (a seed is often its fellow seed's neighbour);
+        // `best_first` drops repeats with its visited set as it scores them.
         let mut pool: Vec<Slot> = Vec::with_capacity(seeds.len() * (1 + ip.m0));
         for seed in &seeds {
             pool.push(seed.slot);
             ip.for_each_neighbor(seed.slot, 0, |n| pool.push(n));
         }
-        pool.sort_unstable();
-        pool.dedup();
-        let entry: Vec<Neighbor> = pool
-            .iter()
-            .map(|&s| Neighbor::new(s, (self.key_fn)(query, ip.vector(s))))
-            .collect();
-        let mut computed = angular_stats.distance_computations + entry.len() as u64;
+        let mut computed = angular_stats.distance_computations;
         let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
         let mut hits = best_first(
             &ip,
             self.key_fn,
             self.key4_fn,
             query,
-            &entry,
+            Seeds::Slots(&pool),
             ef,
             0,
             filter,
