@@ -18,6 +18,7 @@ pub mod lsh;
 pub mod partition;
 pub mod persist;
 pub mod quant;
+mod sync;
 mod topk;
 
 pub use distance::Metric;

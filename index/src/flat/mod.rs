@@ -2,10 +2,9 @@
 //! (hnswlib's `BruteforceSearch` plays the same role), the `exact` query path of every other
 //! index, and the floor in benchmarks (QPS at recall 1.0).
 
-use parking_lot::RwLock;
-
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
+use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -130,7 +129,7 @@ pub(crate) fn batch_len(dim: usize, vectors: &[f32]) -> Result<usize> {
 pub struct FlatIndex {
     metric: Metric,
     dim: usize,
-    vectors: RwLock<Vec<f32>>,
+    vectors: ReadMostly<Vec<f32>>,
 }
 
 impl FlatIndex {
@@ -139,7 +138,7 @@ impl FlatIndex {
         Self {
             metric,
             dim,
-            vectors: RwLock::new(Vec::new()),
+            vectors: ReadMostly::new(Vec::new()),
         }
     }
 

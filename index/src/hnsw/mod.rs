@@ -24,7 +24,7 @@ mod search;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -35,6 +35,7 @@ pub(crate) use search::{best_first, Seeds};
 
 use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};
+use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
     VectorIndex,
@@ -146,7 +147,7 @@ pub struct Hnsw {
     metric: Metric,
     key_fn: KeyFn,
     key4_fn: KeyFn4,
-    graph: RwLock<Graph>,
+    graph: ReadMostly<Graph>,
     /// Serialises batches; holds the level generator.
     add_lock: Mutex<StdRng>,
     /// Taken by an insert that raises the top level, so two cannot race on the entry point.
@@ -173,7 +174,7 @@ impl Hnsw {
             metric,
             key_fn: metric.key_fn(),
             key4_fn: metric.key4_fn(),
-            graph: RwLock::new(graph),
+            graph: ReadMostly::new(graph),
             add_lock: Mutex::new(rng),
             entry_lock: Mutex::new(()),
         }

@@ -34,13 +34,14 @@ mod persist;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 pub use params::IpNswPlusParams;
 
 use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::flat::{batch_len, check_dim};
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
+use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
     VectorIndex,
@@ -52,7 +53,7 @@ pub struct IpNswPlus {
     /// Angular HNSW over the directions; slot numbers match `ip`'s.
     angular: Hnsw,
     /// Single-layer inner-product graph over the raw vectors.
-    ip: RwLock<Graph>,
+    ip: ReadMostly<Graph>,
     /// The negated inner product, resolved once.
     key_fn: KeyFn,
     key4_fn: KeyFn4,
@@ -72,7 +73,7 @@ impl IpNswPlus {
         Self {
             params,
             angular,
-            ip: RwLock::new(ip),
+            ip: ReadMostly::new(ip),
             key_fn: Metric::InnerProduct.key_fn(),
             key4_fn: Metric::InnerProduct.key4_fn(),
             add_lock: Mutex::new(()),

@@ -29,7 +29,6 @@ pub mod params;
 
 use std::collections::HashMap;
 
-use parking_lot::RwLock;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -40,6 +39,7 @@ use crate::distance::simd::dot;
 use crate::distance::{KeyFn, Metric};
 use crate::flat::{batch_len, check_dim, get_row, row};
 use crate::persist::codec::{Decoder, Encoder};
+use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -54,7 +54,7 @@ pub struct RangeLsh {
     /// `hash_bits` hyperplanes of `dim + 1` coordinates, row-major.
     planes: Vec<f32>,
     key_fn: KeyFn,
-    inner: RwLock<Inner>,
+    inner: ReadMostly<Inner>,
 }
 
 /// Items sharing a code within one range.
@@ -109,7 +109,7 @@ impl RangeLsh {
             dim,
             planes,
             key_fn: Metric::InnerProduct.key_fn(),
-            inner: RwLock::new(inner),
+            inner: ReadMostly::new(inner),
         }
     }
 

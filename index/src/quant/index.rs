@@ -12,13 +12,14 @@
 
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
 use crate::distance::{KeyFn, Metric};
 use crate::flat::{batch_len, check_dim, get_row, row, scan};
 use crate::persist::codec::{Decoder, Encoder};
+use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -110,7 +111,7 @@ pub struct QuantizedIndex {
     params: QuantizedParams,
     dim: usize,
     key_fn: KeyFn,
-    inner: RwLock<Inner>,
+    inner: ReadMostly<Inner>,
     add_lock: Mutex<()>,
 }
 
@@ -141,7 +142,7 @@ impl QuantizedIndex {
             params,
             dim,
             key_fn: Metric::InnerProduct.key_fn(),
-            inner: RwLock::new(inner),
+            inner: ReadMostly::new(inner),
             add_lock: Mutex::new(()),
         }
     }
