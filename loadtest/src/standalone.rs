@@ -73,6 +73,13 @@ pub struct Args {
     /// instead of one side.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// For the query phase only, give each side a core of its own: every server thread on
+    /// CPU 0 and this process's query thread on CPU 1 (with `taskset`). Unpinned, the
+    /// scheduler moves the server's search between cores, and on the quiet VM of
+    /// BENCHMARKS.md it ran 16–61% slower than the same in-process search; pinned, 7–26%.
+    /// The ingest is never pinned.
+    #[arg(long)]
+    pin: bool,
 }
 
 struct Latencies {
@@ -191,6 +198,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // A fresh client: the restarted server listens on the same port, and the old client's
     // pooled keep-alive connection to the stopped process would fail the next request.
     let client = reqwest::Client::new();
+    if args.pin {
+        let pid = server.pid().context("the server has no pid")?;
+        pin(&["-a", "-p", "-c", "0", &pid.to_string()])?;
+        // Without `-a`: only this thread, the one that runs the in-process searches and the
+        // blocking query clients; the ingest's threads are gone by now.
+        pin(&["-p", "-c", "1", &std::process::id().to_string()])?;
+        println!(
+            "\nQuery phase pinned: server threads on CPU 0, this process's query thread on CPU 1."
+        );
+    }
 
     let floor = runtime.block_on(transport_floor(&client, &server))?;
     let mut raw = RawClient::connect(server.addr())?;
@@ -260,6 +277,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!("| ef | in-process QPS | minimal client QPS | mean µs | p50 | p99 | overhead / in-process | reqwest mean µs | p50 | p99 | overhead / in-process | batch mean µs per query | overhead / in-process |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     e2e_rows.iter().for_each(|r| println!("{r}"));
+    Ok(())
+}
+
+/// Runs `taskset` with `args` (util-linux, in every Debian base image).
+fn pin(args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new("taskset")
+        .args(args)
+        .output()
+        .context("running taskset for --pin")?;
+    ensure!(
+        out.status.success(),
+        "taskset {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(())
 }
 
