@@ -41,12 +41,6 @@ impl<T> ReadMostly<T> {
     }
 }
 
-impl<T: Default> Default for ReadMostly<T> {
-    fn default() -> Self {
-        Self::new(T::default())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -202,7 +202,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let pid = server.pid().context("the server has no pid")?;
         pin(&["-a", "-p", "-c", "0", &pid.to_string()])?;
         // Without `-a`: only this thread, the one that runs the in-process searches and the
-        // blocking query clients; the ingest's threads are gone by now.
+        // query clients. rayon's threads from the in-process build stay unpinned, and idle.
         pin(&["-p", "-c", "1", &std::process::id().to_string()])?;
         println!(
             "\nQuery phase pinned: server threads on CPU 0, this process's query thread on CPU 1."
