@@ -68,11 +68,16 @@ pub struct Args {
     /// The `cairn` binary (default: beside this one).
     #[arg(long)]
     cairn: Option<PathBuf>,
-    /// Rounds of each comparison. The two sides alternate within a round and the median
-    /// round's ratio is reported, so a noisy spell on a shared machine lands on one round
-    /// instead of one side.
+    /// Rounds of each comparison. Ingest: the two sides alternate and the median round's
+    /// ratio is reported. Queries: every block of `--block` queries runs in-process and then
+    /// over REST once per round, and ratios are medians over all block pairs.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Queries per block of the paired query comparison. Each side of a block takes ~10 ms,
+    /// shorter than the noisy spells of a shared VM, so a spell spoils a few pairs instead of
+    /// one side of the comparison.
+    #[arg(long, default_value_t = 100)]
+    block: usize,
     /// For the query phase only, give each side a core of its own: every server thread on
     /// CPU 0 and this process's query thread on CPU 1 (with `taskset`). Unpinned, the
     /// scheduler moves the server's search between cores, and on the quiet VM of
@@ -212,41 +217,53 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let floor = runtime.block_on(transport_floor(&client, &server))?;
     let mut raw = RawClient::connect(server.addr())?;
     let raw_floor = raw_transport_floor(&mut raw)?;
+    let mut echo = Echo::start()?;
     let mut server_rows = Vec::new();
     let mut e2e_rows = Vec::new();
     for &ef in &args.ef {
-        // Rounds alternate in-process search and REST on the same queries; the round with
-        // the median route-time ratio is reported.
-        let mut rounds = Vec::new();
-        for _ in 0..args.rounds.max(1) {
-            let (local_recall, local) = local_search(index.as_ref(), &queries, &truth, ef)?;
-            let before = ServerClock::read(&mut raw)?;
-            let (rest_recall, minimal) = raw_search(&mut raw, &queries, &truth, ef)?;
-            let server = ServerClock::read(&mut raw)?.since(&before)?;
-            rounds.push((local_recall, local, rest_recall, minimal, server));
-        }
-        rounds.sort_by(|a, b| {
-            (a.4.route_us / a.1.mean_us()).total_cmp(&(b.4.route_us / b.1.mean_us()))
-        });
-        let (local_recall, local, rest_recall, minimal, clock) =
-            rounds.swap_remove(rounds.len() / 2);
-        let route_us = clock.route_us;
+        let sweep = paired_sweep(
+            index.as_ref(),
+            &mut raw,
+            &mut echo,
+            &queries,
+            &truth,
+            ef,
+            args.rounds.max(1),
+            args.block.max(1),
+        )?;
+        let PairedSweep {
+            local_recall,
+            rest_recall,
+            local,
+            socket,
+            minimal,
+            pairs,
+        } = &sweep;
         let (_, rest) = runtime.block_on(rest_search(&client, &server, &queries, &truth, ef))?;
+        let before = ServerClock::read(&mut raw)?;
         let (batch_recall, batch_us) = raw_batch_search(&mut raw, &queries, &truth, ef, BATCH)?;
+        // The same searches run back to back inside one request: the server's index time
+        // then shows whether a slower in-server search comes from the REST work between
+        // single queries or from the process itself.
+        let batch_index_us = ServerClock::read(&mut raw)?.index_since(&before)?;
         ensure!(
             (batch_recall - rest_recall).abs() < 1e-9,
             "batch queries found other points than single queries"
         );
         let local_us = local.mean_us();
         let handler_us = minimal.server_secs / minimal.count.max(1) as f64 * 1e6;
+        let route_us = mean(pairs.iter().map(|p| p.route_us));
+        let index_us = mean(pairs.iter().map(|p| p.index_us));
         let ratio = |us: f64| (us - local_us) / local_us;
+        let socket_us = socket.mean_us();
+        let gap = Spread::of(pairs.iter().map(|p| p.index_us / p.local_us));
+        let socket_gap = Spread::of(pairs.iter().map(|p| p.socket_us / p.local_us));
+        let cross = Spread::of(pairs.iter().map(|p| (p.route_us - p.local_us) / p.local_us));
+        let work = Spread::of(pairs.iter().map(|p| (p.route_us - p.index_us) / p.local_us));
         server_rows.push(format!(
-            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {:.1} | {handler_us:.1} | {route_us:.1} | {:.1} | **{:.2}** | {:.1} | **{:.2}** |",
-            clock.index_us,
+            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {socket_us:.1} | {index_us:.1} | {batch_index_us:.1} | {handler_us:.1} | {route_us:.1} | {socket_gap} | {gap} | {:.1} | {work} | {:.1} | {cross} |",
+            route_us - index_us,
             route_us - local_us,
-            ratio(route_us),
-            route_us - clock.index_us,
-            (route_us - clock.index_us) / clock.index_us,
         ));
         e2e_rows.push(format!(
             "| {ef} | {:.0} | {:.0} | {:.1} | {} | {} | **{:.2}** | {:.1} | {} | {} | {:.2} | {batch_us:.1} | **{:.2}** |",
@@ -264,9 +281,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ));
     }
     println!("\n## Query: the server's REST+JSON cost (from its own `/metrics`)\n");
-    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. Two readings of the overhead: route − in-process search on the same graph in this process (two processes, so noise can land on either side), and route − the server's own index search time on the same requests (`cairn_index_search_seconds_sum`).\n");
-    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | server index search mean µs | server handler mean µs | server route mean µs | route − in-process µs | ÷ in-process | route − server index search µs | ÷ server index search |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. The queries run in blocks of {}, {} rounds of every block; each block runs in-process back to back, then over REST with the server's counters read around it, then in-process again with a loopback TCP round trip of each query's request body before its search (the kernel's socket path, no REST or JSON). A noisy spell on a shared machine then lands on a few block pairs rather than on one side; ratios are the median over the {} pairs, interquartile range in brackets.\n", args.block.max(1), args.rounds.max(1), args.rounds.max(1) * args.queries.div_ceil(args.block.max(1)));
+    println!("Readings: **REST+JSON work** = route − the server's own index search on the same requests (`cairn_index_search_seconds_sum`), ÷ the in-process search; **cross-process** = route − the in-process search, which also carries the server's search running slower than the back-to-back loop (the search ratio columns show how much of that a bare socket round trip causes).\n");
+    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | in-process after a socket round trip µs | server index search mean µs | the same, {BATCH} per request µs | server handler mean µs | server route mean µs | after socket ÷ in-process | server search ÷ in-process | REST+JSON work µs | **÷ in-process** | route − in-process µs | cross-process ÷ in-process |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     server_rows.iter().for_each(|r| println!("{r}"));
     println!("\n## Query: end to end, one client on loopback\n");
     println!(
@@ -303,6 +321,202 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Queries per request in the batch measurement.
 const BATCH: usize = 32;
+
+/// Unmeasured queries each side runs before a sweep (connection, scratch, caches).
+const WARMUP: usize = 20;
+
+/// One block of queries timed on every side, one right after the other.
+struct BlockPair {
+    /// Mean in-process search, µs.
+    local_us: f64,
+    /// Mean in-process search when each query first sends its request body through a
+    /// loopback socket and reads it back, µs.
+    socket_us: f64,
+    /// Mean server route time (routing to encoded response), µs.
+    route_us: f64,
+    /// Mean server index search time, µs.
+    index_us: f64,
+}
+
+/// Everything one `ef` measured through [`paired_sweep`].
+struct PairedSweep {
+    local_recall: f64,
+    rest_recall: f64,
+    /// Every in-process query.
+    local: Latencies,
+    /// Every in-process query that followed a socket round trip.
+    socket: Latencies,
+    /// Every REST query through the minimal client.
+    minimal: Latencies,
+    pairs: Vec<BlockPair>,
+}
+
+/// Runs the queries in blocks of `block`, `rounds` times over. Each block runs three times:
+/// in-process back to back; in-process with a loopback round trip of the query's request body
+/// before each search (`echo`: the kernel's socket path, without REST or JSON); and over REST.
+/// Every side is single-threaded and one query at a time; recall comes from the first round
+/// (the later ones find the same points).
+#[allow(clippy::too_many_arguments)]
+fn paired_sweep(
+    index: &dyn VectorIndex,
+    raw: &mut RawClient,
+    echo: &mut Echo,
+    queries: &Vectors,
+    truth: &[Vec<u32>],
+    ef: usize,
+    rounds: usize,
+    block: usize,
+) -> anyhow::Result<PairedSweep> {
+    let rows: Vec<&[f32]> = queries.rows().collect();
+    let bodies = query_bodies(queries, ef)?;
+    let params = SearchParams {
+        ef: Some(ef),
+        exact: false,
+        ..SearchParams::default()
+    };
+    let mut local = Latencies::new();
+    let mut socket = Latencies::new();
+    let mut minimal = Latencies::new();
+    let (mut local_hits, mut rest_hits) = (Vec::new(), Vec::new());
+    let mut pairs = Vec::new();
+    for (row, body) in rows.iter().zip(&bodies).take(WARMUP) {
+        index.search(row, 10, &params, None)?;
+        echo.round_trip(body)?;
+        raw.send("POST", "/collections/bench/points/query", body)?;
+    }
+    for round in 0..rounds {
+        for (rows, bodies) in rows.chunks(block).zip(bodies.chunks(block)) {
+            let local_secs = local.total_secs;
+            for q in rows {
+                let t = Instant::now();
+                let (hits, _) = index.search(q, 10, &params, None)?;
+                local.record(t.elapsed().as_secs_f64());
+                if round == 0 {
+                    local_hits.push(hits.iter().map(|h| h.slot).collect());
+                }
+            }
+            let before = ServerClock::read(raw)?;
+            for body in bodies {
+                let t = Instant::now();
+                let (status, bytes) = raw.send("POST", "/collections/bench/points/query", body)?;
+                minimal.record(t.elapsed().as_secs_f64());
+                ensure!(status == 200, "query failed with {status}");
+                let (ids, server_secs) = parse_hits(&bytes)?;
+                minimal.server_secs += server_secs;
+                if round == 0 {
+                    rest_hits.push(ids);
+                }
+            }
+            let clock = ServerClock::read(raw)?.since(&before)?;
+            let socket_secs = socket.total_secs;
+            for (q, body) in rows.iter().zip(bodies) {
+                echo.round_trip(body)?;
+                let t = Instant::now();
+                let (hits, _) = index.search(q, 10, &params, None)?;
+                socket.record(t.elapsed().as_secs_f64());
+                std::hint::black_box(hits);
+            }
+            pairs.push(BlockPair {
+                local_us: (local.total_secs - local_secs) / rows.len() as f64 * 1e6,
+                socket_us: (socket.total_secs - socket_secs) / rows.len() as f64 * 1e6,
+                route_us: clock.route_us,
+                index_us: clock.index_us,
+            });
+        }
+    }
+    Ok(PairedSweep {
+        local_recall: recall_at_k(&local_hits, truth, 10),
+        rest_recall: recall_at_k(&rest_hits, truth, 10),
+        local,
+        socket,
+        minimal,
+        pairs,
+    })
+}
+
+/// A loopback TCP echo served by a thread of this process: what a query costs in-process
+/// when the kernel's socket path (two syscalls, a wake-up, softirq processing) runs right
+/// before it, as it does before every search a server answers.
+struct Echo {
+    conn: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Echo {
+    fn start() -> anyhow::Result<Self> {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        std::thread::Builder::new()
+            .name("echo".into())
+            .spawn(move || -> std::io::Result<()> {
+                let (mut peer, _) = listener.accept()?;
+                peer.set_nodelay(true)?;
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = peer.read(&mut buf)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    peer.write_all(&buf[..n])?;
+                }
+            })?;
+        let conn = std::net::TcpStream::connect(addr)?;
+        conn.set_nodelay(true)?;
+        Ok(Self {
+            conn,
+            buf: vec![0u8; 64 * 1024],
+        })
+    }
+
+    /// Sends `body` and reads it back.
+    fn round_trip(&mut self, body: &[u8]) -> anyhow::Result<()> {
+        use std::io::{Read, Write};
+        self.conn.write_all(body)?;
+        let mut got = 0;
+        while got < body.len() {
+            let n = self.conn.read(&mut self.buf)?;
+            ensure!(n > 0, "the echo thread closed its socket");
+            got += n;
+        }
+        Ok(())
+    }
+}
+
+/// The median of a sample and its interquartile range, printed as `0.21 [0.17–0.26]`.
+struct Spread {
+    q1: f64,
+    median: f64,
+    q3: f64,
+}
+
+impl Spread {
+    fn of(values: impl Iterator<Item = f64>) -> Self {
+        let mut v: Vec<f64> = values.collect();
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            v.get(((v.len().saturating_sub(1)) as f64 * q).round() as usize)
+                .copied()
+                .unwrap_or(f64::NAN)
+        };
+        Self {
+            q1: at(0.25),
+            median: at(0.5),
+            q3: at(0.75),
+        }
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "**{:.2}** [{:.2}–{:.2}]", self.median, self.q1, self.q3)
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    sum / n.max(1) as f64
+}
 
 /// Loads the index snapshot the server wrote for the `bench` collection.
 fn load_snapshot(data_dir: &Path, n: usize) -> anyhow::Result<Box<dyn VectorIndex>> {
@@ -413,18 +627,25 @@ impl ServerClock {
     /// Means over the sweep since `before`; an error if either counter did not move (a
     /// renamed series would otherwise read as zero and yield a meaningless ratio).
     fn since(&self, before: &Self) -> anyhow::Result<SweepClock> {
-        let mean_us = |(s1, n1): (f64, f64), (s0, n0): (f64, f64), what: &str| {
-            ensure!(
-                n1 > n0,
-                "the server's {what} counter did not move during the sweep"
-            );
-            Ok((s1 - s0) / (n1 - n0) * 1e6)
-        };
         Ok(SweepClock {
-            route_us: mean_us(self.route, before.route, "query route")?,
-            index_us: mean_us(self.index, before.index, "index search")?,
+            route_us: mean_us_since(self.route, before.route, "query route")?,
+            index_us: self.index_since(before)?,
         })
     }
+
+    /// Mean index-search time per query since `before`, whatever route asked for it.
+    fn index_since(&self, before: &Self) -> anyhow::Result<f64> {
+        mean_us_since(self.index, before.index, "index search")
+    }
+}
+
+/// Mean µs per event between two `(seconds, count)` readings of a counter pair.
+fn mean_us_since((s1, n1): (f64, f64), (s0, n0): (f64, f64), what: &str) -> anyhow::Result<f64> {
+    ensure!(
+        n1 > n0,
+        "the server's {what} counter did not move during the sweep"
+    );
+    Ok((s1 - s0) / (n1 - n0) * 1e6)
 }
 
 fn raw_transport_floor(raw: &mut RawClient) -> anyhow::Result<Latencies> {
@@ -437,30 +658,6 @@ fn raw_transport_floor(raw: &mut RawClient) -> anyhow::Result<Latencies> {
         }
     }
     Ok(lat)
-}
-
-fn raw_search(
-    raw: &mut RawClient,
-    queries: &Vectors,
-    truth: &[Vec<u32>],
-    ef: usize,
-) -> anyhow::Result<(f64, Latencies)> {
-    let bodies = query_bodies(queries, ef)?;
-    for body in bodies.iter().take(20) {
-        raw.send("POST", "/collections/bench/points/query", body)?;
-    }
-    let mut lat = Latencies::new();
-    let mut results = Vec::with_capacity(bodies.len());
-    for body in &bodies {
-        let t = Instant::now();
-        let (status, bytes) = raw.send("POST", "/collections/bench/points/query", body)?;
-        lat.record(t.elapsed().as_secs_f64());
-        ensure!(status == 200, "query failed with {status}");
-        let (ids, server_secs) = parse_hits(&bytes)?;
-        lat.server_secs += server_secs;
-        results.push(ids);
-    }
-    Ok((recall_at_k(&results, truth, 10), lat))
 }
 
 fn query_bodies(queries: &Vectors, ef: usize) -> anyhow::Result<Vec<Vec<u8>>> {
@@ -539,28 +736,6 @@ async fn ingest(
         );
     }
     Ok(t.elapsed().as_secs_f64())
-}
-
-fn local_search(
-    index: &dyn VectorIndex,
-    queries: &Vectors,
-    truth: &[Vec<u32>],
-    ef: usize,
-) -> anyhow::Result<(f64, Latencies)> {
-    let params = SearchParams {
-        ef: Some(ef),
-        exact: false,
-        ..SearchParams::default()
-    };
-    let mut lat = Latencies::new();
-    let mut results = Vec::with_capacity(queries.len());
-    for q in queries.rows() {
-        let t = Instant::now();
-        let (hits, _) = index.search(q, 10, &params, None)?;
-        lat.record(t.elapsed().as_secs_f64());
-        results.push(hits.iter().map(|h| h.slot).collect());
-    }
-    Ok((recall_at_k(&results, truth, 10), lat))
 }
 
 /// Latency of the cheapest request: what HTTP on loopback costs before any search.
