@@ -2,17 +2,18 @@
 //!
 //! 1. **Ingest**: REST upserts in batches (`wait=true`, so each batch is durable *and*
 //!    searchable before the next is sent) against building the same HNSW in-process with the
-//!    same parameters and all cores.
+//!    same parameters and all cores, in `--rounds` rounds that alternate the two sides; the
+//!    median round is reported.
 //! 2. **Query**: a single client sending one query at a time over REST against single-thread
 //!    in-process search at the same `ef` **on the same graph** (the server's snapshot file,
-//!    loaded here); recall@10 against exact ground truth for both. Reported two ways: the
-//!    server's own REST+JSON cost (its `/metrics` route time − in-process search time), and
-//!    end to end through a minimal HTTP client, reqwest, and `/points/query/batch`.
+//!    loaded here); recall@10 against exact ground truth for both. The queries run in paired
+//!    blocks (see [`paired_sweep`]) and are read three ways: the server's REST+JSON work (its
+//!    `/metrics` route time − its own index search time, same requests), the route time against
+//!    the in-process search, and end to end through a minimal HTTP client, reqwest, and
+//!    `/points/query/batch`.
 //!
 //! Request bodies are serialised before the clock starts: the client's JSON encoding is not
-//! the server's cost. Both comparisons run in `--rounds` rounds that alternate the two sides,
-//! and report the median round: on a shared VM a noisy spell then spoils one round, not one
-//! side of the comparison.
+//! the server's cost.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
