@@ -261,9 +261,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let socket_gap = Spread::of(pairs.iter().map(|p| p.socket_us / p.local_us));
         let cross = Spread::of(pairs.iter().map(|p| (p.route_us - p.local_us) / p.local_us));
         let work = Spread::of(pairs.iter().map(|p| (p.route_us - p.index_us) / p.local_us));
+        let beyond = Spread::of(
+            pairs
+                .iter()
+                .map(|p| (p.route_us - p.socket_us) / p.local_us),
+        );
         server_rows.push(format!(
-            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {socket_us:.1} | {index_us:.1} | {batch_index_us:.1} | {handler_us:.1} | {route_us:.1} | {socket_gap} | {gap} | {:.1} | {work} | {:.1} | {cross} |",
+            "| {ef} | {local_recall:.4} | {rest_recall:.4} | {local_us:.1} | {socket_us:.1} | {index_us:.1} | {batch_index_us:.1} | {handler_us:.1} | {route_us:.1} | {socket_gap} | {gap} | {:.1} | {work} | {:.1} | {beyond} | {:.1} | {cross} |",
             route_us - index_us,
+            route_us - socket_us,
             route_us - local_us,
         ));
         e2e_rows.push(format!(
@@ -283,9 +289,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     println!("\n## Query: the server's REST+JSON cost (from its own `/metrics`)\n");
     println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. The queries run in blocks of {}, {} rounds of every block; each block runs in-process back to back, then over REST with the server's counters read around it, then in-process again with a loopback TCP round trip of each query's request body before its search (the kernel's socket path, no REST or JSON). A noisy spell on a shared machine then lands on a few block pairs rather than on one side; ratios are the median over the {} pairs, interquartile range in brackets.\n", args.block.max(1), args.rounds.max(1), args.rounds.max(1) * args.queries.div_ceil(args.block.max(1)));
-    println!("Readings: **REST+JSON work** = route − the server's own index search on the same requests (`cairn_index_search_seconds_sum`), ÷ the in-process search; **cross-process** = route − the in-process search, which also carries the server's search running slower than the back-to-back loop (the search ratio columns show how much of that a bare socket round trip causes).\n");
-    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | in-process after a socket round trip µs | server index search mean µs | the same, {BATCH} per request µs | server handler mean µs | server route mean µs | after socket ÷ in-process | server search ÷ in-process | REST+JSON work µs | **÷ in-process** | route − in-process µs | cross-process ÷ in-process |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("Readings: **REST+JSON work** = route − the server's own index search on the same requests (`cairn_index_search_seconds_sum`), ÷ the in-process search; **cross-process** = route − the in-process search, which also carries the server's search running slower than the back-to-back loop (the search ratio columns show how much of that a bare socket round trip causes); **beyond a socket** = route − the in-process search after a socket round trip, what the server adds to what any socket server pays.\n");
+    println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | in-process after a socket round trip µs | server index search mean µs | the same, {BATCH} per request µs | server handler mean µs | server route mean µs | after socket ÷ in-process | server search ÷ in-process | REST+JSON work µs | **÷ in-process** | route − in-process after socket µs | beyond a socket ÷ in-process | route − in-process µs | cross-process ÷ in-process |");
+    println!(
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     server_rows.iter().for_each(|r| println!("{r}"));
     println!("\n## Query: end to end, one client on loopback\n");
     println!(
