@@ -1,9 +1,37 @@
-//! Every kind of bad input gets a 4xx with a JSON error naming the problem, and afterwards
-//! the server still answers and earlier data is intact.
+//! Every kind of bad input gets a 4xx with a JSON error naming the problem, and right after
+//! each bad request the server still answers and earlier data is intact. One test per kind of
+//! bad input, each on a server of its own, so a failure names the input that caused it.
 
 use serde_json::{json, Value};
 
 use crate::harness::Server;
+
+/// A server with a 64 KB body limit and at most 4 queries per batch, holding collection `c`:
+/// three 3-d points, point 1 with a payload.
+fn fixture() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            ("CAIRN__HTTP__MAX_BODY_BYTES", "65536"),
+            ("CAIRN__LIMITS__MAX_BATCH_QUERIES", "4"),
+        ],
+    );
+    server.create("c", 3, "Euclid", json!({}));
+    let points = json!({"points": [
+        {"id": 1, "vector": [1.0, 0.0, 0.0], "payload": {"tag": "one"}},
+        {"id": 2, "vector": [0.0, 1.0, 0.0]},
+        {"id": 3, "vector": [0.0, 0.0, 1.0]}]});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&points));
+    assert_intact(&server);
+    (dir, server)
+}
+
+/// `response` (already sent) is the expected error, and the server is unharmed by it.
+fn rejected(server: &Server, response: (u16, Value), status: u16, needle: &str) {
+    assert_error(response, status, needle);
+    assert_intact(server);
+}
 
 fn assert_error(response: (u16, Value), status: u16, needle: &str) {
     let (got, body) = response;
@@ -31,228 +59,175 @@ fn assert_intact(server: &Server) {
 }
 
 #[test]
-fn bad_inputs_get_clear_errors_and_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        dir.path(),
-        &[
-            ("CAIRN__HTTP__MAX_BODY_BYTES", "65536"),
-            ("CAIRN__LIMITS__MAX_BATCH_QUERIES", "4"),
-        ],
+fn wrong_dimension_is_a_400_naming_both_sizes() {
+    let (_dir, server) = fixture();
+    let response = server.call(
+        "PUT",
+        "/collections/c/points?wait=true",
+        Some(&json!({"points": [{"id": 9, "vector": [1.0, 2.0]}]})),
     );
-    server.create("c", 3, "Euclid", json!({}));
-    let points = json!({"points": [
-        {"id": 1, "vector": [1.0, 0.0, 0.0], "payload": {"tag": "one"}},
-        {"id": 2, "vector": [0.0, 1.0, 0.0]},
-        {"id": 3, "vector": [0.0, 0.0, 1.0]}]});
-    server.ok("PUT", "/collections/c/points?wait=true", Some(&points));
-    assert_intact(&server);
+    rejected(&server, response, 400, "expected 3, got 2");
+    let response = server.call(
+        "PUT",
+        "/collections/c/points",
+        Some(&json!({"batch": {"ids": [9], "vectors": [[1.0, 2.0, 3.0, 4.0]]}})),
+    );
+    rejected(&server, response, 400, "batch.vectors[0]");
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query",
+        Some(&json!({"query": [1.0]})),
+    );
+    rejected(&server, response, 400, "expected 3, got 1");
+}
 
-    let cases: Vec<((u16, Value), u16, &str)> = vec![
-        // Wrong dimension, in both upsert forms and in queries.
-        (
-            server.call(
-                "PUT",
-                "/collections/c/points?wait=true",
-                Some(&json!({"points": [{"id": 9, "vector": [1.0, 2.0]}]})),
-            ),
-            400,
-            "expected 3, got 2",
-        ),
-        (
-            server.call(
-                "PUT",
-                "/collections/c/points",
-                Some(&json!({"batch": {"ids": [9], "vectors": [[1.0, 2.0, 3.0, 4.0]]}})),
-            ),
-            400,
-            "batch.vectors[0]",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query",
-                Some(&json!({"query": [1.0]})),
-            ),
-            400,
-            "expected 3, got 1",
-        ),
-        // Empty vector.
-        (
-            server.call(
-                "PUT",
-                "/collections/c/points",
-                Some(&json!({"points": [{"id": 9, "vector": []}]})),
-            ),
-            400,
-            "empty",
-        ),
-        // NaN and infinity (JSON cannot spell NaN, so send the raw tokens and a huge number).
-        (
-            server.call_raw(
-                "PUT",
-                "/collections/c/points",
-                br#"{"points":[{"id":9,"vector":[1,NaN,2]}]}"#.to_vec(),
-            ),
-            400,
-            "malformed JSON",
-        ),
-        (
-            server.call_raw(
-                "PUT",
-                "/collections/c/points",
-                br#"{"points":[{"id":9,"vector":[1,1e300,2]}]}"#.to_vec(),
-            ),
-            400,
-            "must be finite",
-        ),
-        // Unknown collection.
-        (
-            server.call("PUT", "/collections/nope/points", Some(&points)),
-            404,
-            "nope",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/nope/points/query",
-                Some(&json!({"query": [1.0, 0.0, 0.0]})),
-            ),
-            404,
-            "nope",
-        ),
-        (server.call("GET", "/collections/nope", None), 404, "nope"),
-        // Existing collection.
-        (
-            server.call(
-                "PUT",
-                "/collections/c",
-                Some(&json!({"vectors": {"size": 3, "distance": "Dot"}})),
-            ),
-            409,
-            "already exists",
-        ),
-        // Malformed JSON and wrong types, naming the field.
-        (
-            server.call_raw("PUT", "/collections/c/points", b"{\"points\": [".to_vec()),
-            400,
-            "malformed JSON",
-        ),
-        (
-            server.call(
-                "PUT",
-                "/collections/c/points",
-                Some(&json!({"points": [{"id": 9, "vector": [1.0, "x", 2.0]}]})),
-            ),
-            400,
-            "points[0].vector",
-        ),
-        (
-            server.call(
-                "PUT",
-                "/collections/c/points",
-                Some(&json!({"points": [{"id": -5, "vector": [1.0, 2.0, 3.0]}]})),
-            ),
-            400,
-            "points[0].id",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query",
-                Some(&json!({"query": [1.0, 0.0, 0.0], "limit": "ten"})),
-            ),
-            400,
-            "limit",
-        ),
-        (
-            server.call(
-                "PUT",
-                "/collections/x",
-                Some(&json!({"vectors": {"size": 3, "distance": "Hamming"}})),
-            ),
-            400,
-            "vectors.distance",
-        ),
-        // Body above the configured limit.
-        (
-            server.call_raw("PUT", "/collections/c/points", vec![b' '; 100_000]),
-            413,
-            "limit of 65536 bytes",
-        ),
-        // Documented maxima.
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query",
-                Some(&json!({"query": [1.0, 0.0, 0.0], "limit": 20000})),
-            ),
-            400,
-            "maximum of 10000",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query",
-                Some(&json!({"query": [1.0, 0.0, 0.0], "params": {"hnsw_ef": 100000}})),
-            ),
-            400,
-            "hnsw_ef",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query/batch",
-                Some(&json!({"searches": vec![json!({"query": [1.0, 0.0, 0.0]}); 5]})),
-            ),
-            400,
-            "maximum of 4",
-        ),
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/scroll",
-                Some(&json!({"limit": 10001})),
-            ),
-            400,
-            "maximum of 10000",
-        ),
-        // Filters that make no sense.
-        (
-            server.call(
-                "POST",
-                "/collections/c/points/query",
-                Some(&json!({"query": [1.0, 0.0, 0.0], "filter": {"must": [{"key": "tag"}]}})),
-            ),
-            400,
-            "filter.must[0]",
-        ),
-        // Bad point ids in paths and unknown points.
-        (
-            server.call("GET", "/collections/c/points/not-an-id", None),
-            400,
-            "point id",
-        ),
-        (
-            server.call("GET", "/collections/c/points/77", None),
-            404,
-            "77",
-        ),
-        // Unknown route.
-        (server.call("GET", "/nowhere", None), 404, "/nowhere"),
-    ];
-    for (response, status, needle) in cases {
-        assert_error(response, status, needle);
-        assert_intact(&server);
-    }
-    // A batch with one bad point commits nothing, not even the good ones.
+#[test]
+fn empty_vector_is_a_400() {
+    let (_dir, server) = fixture();
+    let response = server.call(
+        "PUT",
+        "/collections/c/points",
+        Some(&json!({"points": [{"id": 9, "vector": []}]})),
+    );
+    rejected(&server, response, 400, "empty");
+}
+
+#[test]
+fn nan_and_infinity_are_400s() {
+    let (_dir, server) = fixture();
+    // JSON cannot spell NaN, so send the raw token; infinity arrives as a number too large
+    // for f32.
+    let response = server.call_raw(
+        "PUT",
+        "/collections/c/points",
+        br#"{"points":[{"id":9,"vector":[1,NaN,2]}]}"#.to_vec(),
+    );
+    rejected(&server, response, 400, "malformed JSON");
+    let response = server.call_raw(
+        "PUT",
+        "/collections/c/points",
+        br#"{"points":[{"id":9,"vector":[1,1e300,2]}]}"#.to_vec(),
+    );
+    rejected(&server, response, 400, "must be finite");
+}
+
+#[test]
+fn unknown_collection_is_a_404_naming_it() {
+    let (_dir, server) = fixture();
+    let points = json!({"points": [{"id": 9, "vector": [1.0, 2.0, 3.0]}]});
+    let response = server.call("PUT", "/collections/nope/points", Some(&points));
+    rejected(&server, response, 404, "nope");
+    let response = server.call(
+        "POST",
+        "/collections/nope/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0]})),
+    );
+    rejected(&server, response, 404, "nope");
+    let response = server.call("GET", "/collections/nope", None);
+    rejected(&server, response, 404, "nope");
+}
+
+#[test]
+fn creating_an_existing_collection_is_a_409() {
+    let (_dir, server) = fixture();
+    let response = server.call(
+        "PUT",
+        "/collections/c",
+        Some(&json!({"vectors": {"size": 3, "distance": "Dot"}})),
+    );
+    rejected(&server, response, 409, "already exists");
+}
+
+#[test]
+fn malformed_json_and_wrong_types_are_400s_naming_the_field() {
+    let (_dir, server) = fixture();
+    let response = server.call_raw("PUT", "/collections/c/points", b"{\"points\": [".to_vec());
+    rejected(&server, response, 400, "malformed JSON");
+    let response = server.call(
+        "PUT",
+        "/collections/c/points",
+        Some(&json!({"points": [{"id": 9, "vector": [1.0, "x", 2.0]}]})),
+    );
+    rejected(&server, response, 400, "points[0].vector");
+    let response = server.call(
+        "PUT",
+        "/collections/c/points",
+        Some(&json!({"points": [{"id": -5, "vector": [1.0, 2.0, 3.0]}]})),
+    );
+    rejected(&server, response, 400, "points[0].id");
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0], "limit": "ten"})),
+    );
+    rejected(&server, response, 400, "limit");
+    let response = server.call(
+        "PUT",
+        "/collections/x",
+        Some(&json!({"vectors": {"size": 3, "distance": "Hamming"}})),
+    );
+    rejected(&server, response, 400, "vectors.distance");
+}
+
+#[test]
+fn body_above_the_size_limit_is_a_413() {
+    let (_dir, server) = fixture();
+    let response = server.call_raw("PUT", "/collections/c/points", vec![b' '; 100_000]);
+    rejected(&server, response, 413, "limit of 65536 bytes");
+}
+
+#[test]
+fn limit_ef_and_batch_above_their_maxima_are_400s() {
+    let (_dir, server) = fixture();
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0], "limit": 20000})),
+    );
+    rejected(&server, response, 400, "maximum of 10000");
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0], "params": {"hnsw_ef": 100000}})),
+    );
+    rejected(&server, response, 400, "hnsw_ef");
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query/batch",
+        Some(&json!({"searches": vec![json!({"query": [1.0, 0.0, 0.0]}); 5]})),
+    );
+    rejected(&server, response, 400, "maximum of 4");
+    let response = server.call(
+        "POST",
+        "/collections/c/points/scroll",
+        Some(&json!({"limit": 10001})),
+    );
+    rejected(&server, response, 400, "maximum of 10000");
+}
+
+#[test]
+fn bad_filters_ids_and_routes_are_4xx() {
+    let (_dir, server) = fixture();
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query",
+        Some(&json!({"query": [1.0, 0.0, 0.0], "filter": {"must": [{"key": "tag"}]}})),
+    );
+    rejected(&server, response, 400, "filter.must[0]");
+    let response = server.call("GET", "/collections/c/points/not-an-id", None);
+    rejected(&server, response, 400, "point id");
+    let response = server.call("GET", "/collections/c/points/77", None);
+    rejected(&server, response, 404, "77");
+    let response = server.call("GET", "/nowhere", None);
+    rejected(&server, response, 404, "/nowhere");
+}
+
+#[test]
+fn a_batch_with_one_bad_point_commits_nothing() {
+    let (_dir, server) = fixture();
     let mixed =
         json!({"points": [{"id": 10, "vector": [1.0, 1.0, 1.0]}, {"id": 11, "vector": [1.0]}]});
-    assert_error(
-        server.call("PUT", "/collections/c/points?wait=true", Some(&mixed)),
-        400,
-        "points[1].vector",
-    );
+    let response = server.call("PUT", "/collections/c/points?wait=true", Some(&mixed));
+    rejected(&server, response, 400, "points[1].vector");
     assert_eq!(server.call("GET", "/collections/c/points/10", None).0, 404);
-    assert_intact(&server);
 }
