@@ -5,17 +5,21 @@
 //! - `load`: open-loop queries at a target rate with HdrHistogram percentiles.
 //! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
+//! - `socket-gap`: the in-process search after a socket round trip and an idle wait, which is
+//!   what makes a server's search slower than a back-to-back loop.
 //!
 //! Every comparison runs its baseline in the same process and the same run, and reports
 //! ratios, because the machines are shared and absolute times drift.
 #![allow(clippy::print_stdout)]
 
 mod chaos;
+mod echo;
 mod load;
 mod openloop;
 mod plot;
 mod raw_http;
 mod recall;
+mod socket_gap;
 mod standalone;
 mod stats;
 mod target;
@@ -41,6 +45,9 @@ enum Command {
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
     /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
+    /// In-process search after JSON work, a loopback round trip, and a round trip plus an idle
+    /// wait: what between-request work does to the next search.
+    SocketGap(socket_gap::Args),
     /// Draws recall curves from a CSV that a bench wrote (`CAIRN_BENCH_OUT`), as SVG.
     Plot(plot::Args),
 }
@@ -56,6 +63,7 @@ fn main() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     match &command {
         Command::Standalone(args) => return standalone::run(args),
+        Command::SocketGap(args) => return socket_gap::run(args),
         Command::Plot(args) => return plot::run(args),
         Command::Recall(_) | Command::Load(_) | Command::Chaos(_) => {}
     }
@@ -67,7 +75,9 @@ fn main() -> anyhow::Result<()> {
             Command::Recall(args) => recall::run(&args).await.map(drop),
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
-            Command::Standalone(_) | Command::Plot(_) => unreachable!("handled above"),
+            Command::Standalone(_) | Command::SocketGap(_) | Command::Plot(_) => {
+                unreachable!("handled above")
+            }
         }
     })
 }

@@ -16,7 +16,7 @@
 //! the server's cost.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use cairn_index::dataset::{
@@ -29,21 +29,68 @@ use cairn_index::{read_index, Metric, SearchParams, VectorIndex};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
+use crate::echo::Echo;
 use crate::raw_http::RawClient;
 use cairn_testkit::CairnProcess;
+
+/// The seeded synthetic data set of `standalone` and `socket-gap`.
+#[derive(clap::Args)]
+pub struct SetArgs {
+    /// Vectors in the collection.
+    #[arg(long, default_value_t = 100_000)]
+    pub n: usize,
+    /// Dimension.
+    #[arg(long, default_value_t = 128)]
+    pub dim: usize,
+    /// Queries measured per setting.
+    #[arg(long, default_value_t = 1000)]
+    pub queries: usize,
+    /// Clusters of the synthetic set and the spread of points around them (1.0 = heavily
+    /// overlapping, which makes the set hard enough for recall to depend on `ef`).
+    #[arg(long, default_value_t = 100)]
+    pub clusters: usize,
+    /// Spread of points around their cluster centre.
+    #[arg(long, default_value_t = 1.0)]
+    pub spread: f32,
+    /// Dimensions each cluster really varies in (0: all of them, isotropic).
+    #[arg(long, default_value_t = 24)]
+    pub intrinsic_dim: usize,
+}
+
+impl SetArgs {
+    /// The base set's generator settings (seed 42).
+    pub fn spec(&self) -> ClusterSpec {
+        ClusterSpec {
+            n: self.n,
+            dim: self.dim,
+            clusters: self.clusters,
+            spread: self.spread,
+            intrinsic_dim: (self.intrinsic_dim > 0).then_some(self.intrinsic_dim),
+            seed: 42,
+        }
+    }
+
+    /// The base vectors and the queries, drawn from the same clusters (seed 4242).
+    pub fn generate(&self) -> (Vectors, Vectors) {
+        let spec = self.spec();
+        let base = clustered_gaussian(spec);
+        let queries = clustered_with_structure(
+            ClusterSpec {
+                n: self.queries,
+                seed: 4242,
+                ..spec
+            },
+            spec.seed,
+        );
+        (base, queries)
+    }
+}
 
 /// Options of `cairn-loadtest standalone`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Vectors in the collection.
-    #[arg(long, default_value_t = 100_000)]
-    n: usize,
-    /// Dimension.
-    #[arg(long, default_value_t = 128)]
-    dim: usize,
-    /// Queries measured per `ef`.
-    #[arg(long, default_value_t = 1000)]
-    queries: usize,
+    #[command(flatten)]
+    set: SetArgs,
     /// Points per upsert request.
     #[arg(long, default_value_t = 256)]
     batch: usize,
@@ -56,16 +103,6 @@ pub struct Args {
     /// Search `ef` values to sweep.
     #[arg(long, value_delimiter = ',', default_value = "32,48,64,96,128")]
     ef: Vec<usize>,
-    /// Clusters of the synthetic set and the spread of points around them (1.0 = heavily
-    /// overlapping, which makes the set hard enough for recall to depend on `ef`).
-    #[arg(long, default_value_t = 100)]
-    clusters: usize,
-    /// Spread of points around their cluster centre.
-    #[arg(long, default_value_t = 1.0)]
-    spread: f32,
-    /// Dimensions each cluster really varies in (0: all of them, isotropic).
-    #[arg(long, default_value_t = 24)]
-    intrinsic_dim: usize,
     /// The `cairn` binary (default: beside this one).
     #[arg(long)]
     cairn: Option<PathBuf>,
@@ -124,24 +161,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => cairn_testkit::find_binary()?,
     };
-    let intrinsic_dim = (args.intrinsic_dim > 0).then_some(args.intrinsic_dim);
-    let spec = ClusterSpec {
-        n: args.n,
-        dim: args.dim,
-        clusters: args.clusters,
-        spread: args.spread,
-        intrinsic_dim,
-        seed: 42,
-    };
-    let base = clustered_gaussian(spec);
-    let queries = clustered_with_structure(
-        ClusterSpec {
-            n: args.queries,
-            seed: 4242,
-            ..spec
-        },
-        spec.seed,
-    );
+    let (base, queries) = args.set.generate();
     let truth = ground_truth(&base, &queries, Metric::L2, 10);
     let params = HnswParams {
         m: args.m,
@@ -151,11 +171,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     };
     println!(
         "# standalone: n={} dim={} clusters={} spread={} intrinsic_dim={} M={} efC={} batch={}",
-        args.n,
-        args.dim,
-        args.clusters,
-        args.spread,
-        args.intrinsic_dim,
+        args.set.n,
+        args.set.dim,
+        args.set.clusters,
+        args.set.spread,
+        args.set.intrinsic_dim,
         args.m,
         args.ef_construction,
         args.batch
@@ -175,7 +195,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut ingest_ratios = Vec::new();
     for round in 1..=args.rounds.max(1) {
         let t = Instant::now();
-        let built = Hnsw::build(params, Metric::L2, args.dim, &base.data)?;
+        let built = Hnsw::build(params, Metric::L2, args.set.dim, &base.data)?;
         let build_secs = t.elapsed().as_secs_f64();
         drop(built);
         let ingest_secs = runtime.block_on(ingest(&client, &server, &base, args))?;
@@ -199,7 +219,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // 256 points at a time differs from a one-shot build, and comparing two different graphs
     // would mix graph quality into the REST overhead.
     server.stop()?;
-    let index = load_snapshot(&server.data_dir(), args.n)?;
+    let index = load_snapshot(&server.data_dir(), args.set.n)?;
     server.restart()?;
     // A fresh client: the restarted server listens on the same port, and the old client's
     // pooled keep-alive connection to the stopped process would fail the next request.
@@ -218,7 +238,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let floor = runtime.block_on(transport_floor(&client, &server))?;
     let mut raw = RawClient::connect(server.addr())?;
     let raw_floor = raw_transport_floor(&mut raw)?;
-    let mut echo = Echo::start()?;
+    let mut echo = Echo::start(Duration::ZERO)?;
     let mut server_rows = Vec::new();
     let mut e2e_rows = Vec::new();
     for &ef in &args.ef {
@@ -288,7 +308,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ));
     }
     println!("\n## Query: the server's REST+JSON cost (from its own `/metrics`)\n");
-    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. The queries run in blocks of {}, {} rounds of every block; each block runs in-process back to back, then over REST with the server's counters read around it, then in-process again with a loopback TCP round trip of each query's request body before its search (the kernel's socket path, no REST or JSON). A noisy spell on a shared machine then lands on a few block pairs rather than on one side; ratios are the median over the {} pairs, interquartile range in brackets.\n", args.block.max(1), args.rounds.max(1), args.rounds.max(1) * args.queries.div_ceil(args.block.max(1)));
+    println!("Route time runs from routing to the encoded response: body read, JSON decode, validation, search, JSON encode. The queries run in blocks of {}, {} rounds of every block; each block runs in-process back to back, then over REST with the server's counters read around it, then in-process again with a loopback TCP round trip of each query's request body before its search (the kernel's socket path, no REST or JSON). A noisy spell on a shared machine then lands on a few block pairs rather than on one side; ratios are the median over the {} pairs, interquartile range in brackets.\n", args.block.max(1), args.rounds.max(1), args.rounds.max(1) * args.set.queries.div_ceil(args.block.max(1)));
     println!("Readings: **REST+JSON work** = route − the server's own index search on the same requests (`cairn_index_search_seconds_sum`), ÷ the in-process search; **cross-process** = route − the in-process search, which also carries the server's search running slower than the back-to-back loop (the search ratio columns show how much of that a bare socket round trip causes); **beyond a socket** = route − the in-process search after a socket round trip, what the server adds to what any socket server pays.\n");
     println!("| ef | in-process recall@10 | REST recall@10 | in-process mean µs | in-process after a socket round trip µs | server index search mean µs | the same, {BATCH} per request µs | server handler mean µs | server route mean µs | after socket ÷ in-process | server search ÷ in-process | REST+JSON work µs | **÷ in-process** | route − in-process after socket µs | beyond a socket ÷ in-process | route − in-process µs | cross-process ÷ in-process |");
     println!(
@@ -441,55 +461,6 @@ fn paired_sweep(
         minimal,
         pairs,
     })
-}
-
-/// A loopback TCP echo served by a thread of this process: what a query costs in-process
-/// when the kernel's socket path (two syscalls, a wake-up, softirq processing) runs right
-/// before it, as it does before every search a server answers.
-struct Echo {
-    conn: std::net::TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Echo {
-    fn start() -> anyhow::Result<Self> {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        std::thread::Builder::new()
-            .name("echo".into())
-            .spawn(move || -> std::io::Result<()> {
-                let (mut peer, _) = listener.accept()?;
-                peer.set_nodelay(true)?;
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    let n = peer.read(&mut buf)?;
-                    if n == 0 {
-                        return Ok(());
-                    }
-                    peer.write_all(&buf[..n])?;
-                }
-            })?;
-        let conn = std::net::TcpStream::connect(addr)?;
-        conn.set_nodelay(true)?;
-        Ok(Self {
-            conn,
-            buf: vec![0u8; 64 * 1024],
-        })
-    }
-
-    /// Sends `body` and reads it back.
-    fn round_trip(&mut self, body: &[u8]) -> anyhow::Result<()> {
-        use std::io::{Read, Write};
-        self.conn.write_all(body)?;
-        let mut got = 0;
-        while got < body.len() {
-            let n = self.conn.read(&mut self.buf)?;
-            ensure!(n > 0, "the echo thread closed its socket");
-            got += n;
-        }
-        Ok(())
-    }
 }
 
 /// The median of a sample and its interquartile range, printed as `0.21 [0.17–0.26]`.
@@ -707,7 +678,7 @@ async fn ingest(
         .delete(server.url("/collections/bench"))
         .send()
         .await?;
-    let create = json!({"vectors": {"size": args.dim, "distance": "Euclid"}, "hnsw_config": {"m": args.m, "ef_construct": args.ef_construction}});
+    let create = json!({"vectors": {"size": args.set.dim, "distance": "Euclid"}, "hnsw_config": {"m": args.m, "ef_construct": args.ef_construction}});
     let r = client
         .put(server.url("/collections/bench"))
         .json(&create)
@@ -720,12 +691,12 @@ async fn ingest(
     );
     let bodies: Vec<Vec<u8>> = base
         .data
-        .chunks(args.dim * args.batch)
+        .chunks(args.set.dim * args.batch)
         .enumerate()
         .map(|(b, chunk)| {
             let ids: Vec<usize> =
-                (b * args.batch..b * args.batch + chunk.len() / args.dim).collect();
-            let vectors: Vec<&[f32]> = chunk.chunks(args.dim).collect();
+                (b * args.batch..b * args.batch + chunk.len() / args.set.dim).collect();
+            let vectors: Vec<&[f32]> = chunk.chunks(args.set.dim).collect();
             serde_json::to_vec(&json!({"batch": {"ids": ids, "vectors": vectors}}))
         })
         .collect::<Result<_, _>>()?;

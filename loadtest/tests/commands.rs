@@ -147,3 +147,84 @@ fn chaos_reports_a_kill_and_the_recovery_after_restart() {
         "{report:#}"
     );
 }
+
+/// The cells of the first table row of `out` whose first cell is `first`.
+fn row<'a>(out: &'a str, first: &str) -> Vec<&'a str> {
+    let line = out
+        .lines()
+        .find(|l| l.split('|').nth(1).map(str::trim) == Some(first))
+        .unwrap_or_else(|| panic!("no row {first:?} in:\n{out}"));
+    line.split('|').skip(1).map(str::trim).collect()
+}
+
+/// A median cell such as `**0.21** [0.20–0.22]`: its median and quartiles.
+fn spread(cell: &str) -> (f64, f64, f64) {
+    let numbers: Vec<f64> = cell
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 3, "not a median [q1–q3] cell: {cell:?}");
+    (numbers[0], numbers[1], numbers[2])
+}
+
+#[test]
+fn standalone_compares_rest_with_in_process_on_the_same_graph() {
+    let out = loadtest(&[
+        "standalone",
+        "--n",
+        "3000",
+        "--queries",
+        "200",
+        "--ef",
+        "64",
+        "--rounds",
+        "1",
+        "--block",
+        "50",
+    ]);
+    assert!(out.contains("Median ratio: **"), "no ingest ratio:\n{out}");
+    // The server table's row comes first: both sides searched the same graph, so they found
+    // the same points.
+    let cells = row(&out, "64");
+    let (local, rest): (f64, f64) = (cells[1].parse().unwrap(), cells[2].parse().unwrap());
+    assert!(local >= 0.9, "in-process recall@10 {local}");
+    assert_eq!(local, rest, "REST found other points than in-process");
+    // Every reading is a median over 4 block pairs with its quartiles, in order.
+    for cell in [cells[9], cells[10], cells[12], cells[14], cells[16]] {
+        let (median, q1, q3) = spread(cell);
+        assert!(
+            q1.is_finite() && q1 <= median && median <= q3,
+            "bad spread {cell:?}"
+        );
+    }
+    // The REST+JSON work is positive: the route time contains the index search.
+    let (work, _, _) = spread(cells[12]);
+    assert!(work > 0.0, "REST+JSON work {work} in {}", cells.join(" | "));
+}
+
+#[test]
+fn socket_gap_times_every_mode() {
+    let out = loadtest(&[
+        "socket-gap",
+        "--n",
+        "3000",
+        "--queries",
+        "100",
+        "--rounds",
+        "2",
+        "--idle-us",
+        "30",
+    ]);
+    for mode in [
+        "back to back",
+        "after JSON decode and encode",
+        "after a socket round trip",
+        "after a round trip + 30 µs idle",
+    ] {
+        let cells = row(&out, mode);
+        let mean: f64 = cells[1].parse().unwrap();
+        let ratio: f64 = cells[2].parse().unwrap();
+        assert!(mean > 0.0 && ratio > 0.0, "{mode}: {}", cells.join(" | "));
+    }
+    assert_eq!(row(&out, "back to back")[2], "1.00");
+}
