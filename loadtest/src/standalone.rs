@@ -107,8 +107,9 @@ pub struct Args {
     #[arg(long)]
     cairn: Option<PathBuf>,
     /// Rounds of each comparison. Ingest: the two sides alternate and the median round's
-    /// ratio is reported. Queries: every block of `--block` queries runs in-process and then
-    /// over REST once per round, and ratios are medians over all block pairs.
+    /// ratio is reported. Queries: every block of `--block` queries runs once per round on
+    /// each side (in-process, REST, in-process after a socket round trip), and ratios are
+    /// medians over all blocks.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Queries per block of the paired query comparison. Each side of a block takes ~10 ms,
