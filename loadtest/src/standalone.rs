@@ -213,7 +213,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     println!("| round | in-process build s | REST ingest s | ratio |\n|---:|---:|---:|---:|");
     ingest_rows.iter().for_each(|r| println!("{r}"));
-    println!("\nMedian ratio: **{:.2}**", median(&mut ingest_ratios));
+    println!(
+        "\nMedian ratio: **{:.2}**",
+        Spread::of(ingest_ratios.into_iter()).median
+    );
 
     // Baseline 2 searches the server's own graph: stop the server (it writes its snapshot),
     // load that file here, start the server again (it loads the same file). A graph built
@@ -343,12 +346,6 @@ fn pin(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The median of `values` (the upper one of an even count).
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// Queries per request in the batch measurement.
 const BATCH: usize = 32;
 
@@ -464,7 +461,8 @@ fn paired_sweep(
     })
 }
 
-/// The median of a sample and its interquartile range, printed as `0.21 [0.17–0.26]`.
+/// The median of a sample (the upper one of an even count) and its interquartile range,
+/// printed as `0.21 [0.17–0.26]`.
 struct Spread {
     q1: f64,
     median: f64,
