@@ -14,11 +14,10 @@ use cairn_api::CreateCollection;
 use cairn_index::partition::CentroidTrainer;
 use parking_lot::{Mutex, RwLock};
 
-use crate::cluster::Cluster;
-use crate::collection::Collection;
-use crate::config::{Limits, StorageConfig};
+use crate::collection::{Collection, PartitionHost};
+use crate::config::Limits;
 use crate::error::{Result, ServerError};
-use crate::partition::CollectionSettings;
+use crate::request::CollectionSettings;
 
 /// Longest collection name.
 const MAX_NAME: usize = 255;
@@ -26,12 +25,12 @@ const MAX_NAME: usize = 255;
 /// All collections of a node.
 pub struct Catalog {
     root: PathBuf,
-    storage: StorageConfig,
     limits: Limits,
-    /// Trains the k-means centres of partitioned collections' routers (FAISS in the binary).
+    /// Trains the k-means centres of partitioned collections' meta-indexes (FAISS in the
+    /// binary).
     trainer: Arc<dyn CentroidTrainer>,
-    /// On a router: the shard nodes holding the partitions (`None`: partitions are local).
-    cluster: Option<Arc<Cluster>>,
+    /// Where partitions live: this process, or a cluster's nodes.
+    host: Arc<dyn PartitionHost>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Serialises create and delete (reads never take it).
     admin: Mutex<()>,
@@ -58,10 +57,9 @@ impl Catalog {
     /// Opens every collection under `data_dir` (blocking; builds or loads indexes).
     pub fn open(
         data_dir: &Path,
-        storage: StorageConfig,
         limits: Limits,
         trainer: Arc<dyn CentroidTrainer>,
-        cluster: Option<Arc<Cluster>>,
+        host: Arc<dyn PartitionHost>,
     ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -75,18 +73,14 @@ impl Catalog {
                 fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
                 continue;
             }
-            let collection = match &cluster {
-                Some(c) => Collection::open_remote(&name, &path, c, trainer.clone())?,
-                None => Collection::open(&name, &path, storage, trainer.clone())?,
-            };
+            let collection = Collection::open(&name, host.open(&name, &path)?, trainer.clone())?;
             collections.insert(name, collection);
         }
         Ok(Self {
             root,
-            storage,
             limits,
             trainer,
-            cluster,
+            host,
             collections: RwLock::new(collections),
             admin: Mutex::new(()),
         })
@@ -114,13 +108,7 @@ impl Catalog {
     /// Creates a collection (blocking).
     pub fn create(&self, name: &str, request: &CreateCollection) -> Result<()> {
         let settings = CollectionSettings::from_request(request, &self.limits)?;
-        if settings.replication_factor > 1 && self.cluster.is_none() {
-            return Err(ServerError::InvalidRequest(format!(
-                "replication_factor {} is not supported by a standalone server: every partition \
-                 has one copy here (replicas live on the shard nodes of a router)",
-                settings.replication_factor
-            )));
-        }
+        self.host.check(&settings)?;
         self.create_with(name, &settings)
     }
 
@@ -136,22 +124,14 @@ impl Catalog {
         if staging.is_dir() {
             fs_err::remove_dir_all(&staging).map_err(io)?;
         }
-        match &self.cluster {
-            Some(cluster) => {
-                fs_err::create_dir_all(&staging).map_err(io)?;
-                Collection::initialise_remote(name, &staging, settings, cluster)?;
-            }
-            None => Collection::initialise(&staging, settings, self.storage)?,
-        }
+        fs_err::create_dir_all(&staging).map_err(io)?;
+        self.host.create(name, &staging, settings)?;
         let dir = self.root.join(name);
         fs_err::rename(&staging, &dir).map_err(io)?;
         fs_err::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
-        let collection = match &self.cluster {
-            Some(c) => Collection::open_remote(name, &dir, c, self.trainer.clone())?,
-            None => Collection::open(name, &dir, self.storage, self.trainer.clone())?,
-        };
+        let collection = Collection::open(name, self.host.open(name, &dir)?, self.trainer.clone())?;
         self.collections.write().insert(name.to_owned(), collection);
         tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance,
             partitions = settings.partitions(), "collection created");
@@ -167,9 +147,7 @@ impl Catalog {
             .remove(name)
             .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
         collection.close();
-        if let Some(cluster) = &self.cluster {
-            collection.drop_remote(cluster);
-        }
+        self.host.release(name, collection.settings());
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -33,13 +33,36 @@ pub struct Config {
     pub cluster: ClusterConfig,
 }
 
+/// What a `cairn` process runs (`cluster.role`; see `crate::roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Every partition of every collection in this process.
+    Standalone,
+    /// Routing tables here, partitions' replicas on the shard nodes of `cluster.shards`.
+    Router,
+    /// Partition replicas for a router.
+    Shard,
+}
+
+impl Role {
+    /// The role's name in configuration and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Router => "router",
+            Role::Shard => "shard",
+        }
+    }
+}
+
 /// The role of this process in a cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// `standalone` (every partition here), `router` (routing tables here, partitions on the
     /// shard nodes) or `shard` (partition replicas for a router).
-    pub role: String,
+    pub role: Role,
     /// Router: base URLs of the shard nodes, in placement order.
     pub shards: Vec<String>,
     /// Router: milliseconds between health probes of the shard nodes.
@@ -217,13 +240,7 @@ impl Config {
                 self.log.format
             ));
         }
-        if !["standalone", "router", "shard"].contains(&self.cluster.role.as_str()) {
-            problems.push(format!(
-                "cluster.role must be standalone, router or shard, got {:?}",
-                self.cluster.role
-            ));
-        }
-        if self.cluster.role == "router" && self.cluster.shards.is_empty() {
+        if self.cluster.role == Role::Router && self.cluster.shards.is_empty() {
             problems.push("cluster.shards must name at least one shard node for a router".into());
         }
         if self.cluster.probe_interval_ms == 0 || self.cluster.request_timeout_ms == 0 {

@@ -1,8 +1,17 @@
 //! cairn-server: the `cairn` binary's library — configuration, the REST API, collections and
-//! their durability, and the roles a process can run.
+//! their durability, the cluster, and the roles a process can run.
 //!
-//! Layering: `http` → `catalog` → `collection` → (`cairn-storage`, `cairn-index`). Nothing
-//! below `http` knows about HTTP; nothing in `cairn-index` knows about RocksDB or tokio.
+//! Layering, imports pointing one way (checked by `tests/layering.rs`):
+//!
+//! ```text
+//!   roles ──▶ http ──▶ catalog ──▶ collection ──▶ PartitionHandle ──▶ partition
+//!               │                      ▲      (the seam)
+//!               └──▶ cluster ──────────┘  implements the seam for remote replicas
+//!   request (the request vocabulary), config and error sit below them all.
+//! ```
+//!
+//! Only `http` names HTTP types (axum for the API, reqwest for the internal wire's client);
+//! nothing in `cairn-index` knows about RocksDB or tokio.
 
 pub mod catalog;
 pub mod cluster;
@@ -11,4 +20,5 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod partition;
+pub mod request;
 pub mod roles;

@@ -11,6 +11,7 @@
 mod collections;
 mod error;
 mod filter;
+pub mod internal;
 mod points;
 mod search;
 

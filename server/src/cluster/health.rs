@@ -4,62 +4,52 @@
 //! A dead node is routed around from the first failed call, and at the latest one probe
 //! interval after it stops answering.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use cairn_api::internal::{OplogItem, PartitionCall, PartitionState};
+
 use super::remote::{RemotePartition, ReplicaState};
-use super::rpc::{PartitionCall, PartitionState};
 use super::Cluster;
-use crate::catalog::Catalog;
-use crate::collection::{Collection, PartitionHandle};
 use crate::error::{Result, ServerError};
-use crate::partition::OplogItem;
 
 /// Op-log entries moved per catch-up call.
 const CATCH_UP_BATCH: usize = 512;
 
-/// Starts the prober; it ends when the catalog is dropped.
-pub fn spawn(cluster: Arc<Cluster>, catalog: Weak<Catalog>) -> std::io::Result<JoinHandle<()>> {
+/// Starts the prober; it runs for the life of the process (a router's cluster lives as long).
+pub fn spawn(cluster: Arc<Cluster>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("health-prober".into())
         .spawn(move || loop {
             std::thread::sleep(cluster.probe_interval);
             cluster.probe();
-            let Some(catalog) = catalog.upgrade() else {
-                return;
-            };
-            for collection in catalog.all() {
-                recover(&collection);
+            for partition in cluster.open_partitions() {
+                recover(&partition);
             }
         })
 }
 
 /// Marks replicas on dead nodes dead and catches up those whose node is back.
-fn recover(collection: &Collection) {
-    for handle in collection.partitions() {
-        let PartitionHandle::Remote(partition) = handle else {
+fn recover(partition: &RemotePartition) {
+    for (i, replica) in partition.replicas.iter().enumerate() {
+        if !replica.node.is_alive() {
+            replica.set_state(ReplicaState::Dead, &partition.name);
             continue;
-        };
-        for (i, replica) in partition.replicas.iter().enumerate() {
-            if !replica.node.is_alive() {
-                replica.set_state(ReplicaState::Dead, &partition.name);
-                continue;
-            }
-            if replica.state() == ReplicaState::Active {
-                continue;
-            }
-            if let Err(e) = catch_up(collection, partition, i) {
-                tracing::warn!(partition = %partition.name, node = %replica.node.url, error = %e,
-                    "replica catch-up failed; will retry");
-                replica.set_state(ReplicaState::Dead, &partition.name);
-            }
+        }
+        if replica.state() == ReplicaState::Active {
+            continue;
+        }
+        if let Err(e) = catch_up(partition, i) {
+            tracing::warn!(partition = %partition.name, node = %replica.node.url, error = %e,
+                "replica catch-up failed; will retry");
+            replica.set_state(ReplicaState::Dead, &partition.name);
         }
     }
 }
 
 /// Replays a live peer's op log into replica `i` until their sequence numbers agree, the
-/// last step under the collection's write lock so no write slips in between.
-fn catch_up(collection: &Collection, partition: &RemotePartition, i: usize) -> Result<()> {
+/// last step under the partition's write lock so no write slips in between.
+fn catch_up(partition: &RemotePartition, i: usize) -> Result<()> {
     let name = &partition.name;
     partition.replicas[i].set_state(ReplicaState::Recovering, name);
     loop {
@@ -72,7 +62,8 @@ fn catch_up(collection: &Collection, partition: &RemotePartition, i: usize) -> R
         let Some(j) = peer else {
             // No live peer to learn from: this copy is the best there is.
             tracing::warn!(partition = %name, "no live peer; replica serves as it is");
-            collection.with_writes(|| partition.replicas[i].set_state(ReplicaState::Active, name));
+            let _writes = partition.hold_writes();
+            partition.replicas[i].set_state(ReplicaState::Active, name);
             return Ok(());
         };
         let theirs: PartitionState = partition.call_replica(j, &PartitionCall::State)?;
@@ -83,15 +74,16 @@ fn catch_up(collection: &Collection, partition: &RemotePartition, i: usize) -> R
             )));
         }
         if mine.last_seq == theirs.last_seq {
-            let done = collection.with_writes(|| -> Result<bool> {
+            let done = {
+                let _writes = partition.hold_writes();
                 let mine: PartitionState = partition.call_replica(i, &PartitionCall::State)?;
                 let theirs: PartitionState = partition.call_replica(j, &PartitionCall::State)?;
                 let equal = mine.last_seq == theirs.last_seq;
                 if equal {
                     partition.replicas[i].set_state(ReplicaState::Active, name);
                 }
-                Ok(equal)
-            })?;
+                equal
+            };
             if done {
                 tracing::info!(partition = %name, seq = mine.last_seq, "replica caught up");
                 return Ok(());

@@ -18,6 +18,8 @@
 //! answers without that partition (partial, `coverage` < 1). Writes go to every `Active` replica and
 //! succeed when at least one applied them; a replica that failed, or answered a different
 //! sequence number than the first one, is marked `Dead` and recovered by the health prober.
+//! Writes to one partition are serialised by its write lock, so every replica sees them in
+//! the same order, and catch-up's last step holds the same lock.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,11 +27,16 @@ use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use cairn_api::internal::{
+    NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
+};
+use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use parking_lot::{Mutex, MutexGuard};
 use serde::de::DeserializeOwned;
 
-use super::rpc::PartitionCall;
+use super::transport::{CallError, Transport};
 use super::Node;
+use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
 use crate::error::{Result, ServerError};
 
 /// Life-cycle state of a replica (see the module docs).
@@ -92,15 +99,6 @@ impl Replica {
     }
 }
 
-/// How a read was served (reported by `explain`).
-#[derive(Debug, Clone, Default)]
-pub struct ReadTrace {
-    /// Node that answered.
-    pub node: String,
-    /// Whether a hedge was sent.
-    pub hedged: bool,
-}
-
 /// Read latencies remembered per partition for the hedge delay.
 const LATENCY_WINDOW: usize = 256;
 /// The hedge delay never goes below this (loopback answers in well under a millisecond, and
@@ -112,21 +110,35 @@ pub struct RemotePartition {
     /// Shard-side name, `{collection}.p{i}`.
     pub name: String,
     /// Its replicas, on distinct nodes.
-    pub replicas: Vec<Replica>,
-    http: reqwest::blocking::Client,
-    /// Timeout of calls that are slow by nature (see `PartitionCall::is_latency_sensitive`).
-    slow_timeout: Duration,
+    pub replicas: Vec<Arc<Replica>>,
+    transport: Arc<dyn Transport>,
     /// Longest a latency-sensitive read waits for any replica, hedges and failovers included.
     read_deadline: Duration,
     last_seq: AtomicU64,
     /// Recent read latencies (µs), newest last.
     latencies: Mutex<VecDeque<u32>>,
+    /// Serialises writes (see the module docs).
+    writes: Mutex<()>,
 }
 
-/// Why one replica's call failed: the replica's fault (fail over) or the request's (do not).
-enum CallError {
-    Replica(String),
-    Request(ServerError),
+/// Runs `call` on one replica, counting it in the replica's load and latency.
+fn call_on<T: DeserializeOwned>(
+    transport: &dyn Transport,
+    partition: &str,
+    replica: &Replica,
+    call: &PartitionCall,
+) -> std::result::Result<T, CallError> {
+    replica.outstanding.fetch_add(1, Ordering::AcqRel);
+    let started = Instant::now();
+    let answer = transport.call(&replica.node.url, partition, call);
+    replica.record_latency(started.elapsed());
+    replica.outstanding.fetch_sub(1, Ordering::AcqRel);
+    serde_json::from_value(answer?).map_err(|e| {
+        CallError::Replica(format!(
+            "{}: {partition}: unexpected answer: {e}",
+            replica.node.url
+        ))
+    })
 }
 
 impl RemotePartition {
@@ -135,27 +147,33 @@ impl RemotePartition {
     pub fn new(
         name: String,
         nodes: Vec<Arc<Node>>,
-        http: reqwest::blocking::Client,
+        transport: Arc<dyn Transport>,
         read_deadline: Duration,
-        slow_timeout: Duration,
     ) -> Self {
         Self {
             name,
             replicas: nodes
                 .into_iter()
-                .map(|node| Replica {
-                    node,
-                    state: Mutex::new(ReplicaState::Active),
-                    outstanding: AtomicUsize::new(0),
-                    latency_us: AtomicU64::new(0),
+                .map(|node| {
+                    Arc::new(Replica {
+                        node,
+                        state: Mutex::new(ReplicaState::Active),
+                        outstanding: AtomicUsize::new(0),
+                        latency_us: AtomicU64::new(0),
+                    })
                 })
                 .collect(),
-            http,
-            slow_timeout,
+            transport,
             read_deadline,
             last_seq: AtomicU64::new(0),
             latencies: Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
+            writes: Mutex::new(()),
         }
+    }
+
+    /// Holds this partition's writes off (catch-up's last step).
+    pub fn hold_writes(&self) -> MutexGuard<'_, ()> {
+        self.writes.lock()
     }
 
     /// The last sequence number a write returned (or the probe read).
@@ -170,49 +188,15 @@ impl RemotePartition {
 
     /// Runs `call` on one replica, whatever its state (the prober's catch-up uses this).
     pub fn call_replica<T: DeserializeOwned>(&self, i: usize, call: &PartitionCall) -> Result<T> {
-        match self.call_on(&self.replicas[i], call) {
+        match call_on(&*self.transport, &self.name, &self.replicas[i], call) {
             Ok(value) => Ok(value),
             Err(CallError::Replica(m)) => Err(ServerError::Unavailable(m)),
             Err(CallError::Request(e)) => Err(e),
         }
     }
 
-    fn call_on<T: DeserializeOwned>(
-        &self,
-        replica: &Replica,
-        call: &PartitionCall,
-    ) -> std::result::Result<T, CallError> {
-        let url = format!("{}/internal/partitions/{}", replica.node.url, self.name);
-        replica.outstanding.fetch_add(1, Ordering::AcqRel);
-        let started = Instant::now();
-        let mut request = self.http.post(&url).json(call);
-        if !call.is_latency_sensitive() {
-            request = request.timeout(self.slow_timeout);
-        }
-        let response = request.send();
-        replica.record_latency(started.elapsed());
-        replica.outstanding.fetch_sub(1, Ordering::AcqRel);
-        let response = response.map_err(|e| CallError::Replica(format!("{url}: {e}")))?;
-        let status = response.status();
-        let body: serde_json::Value = response
-            .json()
-            .map_err(|e| CallError::Replica(format!("{url}: unreadable answer: {e}")))?;
-        if status.is_server_error() {
-            return Err(CallError::Replica(format!("{url}: {status} {body}")));
-        }
-        if !status.is_success() {
-            let message = body["status"]["error"]
-                .as_str()
-                .unwrap_or("shard refused the request")
-                .to_owned();
-            return Err(CallError::Request(ServerError::InvalidRequest(message)));
-        }
-        serde_json::from_value(body["result"].clone())
-            .map_err(|e| CallError::Replica(format!("{url}: unexpected answer: {e}")))
-    }
-
     /// Each replica's state and, when it answers, its sequence number and points.
-    pub fn replica_info(&self) -> Vec<cairn_api::ReplicaInfo> {
+    pub fn replica_info(&self) -> Vec<ReplicaInfo> {
         (0..self.replicas.len())
             .map(|i| {
                 let replica = &self.replicas[i];
@@ -220,11 +204,11 @@ impl RemotePartition {
                     .node
                     .is_alive()
                     .then(|| {
-                        self.call_replica::<super::rpc::PartitionState>(i, &PartitionCall::State)
+                        self.call_replica::<PartitionState>(i, &PartitionCall::State)
                             .ok()
                     })
                     .flatten();
-                cairn_api::ReplicaInfo {
+                ReplicaInfo {
                     node: replica.node.url.clone(),
                     state: replica.state().name().to_owned(),
                     last_seq: state.map(|s| s.last_seq),
@@ -235,10 +219,7 @@ impl RemotePartition {
     }
 
     /// A read: the live replica with the fewest requests in flight, then the others.
-    pub fn read<T: DeserializeOwned + Send + 'static>(
-        self: &Arc<Self>,
-        call: &PartitionCall,
-    ) -> Result<T> {
+    pub fn read<T: DeserializeOwned + Send + 'static>(&self, call: &PartitionCall) -> Result<T> {
         self.read_traced(call, true).map(|(value, _)| value)
     }
 
@@ -266,7 +247,7 @@ impl RemotePartition {
     /// (the default); `false` takes live replicas in placement order, one at a time, which is
     /// what a system without straggler mitigation does (kept to measure what it buys).
     pub fn read_traced<T: DeserializeOwned + Send + 'static>(
-        self: &Arc<Self>,
+        &self,
         call: &PartitionCall,
         mitigate: bool,
     ) -> Result<(T, ReadTrace)> {
@@ -285,9 +266,10 @@ impl RemotePartition {
         let started = Instant::now();
         let (tx, rx) = channel::<(usize, std::result::Result<T, CallError>)>();
         let launch = |i: usize| {
-            let (me, call, tx) = (Arc::clone(self), call.clone(), tx.clone());
+            let (transport, replica) = (self.transport.clone(), self.replicas[i].clone());
+            let (name, call, tx) = (self.name.clone(), call.clone(), tx.clone());
             std::thread::spawn(move || {
-                let answer = me.call_on::<T>(&me.replicas[i], &call);
+                let answer = call_on::<T>(&*transport, &name, &replica, &call);
                 let _ = tx.send((i, answer));
             });
         };
@@ -379,10 +361,11 @@ impl RemotePartition {
         &self,
         call: &PartitionCall,
     ) -> Result<T> {
+        let _writes = self.writes.lock();
         let mut first: Option<T> = None;
         let mut last_error = None;
         for replica in self.replicas.iter().filter(|r| r.usable()) {
-            match self.call_on::<T>(replica, call) {
+            match call_on::<T>(&*self.transport, &self.name, replica, call) {
                 Ok(answer) => match &first {
                     None => {
                         if let Some(seq) = answer.clone().into() {
@@ -412,5 +395,100 @@ impl RemotePartition {
                 last_error.map_or(String::new(), |m| format!(" (last error: {m})"))
             ))
         })
+    }
+}
+
+impl PartitionHandle for RemotePartition {
+    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+        self.write(&PartitionCall::Upsert { points })
+    }
+
+    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.write(&PartitionCall::Delete { ids })
+    }
+
+    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+        self.write(&PartitionCall::DeletePresent { ids: ids.to_vec() })
+    }
+
+    fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        self.read(&PartitionCall::Holds { ids: ids.to_vec() })
+    }
+
+    fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        self.read(&PartitionCall::Stored { ids: ids.to_vec() })
+    }
+
+    fn stored_ids(&self) -> Result<Vec<PointId>> {
+        self.read(&PartitionCall::Ids)
+    }
+
+    fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        self.read(&PartitionCall::Sample { n, seed })
+    }
+
+    fn last_seq(&self) -> u64 {
+        RemotePartition::last_seq(self)
+    }
+
+    fn wait_applied_blocking(&self, _seq: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn wait_applied(&self, _seq: u64) -> HandleFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn state(&self) -> Result<PartitionState> {
+        self.read(&PartitionCall::State)
+    }
+
+    fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        self.read_traced(&PartitionCall::Query { plan: plan.clone() }, hedge)
+            .map(|(answer, trace)| (answer, Some(trace)))
+    }
+
+    fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
+        self.read(&PartitionCall::Scroll { plan: plan.clone() })
+    }
+
+    fn count(&self, filter: Option<&Filter>) -> Result<u64> {
+        self.read(&PartitionCall::Count {
+            filter: filter.cloned(),
+        })
+    }
+
+    fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
+        self.read(&PartitionCall::Matching {
+            filter: filter.cloned(),
+        })
+    }
+
+    fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
+        self.read(&PartitionCall::Get {
+            ids: ids.to_vec(),
+            with_payload: with_payload.clone(),
+            with_vector,
+        })
+    }
+
+    fn health(&self) -> PartitionHealth {
+        let serving = self.replicas.iter().filter(|r| r.usable()).count();
+        if serving == 0 {
+            PartitionHealth::Unavailable
+        } else if serving < self.replicas.len() {
+            PartitionHealth::UnderReplicated
+        } else {
+            PartitionHealth::Healthy
+        }
+    }
+
+    fn replica_info(&self) -> Option<Vec<ReplicaInfo>> {
+        Some(RemotePartition::replica_info(self))
     }
 }

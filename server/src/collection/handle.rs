@@ -1,239 +1,136 @@
-//! The one seam between a collection and where its partitions live: in this process
-//! (`Local`), or as replicas on shard nodes (`Remote`, see `crate::cluster`). Routing, the
-//! move protocol, training and merging are written once, against these calls.
+//! The one seam between a collection and where its partitions live. Routing, the move
+//! protocol, training and merging are written once, against [`PartitionHandle`]; a
+//! partition in this process implements it (`local.rs`), and so do the replicas of a
+//! partition on other nodes (the cluster layer, which this module never names).
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 
-use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
+use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 
-use crate::cluster::remote::{ReadTrace, RemotePartition};
-use crate::cluster::rpc::{PartitionCall, PartitionState};
 use crate::error::Result;
-use crate::partition::{NewPoint, Partition, PayloadSelection, QueryPlan, ScrollPlan};
+use crate::partition::{LoadReport, Partition};
 
-/// A partition of a collection, wherever it lives.
-#[derive(Clone)]
-pub enum PartitionHandle {
-    /// In this process.
-    Local(Arc<Partition>),
-    /// Replicated on shard nodes.
-    Remote(Arc<RemotePartition>),
+/// A future a handle returns (the trait is used as `dyn`, so it cannot have `async fn`s).
+pub type HandleFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// How a read was served (reported by `explain`).
+#[derive(Debug, Clone, Default)]
+pub struct ReadTrace {
+    /// Node that answered.
+    pub node: String,
+    /// Whether a hedge was sent.
+    pub hedged: bool,
 }
 
-impl PartitionHandle {
-    /// The local partition, if it is one.
-    pub fn local(&self) -> Option<&Arc<Partition>> {
-        match self {
-            Self::Local(p) => Some(p),
-            Self::Remote(_) => None,
-        }
-    }
+/// Whether a partition can serve, as collection info and `/metrics` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PartitionHealth {
+    /// Every copy serves.
+    Healthy,
+    /// Some copy is down or catching up; at least one serves.
+    UnderReplicated,
+    /// No copy serves: reads are partial, writes fail.
+    Unavailable,
+}
 
+/// A partition of a collection, wherever it lives. Blocking calls run on blocking threads.
+pub trait PartitionHandle: Send + Sync {
     /// Commits points; returns their sequence number. Remote writes return once applied.
-    pub fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
-        match self {
-            Self::Local(p) => p.upsert_blocking(points),
-            Self::Remote(r) => r.write(&PartitionCall::Upsert { points }),
-        }
-    }
+    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64>;
 
     /// Commits a delete.
-    pub fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
-        match self {
-            Self::Local(p) => p.delete_blocking(ids),
-            Self::Remote(r) => r.write(&PartitionCall::Delete { ids }),
-        }
-    }
+    fn delete(&self, ids: Vec<PointId>) -> Result<u64>;
 
     /// Deletes those of `ids` the partition holds (`None`: it held none, nothing written).
-    pub fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
-        match self {
-            Self::Local(p) => p.delete_present_blocking(ids),
-            Self::Remote(r) => r.write(&PartitionCall::DeletePresent { ids: ids.to_vec() }),
-        }
-    }
+    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>>;
 
     /// Which of `ids` it holds (committed state).
-    pub fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
-        match self {
-            Self::Local(p) => p.holds(ids),
-            Self::Remote(r) => r.read(&PartitionCall::Holds { ids: ids.to_vec() }),
-        }
-    }
+    fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>>;
 
     /// Committed values of `ids`.
-    pub fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
-        match self {
-            Self::Local(p) => p.stored(ids),
-            Self::Remote(r) => r.read(&PartitionCall::Stored { ids: ids.to_vec() }),
-        }
-    }
+    fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>>;
 
     /// Ids of every committed point.
-    pub fn stored_ids(&self) -> Result<Vec<PointId>> {
-        match self {
-            Self::Local(p) => p.stored_ids(),
-            Self::Remote(r) => r.read(&PartitionCall::Ids),
-        }
-    }
+    fn stored_ids(&self) -> Result<Vec<PointId>>;
 
     /// About `n` committed vectors, uniformly drawn.
-    pub fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
-        match self {
-            Self::Local(p) => p.sample(n, seed),
-            Self::Remote(r) => r.read(&PartitionCall::Sample { n, seed }),
-        }
-    }
+    fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>>;
 
-    /// Last committed sequence number (remote: as of this router's last write or probe).
-    pub fn last_seq(&self) -> u64 {
-        match self {
-            Self::Local(p) => p.last_seq(),
-            Self::Remote(r) => r.last_seq(),
-        }
-    }
+    /// Last committed sequence number (remote: as of this node's last write or probe).
+    fn last_seq(&self) -> u64;
 
     /// Blocks until `seq` is searchable (remote writes already are when they return).
-    pub fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
-        match self {
-            Self::Local(p) => p.wait_applied_blocking(seq),
-            Self::Remote(_) => Ok(()),
-        }
-    }
+    fn wait_applied_blocking(&self, seq: u64) -> Result<()>;
 
     /// Resolves once `seq` is searchable.
-    pub async fn wait_applied(&self, seq: u64) -> Result<()> {
-        match self {
-            Self::Local(p) => p.wait_applied(seq).await,
-            Self::Remote(_) => Ok(()),
-        }
-    }
+    fn wait_applied(&self, seq: u64) -> HandleFuture<'_, ()>;
 
     /// Counters of the partition.
-    pub fn state(&self) -> Result<PartitionState> {
-        match self {
-            Self::Local(p) => Ok(PartitionState::of(p)),
-            Self::Remote(r) => r.read(&PartitionCall::State),
-        }
-    }
+    fn state(&self) -> Result<PartitionState>;
 
     /// Live points (0 when a remote partition cannot be asked).
-    pub fn points(&self) -> usize {
-        match self {
-            Self::Local(p) => p.points(),
-            Self::Remote(_) => self.state().map_or(0, |s| s.points as usize),
-        }
+    fn points(&self) -> usize {
+        self.state().map_or(0, |s| s.points as usize)
     }
 
-    /// Index searches run in this process and their total seconds (none for a remote
-    /// partition: its searches run on its shard).
-    pub fn local_search_time(&self) -> (u64, f64) {
-        match self {
-            Self::Local(p) => p.search_time(),
-            Self::Remote(_) => (0, 0.0),
-        }
-    }
-
-    /// Whether `plan` may run on an async worker (never for a remote call).
-    pub fn is_short(&self, plan: &QueryPlan) -> bool {
-        match self {
-            Self::Local(p) => p.is_short(plan),
-            Self::Remote(_) => false,
-        }
-    }
-
-    /// A k-NN query.
-    pub fn query(&self, plan: &QueryPlan) -> Result<QueryResponse> {
-        self.query_traced(plan).map(|(answer, _)| answer)
-    }
-
-    /// A k-NN query and, for a remote partition, which replica answered and whether a hedge
-    /// was sent.
-    pub fn query_traced(&self, plan: &QueryPlan) -> Result<(QueryResponse, Option<ReadTrace>)> {
-        match self {
-            Self::Local(p) => Ok((p.query_blocking(plan)?, None)),
-            Self::Remote(r) => r
-                .read_traced(&PartitionCall::Query { plan: plan.clone() }, plan.hedge)
-                .map(|(answer, trace)| (answer, Some(trace))),
-        }
-    }
+    /// A k-NN search and, for a remote partition, which replica answered and whether a
+    /// hedge was sent (`hedge`: straggler mitigation on).
+    fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)>;
 
     /// A scroll page and the next offset.
-    pub fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
-        match self {
-            Self::Local(p) => Ok(p.scroll_blocking(plan)),
-            Self::Remote(r) => r.read(&PartitionCall::Scroll { plan: plan.clone() }),
-        }
-    }
+    fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)>;
 
     /// Points passing `filter`.
-    pub fn count(&self, filter: Option<&Filter>) -> Result<u64> {
-        match self {
-            Self::Local(p) => Ok(p.count_blocking(filter)),
-            Self::Remote(r) => r.read(&PartitionCall::Count {
-                filter: filter.cloned(),
-            }),
-        }
-    }
+    fn count(&self, filter: Option<&Filter>) -> Result<u64>;
 
     /// Ids passing `filter`, in id order.
-    pub fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
-        match self {
-            Self::Local(p) => Ok(p.matching_ids(filter)),
-            Self::Remote(r) => r.read(&PartitionCall::Matching {
-                filter: filter.cloned(),
-            }),
-        }
-    }
+    fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>>;
 
     /// The points with these ids that exist, in request order.
-    pub fn get_points(
+    fn get_points(
         &self,
         ids: &[PointId],
         with_payload: &PayloadSelection,
         with_vector: bool,
-    ) -> Result<Vec<Record>> {
-        match self {
-            Self::Local(p) => Ok(p.get_points(ids, with_payload, with_vector)),
-            Self::Remote(r) => r.read(&PartitionCall::Get {
-                ids: ids.to_vec(),
-                with_payload: with_payload.clone(),
-                with_vector,
-            }),
-        }
+    ) -> Result<Vec<Record>>;
+
+    /// The partition in this process, if it is one (a shard's internal API answers from it).
+    fn local(&self) -> Option<&Partition> {
+        None
+    }
+
+    /// How a local partition's index came back at start-up (`None`: it loads elsewhere).
+    fn load_report(&self) -> Option<&LoadReport> {
+        self.local().map(Partition::load_report)
+    }
+
+    /// Index searches run in this process and their total seconds (none for a remote
+    /// partition: its searches run on its nodes).
+    fn local_search_time(&self) -> (u64, f64) {
+        self.local().map_or((0, 0.0), Partition::search_time)
+    }
+
+    /// Whether `plan` may run on an async worker (never for a remote call).
+    fn is_short(&self, plan: &SearchPlan) -> bool {
+        self.local().is_some_and(|p| p.is_short(plan))
+    }
+
+    /// Whether the partition can serve.
+    fn health(&self) -> PartitionHealth {
+        PartitionHealth::Healthy
+    }
+
+    /// Each copy's state, for collection info (`None`: one local copy).
+    fn replica_info(&self) -> Option<Vec<ReplicaInfo>> {
+        None
     }
 
     /// Stops a local partition's applier after a final snapshot.
-    pub fn close(&self) {
-        if let Self::Local(p) = self {
+    fn close(&self) {
+        if let Some(p) = self.local() {
             p.close();
-        }
-    }
-}
-
-/// Where a collection keeps its routing and moves records: partition 0's RocksDB when the
-/// partitions are local, the router's own small RocksDB when they are remote.
-pub enum MetaStore {
-    /// Partition 0's `meta` family.
-    Partition(Arc<Partition>),
-    /// A store of the router's.
-    Store(cairn_storage::PartitionStore),
-}
-
-impl MetaStore {
-    /// A value.
-    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        match self {
-            Self::Partition(p) => p.get_meta(key),
-            Self::Store(s) => Ok(s.get_meta(key)?),
-        }
-    }
-
-    /// Stores a value durably.
-    pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
-        match self {
-            Self::Partition(p) => p.put_meta(key, value),
-            Self::Store(s) => Ok(s.put_meta(key, value)?),
         }
     }
 }

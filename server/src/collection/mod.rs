@@ -1,5 +1,7 @@
-//! A collection: `w` partitions (`crate::partition`) behind Pyramid's router. With `w = 1`
-//! there is no router and every call goes straight to the one partition.
+//! A collection: `w` partitions behind Pyramid's meta-index. With `w = 1` there is no
+//! meta-index and every call goes straight to the one partition. The partitions are
+//! [`PartitionHandle`]s: in this process, or replicated on other nodes — the collection's
+//! code is the same either way.
 //!
 //! **Placement.** A point lives in the partition the router assigns its vector to
 //! ([`cairn_index::partition::Router::assign`]); a large-norm point of a `Dot` collection lives
@@ -38,38 +40,43 @@
 //! vectors are, not where a filter's matches are.
 
 pub mod handle;
+pub mod host;
+pub mod local;
 mod merge;
 mod read;
 mod rebalance;
 pub mod routing;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use cairn_api::internal::NewPoint;
 use cairn_api::PointId;
 use cairn_index::partition::{Assignment, CentroidTrainer};
 use parking_lot::{Mutex, RwLock};
 
-use crate::cluster::remote::RemotePartition;
-use crate::cluster::rpc::PartitionCall;
-use crate::cluster::Cluster;
-use crate::config::StorageConfig;
-use crate::error::{Result, ServerError};
-use crate::partition::{CollectionSettings, LoadReport, NewPoint, Partition, SlotStats};
-pub use handle::{MetaStore, PartitionHandle};
+use crate::error::Result;
+use crate::partition::{LoadReport, SlotStats};
+use crate::request::CollectionSettings;
+pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
+pub use host::{MetaStore, Opened, PartitionHost};
 use routing::Routing;
 
-/// Folder of partition `i` inside a collection folder.
-pub fn partition_dir(collection_dir: &Path, i: usize) -> PathBuf {
-    collection_dir.join("partitions").join(i.to_string())
+/// A partition's number within its collection, `0..w`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionId(pub usize);
+
+impl std::fmt::Display for PartitionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 /// One collection; see the module docs.
 pub struct Collection {
     name: String,
     settings: CollectionSettings,
-    partitions: Vec<PartitionHandle>,
+    partitions: Vec<Arc<dyn PartitionHandle>>,
     /// Where the routing and moves records live.
     meta: MetaStore,
     routing: RwLock<Arc<Routing>>,
@@ -100,144 +107,18 @@ impl WriteTicket {
 }
 
 impl Collection {
-    /// Writes the settings of a new collection into each of its (empty) partition folders.
-    pub fn initialise(
-        dir: &Path,
-        settings: &CollectionSettings,
-        storage: StorageConfig,
-    ) -> Result<()> {
-        for i in 0..settings.partitions() {
-            Partition::initialise(&partition_dir(dir, i), settings, storage)?;
-        }
-        Ok(())
-    }
-
-    /// Opens a collection (blocking: loads every partition's index), finishes any write
-    /// interrupted between its two steps, and starts the background rebalancer.
+    /// Assembles an opened collection, finishes any write interrupted between its two steps,
+    /// and starts the background rebalancer (blocking).
     pub fn open(
         name: &str,
-        dir: &Path,
-        storage: StorageConfig,
+        opened: Opened,
         trainer: Arc<dyn CentroidTrainer>,
     ) -> Result<Arc<Self>> {
-        let first = Arc::new(Partition::open(name, &partition_dir(dir, 0), storage)?);
-        let settings = first.settings().clone();
-        let mut partitions = vec![PartitionHandle::Local(first.clone())];
-        for i in 1..settings.partitions() {
-            let label = format!("{name}/p{i}");
-            partitions.push(PartitionHandle::Local(Arc::new(Partition::open(
-                &label,
-                &partition_dir(dir, i),
-                storage,
-            )?)));
-        }
-        Self::assemble(
-            name,
+        let Opened {
             settings,
             partitions,
-            MetaStore::Partition(first),
-            trainer,
-        )
-    }
-
-    /// Opens a collection of a router: its settings and routing records in `dir/meta`, its
-    /// partitions' replicas on the cluster's shard nodes.
-    pub fn open_remote(
-        name: &str,
-        dir: &Path,
-        cluster: &Cluster,
-        trainer: Arc<dyn CentroidTrainer>,
-    ) -> Result<Arc<Self>> {
-        let store = cairn_storage::PartitionStore::open(
-            &dir.join("meta"),
-            cairn_storage::StoreOptions { sync_writes: true },
-        )?;
-        let bytes = store
-            .get_meta(crate::partition::settings::META_KEY)?
-            .ok_or_else(|| ServerError::Internal(format!("collection `{name}` has no settings")))?;
-        let settings: CollectionSettings = serde_json::from_slice(&bytes).map_err(|e| {
-            ServerError::Internal(format!("settings of `{name}` do not parse: {e}"))
-        })?;
-        let mut partitions = Vec::with_capacity(settings.partitions());
-        for i in 0..settings.partitions() {
-            let remote = Arc::new(RemotePartition::new(
-                Cluster::partition_name(name, i),
-                cluster.placement(i, settings.replication_factor)?,
-                cluster.http.clone(),
-                cluster.read_deadline,
-                cluster.slow_timeout,
-            ));
-            // Operation ids continue from what the replicas hold.
-            if let Ok(state) =
-                remote.read::<crate::cluster::rpc::PartitionState>(&PartitionCall::State)
-            {
-                remote.observe_seq(state.last_seq);
-            }
-            partitions.push(PartitionHandle::Remote(remote));
-        }
-        Self::assemble(name, settings, partitions, MetaStore::Store(store), trainer)
-    }
-
-    /// Creates a router's collection: each partition's replicas on their shard nodes, then
-    /// the settings in `dir/meta` (the caller renames `dir` into place afterwards).
-    pub fn initialise_remote(
-        name: &str,
-        dir: &Path,
-        settings: &CollectionSettings,
-        cluster: &Cluster,
-    ) -> Result<()> {
-        let mut shard_settings = settings.clone();
-        shard_settings.routing = None;
-        shard_settings.replication_factor = 1;
-        let body = serde_json::to_value(&shard_settings)
-            .map_err(|e| ServerError::Internal(e.to_string()))?;
-        for i in 0..settings.partitions() {
-            for node in cluster.placement(i, settings.replication_factor)? {
-                cluster.admin(
-                    &node,
-                    reqwest::Method::PUT,
-                    &Cluster::partition_name(name, i),
-                    Some(&body),
-                )?;
-            }
-        }
-        let store = cairn_storage::PartitionStore::open(
-            &dir.join("meta"),
-            cairn_storage::StoreOptions { sync_writes: true },
-        )?;
-        let bytes =
-            serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
-        store.put_meta(crate::partition::settings::META_KEY, &bytes)?;
-        Ok(())
-    }
-
-    /// Drops a router's collection's replicas from their shard nodes (best effort: a node
-    /// that is down keeps an orphan the operator can drop).
-    pub fn drop_remote(&self, cluster: &Cluster) {
-        for (i, handle) in self.partitions.iter().enumerate() {
-            let PartitionHandle::Remote(remote) = handle else {
-                continue;
-            };
-            for replica in &remote.replicas {
-                if let Err(e) = cluster.admin(
-                    &replica.node,
-                    reqwest::Method::DELETE,
-                    &Cluster::partition_name(&self.name, i),
-                    None,
-                ) {
-                    tracing::warn!(error = %e, "could not drop a replica");
-                }
-            }
-        }
-    }
-
-    fn assemble(
-        name: &str,
-        settings: CollectionSettings,
-        partitions: Vec<PartitionHandle>,
-        meta: MetaStore,
-        trainer: Arc<dyn CentroidTrainer>,
-    ) -> Result<Arc<Self>> {
+            meta,
+        } = opened;
         let w = partitions.len();
         let routing = Routing::load(&meta, &settings)?;
         let collection = Arc::new(Self {
@@ -257,12 +138,6 @@ impl Collection {
         Ok(collection)
     }
 
-    /// Runs `f` with the collection's writes held off (replica catch-up's last step).
-    pub(crate) fn with_writes<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _writes = self.writes.lock();
-        f()
-    }
-
     /// The collection's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -274,8 +149,17 @@ impl Collection {
     }
 
     /// Its partitions, in order.
-    pub fn partitions(&self) -> &[PartitionHandle] {
+    pub fn partitions(&self) -> &[Arc<dyn PartitionHandle>] {
         &self.partitions
+    }
+
+    /// The worst health of its partitions.
+    pub fn health(&self) -> PartitionHealth {
+        self.partitions
+            .iter()
+            .map(|p| p.health())
+            .max()
+            .unwrap_or(PartitionHealth::Healthy)
     }
 
     /// The current routing state.
@@ -302,10 +186,7 @@ impl Collection {
             replicas: self
                 .partitions
                 .iter()
-                .filter_map(|p| match p {
-                    PartitionHandle::Remote(r) => Some(r.replica_info()),
-                    PartitionHandle::Local(_) => None,
-                })
+                .filter_map(|p| p.replica_info())
                 .collect(),
         })
     }
@@ -313,13 +194,12 @@ impl Collection {
     /// How the local partitions were loaded, summed (the slowest partition's time); a
     /// router's collection reports an empty load (its partitions load on the shards).
     pub fn load_report(&self) -> LoadReport {
-        let mut locals = self.partitions.iter().filter_map(PartitionHandle::local);
+        let mut locals = self.partitions.iter().filter_map(|p| p.load_report());
         let Some(first) = locals.next() else {
             return LoadReport::default();
         };
-        let mut total = first.load_report().clone();
-        for p in locals {
-            let r = p.load_report();
+        let mut total = first.clone();
+        for r in locals {
             if r.index_source != total.index_source {
                 total.index_source = "mixed".into();
             }
@@ -356,7 +236,7 @@ impl Collection {
     pub fn index_search_time(&self) -> (u64, f64) {
         self.partitions
             .iter()
-            .map(PartitionHandle::local_search_time)
+            .map(|p| p.local_search_time())
             .fold((0, 0.0), |(n, s), (dn, ds)| (n + dn, s + ds))
     }
 

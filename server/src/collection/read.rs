@@ -2,14 +2,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, Record};
 
 use super::merge::{scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
 use crate::error::{Result, ServerError};
-use crate::partition::query::QueryTarget;
-use crate::partition::{PayloadSelection, QueryPlan, ScrollPlan};
+use crate::request::QueryPlan;
 
 /// The partitions a query visits and why.
 struct Route {
@@ -24,7 +24,7 @@ impl Collection {
     /// fan-out leaves the worker).
     pub fn is_short(&self, plan: &QueryPlan) -> bool {
         match self.partitions.as_slice() {
-            [only] => only.is_short(plan),
+            [only] => only.is_short(&plan.search),
             _ => false,
         }
     }
@@ -71,11 +71,12 @@ impl Collection {
             (Phase::Migrating, Some(_)) => return Ok(all(Phase::Migrating.name())),
             (Phase::Routed, Some(router)) => router,
         };
-        if plan.exact || plan.filter.is_some() || plan.probe.is_some_and(|p| p >= w) {
+        let (search, fan_out) = (&plan.search, &plan.fan_out);
+        if search.exact || search.filter.is_some() || fan_out.probe.is_some_and(|p| p >= w) {
             return Ok(all("broadcast"));
         }
         let (touched, stats) = router
-            .route(vector, plan.branching, plan.probe)
+            .route(vector, fan_out.branching, fan_out.probe)
             .map_err(|e| ServerError::Internal(format!("routing: {e}")))?;
         Ok(Route {
             touched,
@@ -87,10 +88,11 @@ impl Collection {
 
     /// Runs a k-NN query (blocking).
     pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+        let (search, fan_out) = (&plan.search, &plan.fan_out);
         if let [only] = self.partitions.as_slice() {
-            return only.query(plan);
+            return only.search(search, fan_out.hedge).map(|(answer, _)| answer);
         }
-        let vector = match &plan.target {
+        let vector = match &search.target {
             QueryTarget::Vector(v) => v.clone(),
             QueryTarget::Point(id) => self
                 .get_points(&[*id], &PayloadSelection::None, true)?
@@ -99,27 +101,24 @@ impl Collection {
                 .ok_or(ServerError::PointNotFound(*id))?,
         };
         let route = self.route(&vector, plan)?;
-        let sub = QueryPlan {
+        let sub = SearchPlan {
             target: QueryTarget::Vector(vector),
-            limit: plan.offset + plan.limit,
+            limit: search.offset + search.limit,
             offset: 0,
             explain: true,
-            ..plan.clone()
+            ..search.clone()
         };
+        let hedge = fan_out.hedge;
         // Remote partitions are asked in parallel; local ones one after another (threads
         // would only add their start-up cost to work sharing the same cores).
-        let answers: Vec<Result<_>> = if self
-            .partitions
-            .iter()
-            .any(|p| matches!(p, super::PartitionHandle::Remote(_)))
-        {
+        let answers: Vec<Result<_>> = if self.partitions.iter().any(|p| p.local().is_none()) {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = route
                     .touched
                     .iter()
                     .map(|&p| {
                         let (partition, sub) = (&self.partitions[p as usize], &sub);
-                        scope.spawn(move || partition.query_traced(sub))
+                        scope.spawn(move || partition.search(sub, hedge))
                     })
                     .collect();
                 handles
@@ -135,7 +134,7 @@ impl Collection {
             route
                 .touched
                 .iter()
-                .map(|&p| self.partitions[p as usize].query_traced(&sub))
+                .map(|&p| self.partitions[p as usize].search(&sub, hedge))
                 .collect()
         };
         let mut lists = Vec::with_capacity(route.touched.len());
@@ -147,7 +146,7 @@ impl Collection {
             let (answer, trace) = match answer {
                 Ok(answer) => answer,
                 // A partition with no live replica: answer from the others, and say so.
-                Err(ServerError::Unavailable(m)) if plan.allow_partial => {
+                Err(ServerError::Unavailable(m)) if fan_out.allow_partial => {
                     tracing::warn!(collection = self.name, partition = p, error = %m, "partial result");
                     missing.push(p);
                     continue;
@@ -170,14 +169,14 @@ impl Collection {
                 }
             });
         }
-        let points = top_hits(self.settings.metric(), lists, plan.offset, plan.limit);
+        let points = top_hits(self.settings.metric(), lists, search.offset, search.limit);
         let coverage = 1.0 - missing.len() as f64 / route.touched.len().max(1) as f64;
         let warning = (!missing.is_empty()).then(|| {
             format!(
                 "partial result: partitions {missing:?} have no live replica (coverage {coverage:.2})"
             )
         });
-        let explain = match (plan.explain, explain) {
+        let explain = match (search.explain, explain) {
             (true, Some(mut e)) => {
                 e.distance_computations += route.distance_computations;
                 e.partitions = Some(PartitionsExplain {

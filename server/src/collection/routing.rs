@@ -19,9 +19,9 @@ use cairn_index::partition::{Assignment, Router, RouterParams};
 use cairn_index::persist::codec::{Decoder, Encoder};
 use serde::{Deserialize, Serialize};
 
-use super::handle::MetaStore;
+use super::host::MetaStore;
 use crate::error::{Result, ServerError};
-use crate::partition::CollectionSettings;
+use crate::request::CollectionSettings;
 
 /// Meta key of the routing record.
 const ROUTING_KEY: &str = "routing";

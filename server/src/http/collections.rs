@@ -13,7 +13,7 @@ use cairn_index::IndexParams;
 
 use super::json::ApiJson;
 use super::{blocking, ok, State};
-use crate::collection::Collection;
+use crate::collection::{Collection, PartitionHealth};
 use crate::error::Result;
 
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
@@ -145,8 +145,15 @@ fn describe(collection: &Collection) -> CollectionInfo {
             no_hnsw,
         ),
     };
+    // Qdrant's colours: green serves fully, yellow serves with a partition under-replicated,
+    // red has a partition that cannot serve at all.
+    let status = match collection.health() {
+        PartitionHealth::Healthy => "green",
+        PartitionHealth::UnderReplicated => "yellow",
+        PartitionHealth::Unavailable => "red",
+    };
     CollectionInfo {
-        status: "green".into(),
+        status: status.into(),
         optimizer_status: "ok".into(),
         vectors_count: points,
         indexed_vectors_count: points,
@@ -160,7 +167,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
                     hnsw_config: None,
                 },
                 shard_number: s.partitions() as u32,
-                replication_factor: 1,
+                replication_factor: s.replication_factor as u32,
                 write_consistency_factor: 1,
                 on_disk_payload: false,
             },

@@ -1,17 +1,19 @@
-//! A shard node's internal API, spoken by its router (`crate::cluster::rpc`): create and drop
-//! partitions, and one call per partition operation. Mounted only with `cluster.role =
-//! "shard"`.
+//! A shard node's internal API, spoken by its router (`client.rs` on the router's side):
+//! create and drop partitions, and one call per partition operation, run by
+//! `crate::cluster::shard`. Mounted only with `cluster.role = "shard"`.
 
 use std::time::Instant;
 
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
+use cairn_api::internal::PartitionCall;
 
 use super::json::ApiJson;
 use super::{blocking, ok, State};
-use crate::cluster::rpc::{dispatch, PartitionCall};
+
+use crate::cluster::shard::dispatch;
 use crate::error::{Result, ServerError};
-use crate::partition::CollectionSettings;
+use crate::request::CollectionSettings;
 
 pub(super) async fn create(
     AxState(state): AxState<State>,

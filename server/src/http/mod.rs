@@ -1,10 +1,13 @@
-//! The REST API: Qdrant-shaped routes over the catalog.
+//! The REST API: Qdrant-shaped routes over the catalog — and the only layer that names
+//! HTTP: axum for the server side, reqwest for the client side of the internal wire
+//! (`client.rs`). Everything below takes and returns plain values.
 //!
 //! One file per API area (`collections.rs`, `points.rs`, `query.rs`, `service.rs`); request
 //! bodies go through [`json::ApiJson`] so that malformed JSON and wrong types come back as a
 //! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
 //! tokio's blocking pool, never on the async workers.
 
+pub mod client;
 mod collections;
 pub mod error;
 mod internal;

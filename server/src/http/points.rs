@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use axum::extract::{Path, Query, State as AxState};
 use axum::response::IntoResponse;
+use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ScrollRequest,
     ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
@@ -14,11 +15,9 @@ use super::json::{ApiJson, OptionalJson};
 use super::{blocking, ok, State};
 use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
-use crate::partition::filter::validate;
-use crate::partition::{prepare_delete_ids, prepare_points, PayloadSelection, ScrollPlan};
-
-/// Default scroll page, as in Qdrant.
-const DEFAULT_SCROLL_LIMIT: usize = 10;
+use crate::request::filter::validate;
+use crate::request::query::scroll_plan;
+use crate::request::{prepare_delete_ids, prepare_points};
 
 /// `?wait=true|false` (anything else is a 400).
 fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
@@ -29,16 +28,6 @@ fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
             "query parameter wait must be true or false, got {other:?}"
         ))),
     }
-}
-
-fn check_limit(state: &State, limit: usize, field: &str) -> Result<()> {
-    if limit > state.limits.max_limit {
-        return Err(ServerError::LimitExceeded(format!(
-            "{field} {limit} is above the maximum of {}",
-            state.limits.max_limit
-        )));
-    }
-    Ok(())
 }
 
 async fn finish_write(
@@ -153,18 +142,7 @@ pub(super) async fn scroll(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
-    let limit = request.limit.unwrap_or(DEFAULT_SCROLL_LIMIT);
-    check_limit(&state, limit, "limit")?;
-    if let Some(f) = &request.filter {
-        validate(f, "filter")?;
-    }
-    let plan = ScrollPlan {
-        offset: request.offset,
-        limit,
-        filter: request.filter,
-        with_payload: PayloadSelection::from_wire(request.with_payload, true),
-        with_vector: request.with_vector.is_some_and(|w| w.enabled()),
-    };
+    let plan = scroll_plan(request, &state.limits)?;
     let (points, next_page_offset) = blocking(move || collection.scroll_blocking(&plan)).await?;
     Ok(ok(
         ScrollResult {

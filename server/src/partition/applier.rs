@@ -12,9 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_index::Slot;
-
-use super::table::{LiveIndex, SlotEntry};
+use super::live::{LiveIndex, SlotEntry};
 use super::{snapshot, ApplyJob, ApplyOp, Shared};
 
 /// How often an idle applier wakes to check the snapshot timer.
@@ -67,7 +65,7 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
     match job.op {
         ApplyOp::Upsert(points) => {
             // Link first, publish once durable (see the module docs).
-            let first = add(&live, &points);
+            let first = live.add(&points);
             if !job.durable.wait() {
                 if let Some(first) = first {
                     live.table.write().abandon(first, points.len());
@@ -75,7 +73,7 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
                 return false;
             }
             if let Some(first) = first {
-                publish_slots(&live, first, job.seq, points);
+                live.publish_slots(first, job.seq, points);
             }
         }
         ApplyOp::Delete(ids) => {
@@ -89,49 +87,6 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
         }
     }
     true
-}
-
-/// Adds vectors to the index, then makes them visible in the table.
-pub(super) fn publish(live: &LiveIndex, version: u64, points: Vec<super::NewPoint>) {
-    if let Some(first) = add(live, &points) {
-        publish_slots(live, first, version, points);
-    }
-}
-
-/// Links the points' vectors into the index (not yet visible to searches); returns the first
-/// new slot, or `None` when there was nothing to add.
-fn add(live: &LiveIndex, points: &[super::NewPoint]) -> Option<Slot> {
-    if points.is_empty() {
-        return None;
-    }
-    let vectors: Vec<f32> = points
-        .iter()
-        .flat_map(|p| p.vector.iter().copied())
-        .collect();
-    match live.index.add(&vectors) {
-        Ok(first) => Some(first),
-        Err(e) => {
-            // Inputs are validated before they are committed, so this is a bug; the points
-            // stay durable in RocksDB and come back on the next restart's rebuild.
-            tracing::error!(error = %e, "index rejected validated points");
-            None
-        }
-    }
-}
-
-/// Makes slots `first..` visible as the points, in order.
-fn publish_slots(live: &LiveIndex, first: Slot, version: u64, points: Vec<super::NewPoint>) {
-    let mut table = live.table.write();
-    for (offset, p) in points.into_iter().enumerate() {
-        table.publish(
-            first + offset as u32,
-            SlotEntry {
-                id: p.id,
-                version,
-                payload: p.payload,
-            },
-        );
-    }
 }
 
 fn vacuum_due(shared: &Shared) -> bool {
@@ -161,7 +116,7 @@ fn vacuum(shared: &Shared) -> bool {
         (entries, vectors)
     };
     let dead = old.table.read().dead;
-    match super::recovery::build_live(&shared.settings, entries, &vectors) {
+    match LiveIndex::build(&shared.settings, entries, &vectors) {
         Ok(fresh) => {
             *shared.live.write() = Arc::new(fresh);
             tracing::info!(collection = %shared.name, reclaimed_slots = dead, ms = started.elapsed().as_millis() as u64, "vacuum rebuilt the index");

@@ -1,8 +1,19 @@
-//! Point ids as RocksDB keys: order-preserving, so a key scan is an id-ordered scroll.
-//! `0x00 ‖ u64 BE` for numbers, `0x01 ‖ 16 UUID bytes` for UUIDs (numbers sort first, as in
-//! Qdrant).
+//! How a point is encoded in RocksDB. Ids are keys, order-preserving, so a key scan is an
+//! id-ordered scroll: `0x00 ‖ u64 BE` for numbers, `0x01 ‖ 16 UUID bytes` for UUIDs (numbers
+//! sort first, as in Qdrant). Payloads are stored as JSON text.
 
-use cairn_api::PointId;
+use cairn_api::{Payload, PointId};
+
+use crate::error::{Result, ServerError};
+
+/// A payload as RocksDB stores it (JSON text) back to a map.
+pub fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}")))
+    })
+    .transpose()
+}
 
 /// Encodes an id.
 pub fn encode(id: &PointId) -> Vec<u8> {

@@ -1,6 +1,8 @@
-//! A partition: one RocksDB store (the truth) and one in-memory index (derived). A collection
-//! (`crate::collection`) is one or more partitions behind the Pyramid router; a collection
-//! that is not partitioned is exactly one partition.
+//! A partition: the durable shard. One RocksDB store (the truth) and one in-memory index
+//! (derived), with the thread that keeps the second in step with the first. A collection
+//! (`crate::collection`) is one or more partitions behind Pyramid's meta-index; a collection
+//! that is not partitioned is exactly one partition. A partition knows nothing of requests
+//! beyond the validated plans it is handed (`crate::request`), nor of where its callers are.
 //!
 //! Write path. A request is validated, then — under the writer lock, on a blocking thread —
 //! given the next sequence number, queued to the **applier** (a thread that owns every
@@ -23,59 +25,28 @@
 //! ```
 
 mod applier;
-pub mod filter;
-mod input;
 pub mod keys;
-pub mod query;
+pub mod live;
 mod recovery;
-pub mod settings;
+mod search;
 mod snapshot;
-pub mod table;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use cairn_api::{Payload, PointId};
+use cairn_api::internal::{NewPoint, OplogItem, PartitionState};
+use cairn_api::PointId;
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tokio::sync::watch;
 
-pub use input::{
-    check_vector as input_check_vector, prepare_delete_ids, prepare_points, PayloadSelection,
-};
-pub use query::{QueryPlan, ScrollPlan};
-pub use settings::CollectionSettings;
-
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
-use table::LiveIndex;
-
-/// A point ready to be written: validated, vector preprocessed for the metric.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct NewPoint {
-    /// Its id.
-    pub id: PointId,
-    /// Its vector (unit length for cosine).
-    pub vector: Vec<f32>,
-    /// Its payload.
-    pub payload: Option<Payload>,
-}
-
-/// One op-log entry as replicas exchange it: the points' current values, or the deleted ids.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct OplogItem {
-    /// Its sequence number.
-    pub seq: u64,
-    /// Upserted points (current values; points deleted since are left out).
-    #[serde(default)]
-    pub upsert: Option<Vec<NewPoint>>,
-    /// Deleted ids.
-    #[serde(default)]
-    pub delete: Option<Vec<PointId>>,
-}
+use crate::request::settings::{self, CollectionSettings};
+use live::LiveIndex;
 
 /// A write as the applier receives it.
 #[derive(Debug)]
@@ -307,6 +278,19 @@ impl Partition {
         *self.shared.applied.borrow()
     }
 
+    /// The partition's counters.
+    pub fn state(&self) -> PartitionState {
+        let slots = self.slot_stats();
+        PartitionState {
+            last_seq: self.last_seq(),
+            applied_seq: self.applied_seq(),
+            points: self.points() as u64,
+            index_slots: slots.index_slots,
+            dead_slots: slots.dead_slots,
+            index_memory_bytes: self.index_memory_bytes() as u64,
+        }
+    }
+
     /// Commits points durably (blocking: call from a blocking thread); returns the sequence number.
     pub fn upsert_blocking(&self, points: Vec<NewPoint>) -> Result<u64> {
         self.commit(ApplyOp::Upsert(points))
@@ -355,7 +339,7 @@ impl Partition {
         Ok(Some(NewPoint {
             id: *id,
             vector: point.vector,
-            payload: recovery::parse_payload(point.payload)?,
+            payload: keys::parse_payload(point.payload)?,
         }))
     }
 

@@ -4,15 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use cairn_api::internal::NewPoint;
 use cairn_api::{Payload, PointId};
 use cairn_storage::PartitionStore;
 
-use super::table::{LiveIndex, PointTable, SlotEntry};
-use super::{applier, keys, snapshot, CollectionSettings, LoadReport, NewPoint};
+use super::keys::{self, parse_payload};
+use super::live::{LiveIndex, SlotEntry};
+use super::{snapshot, LoadReport};
 use crate::error::{Result, ServerError};
-
-/// Points rebuilt per `index.add` call (each call links in parallel).
-const REBUILD_CHUNK: usize = 8192;
+use crate::request::CollectionSettings;
 
 pub(super) struct Recovered {
     pub(super) live: LiveIndex,
@@ -122,7 +122,7 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
         });
     }
     for (version, points) in by_version {
-        applier::publish(&live, version, points);
+        live.publish(version, points);
     }
     if repaired > 0 {
         tracing::warn!(
@@ -168,7 +168,7 @@ fn rebuild(
     } else {
         "rebuilt"
     };
-    let live = build_live(settings, entries, &vectors)?;
+    let live = LiveIndex::build(settings, entries, &vectors)?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
     let report = LoadReport {
         index_source: source.into(),
@@ -179,35 +179,4 @@ fn rebuild(
         snapshot_seq: if source == "new" { last_seq } else { 0 },
         report,
     })
-}
-
-/// A fresh index over `entries` (in order) and their row-major `vectors`.
-pub(super) fn build_live(
-    settings: &CollectionSettings,
-    entries: Vec<SlotEntry>,
-    vectors: &[f32],
-) -> Result<LiveIndex> {
-    let index = cairn_index::new_index(&settings.index, settings.metric(), settings.dim)?;
-    let mut table = PointTable::default();
-    let dim = settings.dim;
-    let mut entries = entries.into_iter();
-    for chunk in vectors.chunks(REBUILD_CHUNK * dim) {
-        let first = index.add(chunk)?;
-        for (offset, entry) in entries.by_ref().take(chunk.len() / dim).enumerate() {
-            table.publish(first + offset as u32, entry);
-        }
-    }
-    Ok(LiveIndex {
-        index,
-        table: table.into(),
-    })
-}
-
-/// A payload as RocksDB stores it (JSON text) back to a map.
-pub(crate) fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
-    text.map(|t| {
-        serde_json::from_str(&t)
-            .map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}")))
-    })
-    .transpose()
 }

@@ -8,7 +8,7 @@ use cairn_index::persist::codec::{Decoder, Encoder};
 use cairn_index::persist::{self, FileHeader};
 use cairn_index::IndexError;
 
-use super::table::{LiveIndex, PointTable, SlotEntry};
+use super::live::{LiveIndex, PointTable, SlotEntry};
 use super::{keys, paths, Shared};
 use crate::error::{Result, ServerError};
 

@@ -1,4 +1,4 @@
-//! What a `cairn` process runs, by `cluster.role`:
+//! What a `cairn` process runs, by `cluster.role` ([`Role`]):
 //!
 //! - `standalone`: the REST API over local collections, partitions included;
 //! - `router`: the same REST API, with each collection's routing here and its partitions'
@@ -6,35 +6,74 @@
 //! - `shard`: local partitions for a router, behind `/internal/partitions/…`, besides the
 //!   REST API (useful for looking at a shard directly).
 //!
-//! All three share one start-up and shutdown sequence ([`serve`]).
+//! This is where the layers are wired: a role picks where partitions live (a
+//! [`PartitionHost`]) and how nodes are reached, and all three share one start-up and
+//! shutdown sequence ([`serve`]).
 
 pub mod serve;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::host::ClusterHost;
 use crate::cluster::Cluster;
-use crate::config::Config;
+use crate::collection::local::LocalHost;
+use crate::collection::PartitionHost;
+use crate::config::{Config, Role};
+use crate::http::client::HttpTransport;
+
+/// How a role wires the server.
+pub struct Wiring {
+    /// Where partitions live.
+    pub host: Arc<dyn PartitionHost>,
+    /// Serve a shard's internal API.
+    pub shard_api: bool,
+    /// A router's cluster, whose health prober starts once collections are loaded.
+    pub cluster: Option<Arc<Cluster>>,
+}
 
 /// Runs the configured role until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    match config.cluster.role.as_str() {
-        "router" => {
-            let cluster = tokio::task::spawn_blocking({
-                let c = config.cluster.clone();
-                move || {
-                    Cluster::new(
-                        &c.shards,
-                        Duration::from_millis(c.request_timeout_ms),
-                        Duration::from_millis(c.write_timeout_ms),
-                        Duration::from_millis(c.probe_interval_ms),
-                    )
-                }
+    let local = || -> Arc<dyn PartitionHost> {
+        Arc::new(LocalHost {
+            storage: config.storage,
+        })
+    };
+    let wiring = match config.cluster.role {
+        Role::Standalone => Wiring {
+            host: local(),
+            shard_api: false,
+            cluster: None,
+        },
+        Role::Shard => Wiring {
+            host: local(),
+            shard_api: true,
+            cluster: None,
+        },
+        Role::Router => {
+            // The blocking HTTP client runs a runtime of its own: built (and dropped) off the
+            // async workers.
+            let c = config.cluster.clone();
+            let cluster = tokio::task::spawn_blocking(move || {
+                let request_timeout = Duration::from_millis(c.request_timeout_ms);
+                let transport =
+                    HttpTransport::new(request_timeout, Duration::from_millis(c.write_timeout_ms))?;
+                Ok::<_, crate::error::ServerError>(Arc::new(Cluster::new(
+                    &c.shards,
+                    Arc::new(transport),
+                    request_timeout,
+                    Duration::from_millis(c.probe_interval_ms),
+                )))
             })
             .await??;
-            serve::serve(config, Some(Arc::new(cluster)), false).await
+            Wiring {
+                host: Arc::new(ClusterHost {
+                    cluster: cluster.clone(),
+                }),
+                shard_api: false,
+                cluster: Some(cluster),
+            }
         }
-        "shard" => serve::serve(config, None, true).await,
-        _ => serve::serve(config, None, false).await,
-    }
+    };
+    serve::serve(config, wiring).await
 }

@@ -9,25 +9,25 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use super::Wiring;
 use crate::catalog::Catalog;
-use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::http::{router, AppState};
 
 /// Runs until SIGINT or SIGTERM, then drains requests and snapshots every collection.
-/// `cluster`: this is a router over those shard nodes; `shard_api`: this is a shard.
-pub async fn serve(
-    config: Config,
-    cluster: Option<Arc<Cluster>>,
-    shard_api: bool,
-) -> anyhow::Result<()> {
+pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
+    let Wiring {
+        host,
+        shard_api,
+        cluster,
+    } = wiring;
     // Quantized collections train their codebooks with FAISS (cairn-index never links it).
     cairn_index::quant::register_trainer(Arc::new(cairn_faiss::codec::FaissTrainer));
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
         .with_context(|| format!("cannot listen on {}", config.http.addr))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = %config.cluster.role, "cairn listening");
+    tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = config.cluster.role.name(), "cairn listening");
 
     let state = Arc::new(AppState::new(
         config.limits,
@@ -43,22 +43,19 @@ pub async fn serve(
     });
 
     let data_dir = config.node.data_dir.clone();
-    let catalog_cluster = cluster.clone();
     let catalog = tokio::task::spawn_blocking(move || {
         Catalog::open(
             &data_dir,
-            config.storage,
             config.limits,
             Arc::new(cairn_faiss::FaissTrainer),
-            catalog_cluster,
+            host,
         )
     })
     .await?
     .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
     if let Some(cluster) = cluster {
-        crate::cluster::health::spawn(cluster, Arc::downgrade(&catalog))
-            .context("cannot start the health prober")?;
+        crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");

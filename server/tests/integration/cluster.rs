@@ -377,3 +377,41 @@ fn router_and_three_shards_route_fail_over_catch_up_and_answer_partially() {
     let (status, _) = router.call("GET", "/healthz", None);
     assert_eq!(status, 200);
 }
+
+fn status(router: &Server, name: &str) -> String {
+    router.ok("GET", &format!("/collections/{name}"), None)["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn collection_info_tells_replication_and_health_as_they_are() {
+    let mut cluster = start_cluster(2);
+    let router = &cluster.router;
+    router.create("rf", 4, "Euclid", json!({"replication_factor": 2}));
+    let vectors: Vec<f32> = (0..400).map(|i| i as f32).collect();
+    router.upsert_vectors("rf", 4, &vectors, 0, 50);
+    let info = router.ok("GET", "/collections/rf", None);
+    assert_eq!(info["config"]["params"]["replication_factor"], 2, "{info}");
+    assert_eq!(info["status"], "green", "{info}");
+
+    // One of the two copies gone: the partition still serves, under-replicated.
+    cluster.shards[1].kill9();
+    let router = &cluster.router;
+    wait_for("yellow", 10, || status(router, "rf") == "yellow");
+    assert_eq!(
+        router.ok("POST", "/collections/rf/points/count", Some(&json!({})))["count"],
+        100
+    );
+    // Both gone: no copy serves.
+    cluster.shards[0].kill9();
+    let router = &cluster.router;
+    wait_for("red", 10, || status(router, "rf") == "red");
+
+    // Both back: the replicas catch up and the collection is green again.
+    cluster.shards[0].restart();
+    cluster.shards[1].restart();
+    let router = &cluster.router;
+    wait_for("green", 60, || status(router, "rf") == "green");
+}

@@ -1,11 +1,23 @@
-//! The searchable state of a collection: an index plus the table that maps its slots back to
-//! point ids, versions and payloads. Only the applier thread mutates it; searches read it.
+//! The searchable state of a partition: an index plus the table that maps its slots back to
+//! point ids, versions and payloads. Only the applier thread mutates it (and recovery, before
+//! the applier starts); searches read it.
+//!
+//! Adding points is two steps, so that the applier can link vectors while their RocksDB
+//! batch syncs: [`LiveIndex::add`] links them into the index (invisible: no table entry),
+//! [`LiveIndex::publish_slots`] makes them visible. [`LiveIndex::publish`] does both.
 
 use std::collections::BTreeMap;
 
+use cairn_api::internal::NewPoint;
 use cairn_api::{Payload, PointId};
 use cairn_index::{Slot, VectorIndex};
 use parking_lot::RwLock;
+
+use crate::error::Result;
+use crate::request::CollectionSettings;
+
+/// Points added per `index.add` call when building (each call links in parallel).
+const BUILD_CHUNK: usize = 8192;
 
 /// What a live slot holds besides its vector.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +134,73 @@ pub struct LiveIndex {
     pub index: Box<dyn VectorIndex>,
     /// Slot ↔ point mapping.
     pub table: RwLock<PointTable>,
+}
+
+impl LiveIndex {
+    /// A fresh index over `entries` (in order) and their row-major `vectors`.
+    pub fn build(
+        settings: &CollectionSettings,
+        entries: Vec<SlotEntry>,
+        vectors: &[f32],
+    ) -> Result<Self> {
+        let index = cairn_index::new_index(&settings.index, settings.metric(), settings.dim)?;
+        let mut table = PointTable::default();
+        let dim = settings.dim;
+        let mut entries = entries.into_iter();
+        for chunk in vectors.chunks(BUILD_CHUNK * dim) {
+            let first = index.add(chunk)?;
+            for (offset, entry) in entries.by_ref().take(chunk.len() / dim).enumerate() {
+                table.publish(first + offset as u32, entry);
+            }
+        }
+        Ok(Self {
+            index,
+            table: table.into(),
+        })
+    }
+
+    /// Adds points to the index and makes them visible, all with write `version`.
+    pub fn publish(&self, version: u64, points: Vec<NewPoint>) {
+        if let Some(first) = self.add(&points) {
+            self.publish_slots(first, version, points);
+        }
+    }
+
+    /// Links the points' vectors into the index (not yet visible to searches); returns the
+    /// first new slot, or `None` when there was nothing to add.
+    pub fn add(&self, points: &[NewPoint]) -> Option<Slot> {
+        if points.is_empty() {
+            return None;
+        }
+        let vectors: Vec<f32> = points
+            .iter()
+            .flat_map(|p| p.vector.iter().copied())
+            .collect();
+        match self.index.add(&vectors) {
+            Ok(first) => Some(first),
+            Err(e) => {
+                // Inputs are validated before they are committed, so this is a bug; the points
+                // stay durable in RocksDB and come back on the next restart's rebuild.
+                tracing::error!(error = %e, "index rejected validated points");
+                None
+            }
+        }
+    }
+
+    /// Makes slots `first..` visible as the points, in order.
+    pub fn publish_slots(&self, first: Slot, version: u64, points: Vec<NewPoint>) {
+        let mut table = self.table.write();
+        for (offset, p) in points.into_iter().enumerate() {
+            table.publish(
+                first + offset as u32,
+                SlotEntry {
+                    id: p.id,
+                    version,
+                    payload: p.payload,
+                },
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! Turning request bodies into validated writes. Every rejection names the offending field,
 //! and nothing is committed unless the whole request is valid.
 
-use cairn_api::{Payload, PointId, UpsertRequest, VectorInput, WithPayload};
+use cairn_api::internal::NewPoint;
+use cairn_api::{Payload, PointId, UpsertRequest, VectorInput};
 
-use super::{CollectionSettings, NewPoint};
+use super::CollectionSettings;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
 
@@ -118,59 +119,4 @@ fn check_count(n: usize, limits: &Limits, field: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Which payload keys a response carries.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum PayloadSelection {
-    /// No payload.
-    None,
-    /// The whole payload.
-    All,
-    /// Only these keys / all but these keys.
-    Keys {
-        /// Keys to keep (all when `None`).
-        include: Option<Vec<String>>,
-        /// Keys to drop.
-        exclude: Vec<String>,
-    },
-}
-
-impl PayloadSelection {
-    /// From the wire selector, with the endpoint's default when absent.
-    pub fn from_wire(selector: Option<WithPayload>, default_all: bool) -> Self {
-        match selector {
-            None if default_all => PayloadSelection::All,
-            None | Some(WithPayload::Enable(false)) => PayloadSelection::None,
-            Some(WithPayload::Enable(true)) => PayloadSelection::All,
-            Some(WithPayload::Fields(include)) => PayloadSelection::Keys {
-                include: Some(include),
-                exclude: Vec::new(),
-            },
-            Some(WithPayload::Selector { include, exclude }) => PayloadSelection::Keys {
-                include,
-                exclude: exclude.unwrap_or_default(),
-            },
-        }
-    }
-
-    /// Applies the selection to a stored payload.
-    pub fn apply(&self, payload: Option<&Payload>) -> Option<Payload> {
-        match self {
-            PayloadSelection::None => None,
-            PayloadSelection::All => Some(payload.cloned().unwrap_or_default()),
-            PayloadSelection::Keys { include, exclude } => {
-                let payload = payload.cloned().unwrap_or_default();
-                Some(
-                    payload
-                        .into_iter()
-                        .filter(|(k, _)| {
-                            include.as_ref().is_none_or(|inc| inc.contains(k))
-                                && !exclude.contains(k)
-                        })
-                        .collect(),
-                )
-            }
-        }
-    }
 }

@@ -1,74 +1,14 @@
-//! The read path: k-NN queries (graph, filtered graph, or exact scan), scroll, count, get.
+//! A partition's read path: k-NN searches (graph, filtered graph, or exact scan), scroll,
+//! count, get — each on a validated plan.
 
+use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint};
 use cairn_index::{IndexKind, SearchParams, Slot};
 
-use super::filter::matches;
-use super::table::PointTable;
-use super::{Partition, PayloadSelection};
+use super::live::PointTable;
+use super::Partition;
 use crate::error::{Result, ServerError};
-
-/// A validated k-NN query.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct QueryPlan {
-    /// What to search near (already checked and preprocessed), or a point whose vector to use.
-    pub target: QueryTarget,
-    /// Only points passing this filter.
-    pub filter: Option<Filter>,
-    /// Results to return.
-    pub limit: usize,
-    /// Results to skip.
-    pub offset: usize,
-    /// Graph candidate list size.
-    pub ef: Option<usize>,
-    /// Scan exactly.
-    pub exact: bool,
-    /// Quantized collections: candidates re-ranked per result wanted.
-    pub oversampling: Option<f32>,
-    /// Quantized collections: re-rank candidates with full vectors.
-    pub rescore: Option<bool>,
-    /// Drop results scoring worse.
-    pub score_threshold: Option<f32>,
-    /// Payload in results.
-    pub with_payload: PayloadSelection,
-    /// Vector in results.
-    pub with_vector: bool,
-    /// Report how the query ran.
-    pub explain: bool,
-    /// Partitioned collections: router centres to look up (`None`: the router's default).
-    pub branching: Option<usize>,
-    /// Partitioned collections: most partitions to visit.
-    pub probe: Option<usize>,
-    /// Cluster: answer from the partitions that have a live replica when some have none
-    /// (`false`: fail with 503 instead).
-    pub allow_partial: bool,
-    /// Cluster: straggler mitigation (replica choice by load and latency, hedged reads).
-    pub hedge: bool,
-}
-
-/// A query's target.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub enum QueryTarget {
-    /// A vector.
-    Vector(Vec<f32>),
-    /// The stored vector of a point.
-    Point(PointId),
-}
-
-/// A validated scroll.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ScrollPlan {
-    /// First id (inclusive).
-    pub offset: Option<PointId>,
-    /// Page size.
-    pub limit: usize,
-    /// Only points passing this filter.
-    pub filter: Option<Filter>,
-    /// Payload in results.
-    pub with_payload: PayloadSelection,
-    /// Vector in results.
-    pub with_vector: bool,
-}
+use crate::request::filter::matches;
 
 /// Slots sampled to estimate how many points a filter passes.
 const SELECTIVITY_SAMPLE: usize = 512;
@@ -101,7 +41,7 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
 
 /// Vector elements a query may touch and still count as short: about 1 M, which is 300 to
 /// 500 µs of distance work on the 2-core machines the benchmarks run on. Short queries run on
-/// the async worker that parsed them; anything larger leaves it (see `http::search_in_place`), so
+/// the async worker that parsed them; anything larger leaves it (see `search_in_place` in the HTTP layer), so
 /// that a worker never blocks its other connections for much longer than quickwit's
 /// "at most 500 µs" rule.
 const SHORT_QUERY_WORK: usize = 1 << 20;
@@ -112,7 +52,7 @@ fn is_short_work(
     index: &cairn_index::IndexParams,
     dim: usize,
     points: usize,
-    plan: &QueryPlan,
+    plan: &SearchPlan,
 ) -> bool {
     estimated_work(index, dim, points, plan).is_some_and(|work| work <= SHORT_QUERY_WORK)
 }
@@ -124,7 +64,7 @@ fn estimated_work(
     index: &cairn_index::IndexParams,
     dim: usize,
     points: usize,
-    plan: &QueryPlan,
+    plan: &SearchPlan,
 ) -> Option<usize> {
     if plan.filter.is_some() {
         return None;
@@ -138,13 +78,13 @@ fn estimated_work(
 
 impl Partition {
     /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
-    pub fn is_short(&self, plan: &QueryPlan) -> bool {
+    pub fn is_short(&self, plan: &SearchPlan) -> bool {
         let settings = self.settings();
         is_short_work(&settings.index, settings.dim, self.points(), plan)
     }
 
     /// Runs a k-NN query (blocking: call from a blocking thread).
-    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+    pub fn query_blocking(&self, plan: &SearchPlan) -> Result<QueryResponse> {
         let live = self.shared.live();
         let table = live.table.read();
         let vector = match &plan.target {
@@ -356,8 +296,8 @@ mod tests {
 
     use super::*;
 
-    fn plan(ef: Option<usize>, exact: bool, filter: Option<Filter>) -> QueryPlan {
-        QueryPlan {
+    fn plan(ef: Option<usize>, exact: bool, filter: Option<Filter>) -> SearchPlan {
+        SearchPlan {
             target: QueryTarget::Point(PointId::Num(1)),
             filter,
             limit: 10,
@@ -370,10 +310,6 @@ mod tests {
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,
             explain: false,
-            branching: None,
-            probe: None,
-            allow_partial: true,
-            hedge: true,
         }
     }
 

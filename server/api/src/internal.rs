@@ -1,0 +1,271 @@
+//! The internal wire: what a node sends another node's partition (`POST
+//! /internal/partitions/{name}` on a shard node). These shapes are Cairn's own, not Qdrant's,
+//! and no client outside a cluster sends them; they live here, beside the public shapes, so
+//! that the server's layers below HTTP share one vocabulary with the wire without naming an
+//! HTTP type.
+//!
+//! A partition answers *plans*: requests already validated against the collection's settings
+//! (dimension checked, vector preprocessed for the metric, limits applied). Nothing here is
+//! validated again on the receiving side.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Filter, Payload, PointId, WithPayload};
+
+/// A point ready to be written: validated, its vector preprocessed for the metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewPoint {
+    /// Its id.
+    pub id: PointId,
+    /// Its vector (unit length for cosine).
+    pub vector: Vec<f32>,
+    /// Its payload.
+    pub payload: Option<Payload>,
+}
+
+/// One op-log entry as replicas exchange it: the points' current values, or the deleted ids.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OplogItem {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Upserted points (current values; points deleted since are left out).
+    #[serde(default)]
+    pub upsert: Option<Vec<NewPoint>>,
+    /// Deleted ids.
+    #[serde(default)]
+    pub delete: Option<Vec<PointId>>,
+}
+
+/// A validated k-NN search of one partition.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchPlan {
+    /// What to search near (already checked and preprocessed), or a point whose vector to use.
+    pub target: QueryTarget,
+    /// Only points passing this filter.
+    pub filter: Option<Filter>,
+    /// Results to return.
+    pub limit: usize,
+    /// Results to skip.
+    pub offset: usize,
+    /// Graph candidate list size.
+    pub ef: Option<usize>,
+    /// Scan exactly.
+    pub exact: bool,
+    /// Quantized collections: candidates re-ranked per result wanted.
+    pub oversampling: Option<f32>,
+    /// Quantized collections: re-rank candidates with full vectors.
+    pub rescore: Option<bool>,
+    /// Drop results scoring worse.
+    pub score_threshold: Option<f32>,
+    /// Payload in results.
+    pub with_payload: PayloadSelection,
+    /// Vector in results.
+    pub with_vector: bool,
+    /// Report how the query ran.
+    pub explain: bool,
+}
+
+/// A query's target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum QueryTarget {
+    /// A vector.
+    Vector(Vec<f32>),
+    /// The stored vector of a point.
+    Point(PointId),
+}
+
+/// A validated scroll.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScrollPlan {
+    /// First id (inclusive).
+    pub offset: Option<PointId>,
+    /// Page size.
+    pub limit: usize,
+    /// Only points passing this filter.
+    pub filter: Option<Filter>,
+    /// Payload in results.
+    pub with_payload: PayloadSelection,
+    /// Vector in results.
+    pub with_vector: bool,
+}
+
+/// Which payload keys a response carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PayloadSelection {
+    /// No payload.
+    None,
+    /// The whole payload.
+    All,
+    /// Only these keys / all but these keys.
+    Keys {
+        /// Keys to keep (all when `None`).
+        include: Option<Vec<String>>,
+        /// Keys to drop.
+        exclude: Vec<String>,
+    },
+}
+
+impl PayloadSelection {
+    /// From the wire selector, with the endpoint's default when absent.
+    pub fn from_wire(selector: Option<WithPayload>, default_all: bool) -> Self {
+        match selector {
+            None if default_all => PayloadSelection::All,
+            None | Some(WithPayload::Enable(false)) => PayloadSelection::None,
+            Some(WithPayload::Enable(true)) => PayloadSelection::All,
+            Some(WithPayload::Fields(include)) => PayloadSelection::Keys {
+                include: Some(include),
+                exclude: Vec::new(),
+            },
+            Some(WithPayload::Selector { include, exclude }) => PayloadSelection::Keys {
+                include,
+                exclude: exclude.unwrap_or_default(),
+            },
+        }
+    }
+
+    /// Applies the selection to a stored payload.
+    pub fn apply(&self, payload: Option<&Payload>) -> Option<Payload> {
+        match self {
+            PayloadSelection::None => None,
+            PayloadSelection::All => Some(payload.cloned().unwrap_or_default()),
+            PayloadSelection::Keys { include, exclude } => {
+                let payload = payload.cloned().unwrap_or_default();
+                Some(
+                    payload
+                        .into_iter()
+                        .filter(|(k, _)| {
+                            include.as_ref().is_none_or(|inc| inc.contains(k))
+                                && !exclude.contains(k)
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// One operation on a shard's partition.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case")]
+pub enum PartitionCall {
+    /// Upsert points; answers the sequence number once searchable.
+    Upsert {
+        /// The points.
+        points: Vec<NewPoint>,
+    },
+    /// Delete ids; answers the sequence number once applied.
+    Delete {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+    /// Delete the ids the partition holds; answers the sequence number or null.
+    DeletePresent {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+    /// Which ids the partition holds.
+    Holds {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+    /// Committed values of ids.
+    Stored {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+    /// Every id.
+    Ids,
+    /// A uniform sample of vectors.
+    Sample {
+        /// How many.
+        n: usize,
+        /// Sampling seed.
+        seed: u64,
+    },
+    /// Counters.
+    State,
+    /// A k-NN search.
+    Query {
+        /// The plan.
+        plan: SearchPlan,
+    },
+    /// A scroll page.
+    Scroll {
+        /// The plan.
+        plan: ScrollPlan,
+    },
+    /// Points passing a filter.
+    Count {
+        /// The filter.
+        filter: Option<Filter>,
+    },
+    /// Ids passing a filter.
+    Matching {
+        /// The filter.
+        filter: Option<Filter>,
+    },
+    /// Points by id.
+    Get {
+        /// The ids.
+        ids: Vec<PointId>,
+        /// Payload selection.
+        with_payload: PayloadSelection,
+        /// Whether to include vectors.
+        with_vector: bool,
+    },
+    /// Op-log entries after a sequence number, with current values.
+    OplogAfter {
+        /// Exclusive start.
+        after: u64,
+        /// Most entries.
+        limit: usize,
+    },
+    /// Apply a peer's op-log entries (catch-up).
+    Apply {
+        /// The entries.
+        items: Vec<OplogItem>,
+    },
+}
+
+impl PartitionCall {
+    /// Whether a slow answer means a sick replica (reads a query waits on: failed over after
+    /// `cluster.request_timeout_ms`), as opposed to work that is slow by nature (writes wait
+    /// for the index, which may be rebuilding; bulk reads of a whole partition), which gets
+    /// `cluster.write_timeout_ms`.
+    pub fn is_latency_sensitive(&self) -> bool {
+        match self {
+            Self::Query { .. }
+            | Self::Scroll { .. }
+            | Self::Get { .. }
+            | Self::Count { .. }
+            | Self::Holds { .. }
+            | Self::State => true,
+            Self::Upsert { .. }
+            | Self::Delete { .. }
+            | Self::DeletePresent { .. }
+            | Self::Stored { .. }
+            | Self::Ids
+            | Self::Sample { .. }
+            | Self::Matching { .. }
+            | Self::OplogAfter { .. }
+            | Self::Apply { .. } => false,
+        }
+    }
+}
+
+/// A partition's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// Last committed sequence number.
+    pub last_seq: u64,
+    /// Last sequence number searchable.
+    pub applied_seq: u64,
+    /// Live points.
+    pub points: u64,
+    /// Index slots, live and dead.
+    pub index_slots: u64,
+    /// Dead index slots.
+    pub dead_slots: u64,
+    /// Bytes the index holds.
+    pub index_memory_bytes: u64,
+}

@@ -1,0 +1,151 @@
+//! Partitions in this process: [`PartitionHandle`] for [`Partition`], and [`LocalHost`],
+//! which keeps a collection's partitions in folders under the collection's own.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
+use cairn_api::{Filter, PointId, QueryResponse, Record};
+
+use super::handle::{HandleFuture, PartitionHandle, ReadTrace};
+use super::host::{MetaStore, Opened, PartitionHost};
+use crate::config::StorageConfig;
+use crate::error::{Result, ServerError};
+use crate::partition::Partition;
+use crate::request::CollectionSettings;
+
+impl PartitionHandle for Partition {
+    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+        self.upsert_blocking(points)
+    }
+
+    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.delete_blocking(ids)
+    }
+
+    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+        self.delete_present_blocking(ids)
+    }
+
+    fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        Partition::holds(self, ids)
+    }
+
+    fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        Partition::stored(self, ids)
+    }
+
+    fn stored_ids(&self) -> Result<Vec<PointId>> {
+        Partition::stored_ids(self)
+    }
+
+    fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        Partition::sample(self, n, seed)
+    }
+
+    fn last_seq(&self) -> u64 {
+        Partition::last_seq(self)
+    }
+
+    fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
+        Partition::wait_applied_blocking(self, seq)
+    }
+
+    fn wait_applied(&self, seq: u64) -> HandleFuture<'_, ()> {
+        Box::pin(Partition::wait_applied(self, seq))
+    }
+
+    fn state(&self) -> Result<PartitionState> {
+        Ok(Partition::state(self))
+    }
+
+    fn points(&self) -> usize {
+        Partition::points(self)
+    }
+
+    fn search(
+        &self,
+        plan: &SearchPlan,
+        _hedge: bool,
+    ) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        Ok((self.query_blocking(plan)?, None))
+    }
+
+    fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
+        Ok(self.scroll_blocking(plan))
+    }
+
+    fn count(&self, filter: Option<&Filter>) -> Result<u64> {
+        Ok(self.count_blocking(filter))
+    }
+
+    fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
+        Ok(Partition::matching_ids(self, filter))
+    }
+
+    fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
+        Ok(Partition::get_points(self, ids, with_payload, with_vector))
+    }
+
+    fn local(&self) -> Option<&Partition> {
+        Some(self)
+    }
+}
+
+/// Folder of partition `i` inside a collection folder.
+pub fn partition_dir(collection_dir: &Path, i: usize) -> PathBuf {
+    collection_dir.join("partitions").join(i.to_string())
+}
+
+/// Keeps every partition of a collection in this process, in
+/// `<collection>/partitions/<i>/`; the routing and moves records live in partition 0.
+pub struct LocalHost {
+    /// How partitions write.
+    pub storage: StorageConfig,
+}
+
+impl PartitionHost for LocalHost {
+    fn check(&self, settings: &CollectionSettings) -> Result<()> {
+        if settings.replication_factor > 1 {
+            return Err(ServerError::InvalidRequest(format!(
+                "replication_factor {} is not supported by a standalone server: every partition \
+                 has one copy here (replicas live on the shard nodes of a router)",
+                settings.replication_factor
+            )));
+        }
+        Ok(())
+    }
+
+    fn create(&self, _name: &str, dir: &Path, settings: &CollectionSettings) -> Result<()> {
+        for i in 0..settings.partitions() {
+            Partition::initialise(&partition_dir(dir, i), settings, self.storage)?;
+        }
+        Ok(())
+    }
+
+    fn open(&self, name: &str, dir: &Path) -> Result<Opened> {
+        let first = Arc::new(Partition::open(name, &partition_dir(dir, 0), self.storage)?);
+        let settings = first.settings().clone();
+        let mut partitions: Vec<Arc<dyn PartitionHandle>> = vec![first.clone()];
+        for i in 1..settings.partitions() {
+            let label = format!("{name}/p{i}");
+            partitions.push(Arc::new(Partition::open(
+                &label,
+                &partition_dir(dir, i),
+                self.storage,
+            )?));
+        }
+        Ok(Opened {
+            settings,
+            partitions,
+            meta: MetaStore::Partition(first),
+        })
+    }
+
+    fn release(&self, _name: &str, _settings: &CollectionSettings) {}
+}

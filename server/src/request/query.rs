@@ -1,0 +1,242 @@
+//! Query and scroll requests into plans: every limit checked and every field validated
+//! against the collection's settings, so that what reaches a partition can run as it is.
+
+use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
+use cairn_api::{NearestTarget, QueryInput, QueryRequest, ScrollRequest};
+use cairn_index::IndexParams;
+
+use super::filter::validate;
+use super::points::check_vector;
+use super::CollectionSettings;
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// Default number of results, as in Qdrant.
+const DEFAULT_LIMIT: usize = 10;
+/// Default scroll page, as in Qdrant.
+const DEFAULT_SCROLL_LIMIT: usize = 10;
+/// Largest `params.probe` and `params.branching` (a meta-index has at most 65,536 centres; a
+/// query looking up more than a few thousand is a broadcast in disguise).
+const MAX_BRANCHING: usize = 4096;
+
+/// A validated k-NN query of a collection: the search each partition runs, and how the
+/// collection fans it out.
+#[derive(Debug, Clone)]
+pub struct QueryPlan {
+    /// The search every partition asked runs (for a partitioned collection, each partition
+    /// returns its top `offset + limit` and the collection merges).
+    pub search: SearchPlan,
+    /// How the collection picks partitions and replicas.
+    pub fan_out: FanOut,
+}
+
+/// The collection-level knobs of a query: which partitions, and how replicas are read.
+#[derive(Debug, Clone, Copy)]
+pub struct FanOut {
+    /// Partitioned collections: meta-index centres to look up (`None`: the collection's
+    /// default).
+    pub branching: Option<usize>,
+    /// Partitioned collections: most partitions to visit.
+    pub probe: Option<usize>,
+    /// Cluster: answer from the partitions that have a live replica when some have none
+    /// (`false`: fail with 503 instead).
+    pub allow_partial: bool,
+    /// Cluster: straggler mitigation (replica choice by load and latency, hedged reads).
+    pub hedge: bool,
+}
+
+impl Default for FanOut {
+    fn default() -> Self {
+        Self {
+            branching: None,
+            probe: None,
+            allow_partial: true,
+            hedge: true,
+        }
+    }
+}
+
+fn check_ef(ef: Option<usize>, limits: &Limits, field: &str) -> Result<()> {
+    match ef {
+        Some(ef) if ef > limits.max_ef => Err(ServerError::LimitExceeded(format!(
+            "{field}params.hnsw_ef {ef} is above the maximum of {}",
+            limits.max_ef
+        ))),
+        Some(0) => Err(ServerError::InvalidRequest(format!(
+            "{field}params.hnsw_ef must be at least 1"
+        ))),
+        Some(_) | None => Ok(()),
+    }
+}
+
+fn check_routing_knobs(
+    settings: &CollectionSettings,
+    knobs: [(&str, Option<usize>); 2],
+    field: &str,
+) -> Result<()> {
+    let partitioned = settings.partitions() > 1;
+    for (knob, value) in knobs {
+        match value {
+            None => {}
+            Some(_) if !partitioned => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}params.{knob}: this collection is not partitioned, so there is \
+                     nothing to route; leave {knob} out"
+                )))
+            }
+            Some(0) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}params.{knob} must be at least 1"
+                )))
+            }
+            Some(n) if n > MAX_BRANCHING => {
+                return Err(ServerError::LimitExceeded(format!(
+                    "{field}params.{knob} {n} is above the maximum of {MAX_BRANCHING}"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn target(
+    settings: &CollectionSettings,
+    query: Option<QueryInput>,
+    field: &str,
+) -> Result<QueryTarget> {
+    let vector_field = format!("{field}query");
+    match query {
+        Some(
+            QueryInput::Vector(v)
+            | QueryInput::Nearest {
+                nearest: NearestTarget::Vector(v),
+            },
+        ) => Ok(QueryTarget::Vector(check_vector(
+            settings,
+            v,
+            &vector_field,
+        )?)),
+        Some(
+            QueryInput::Point(id)
+            | QueryInput::Nearest {
+                nearest: NearestTarget::Point(id),
+            },
+        ) => Ok(QueryTarget::Point(id)),
+        None => Err(ServerError::InvalidRequest(format!(
+            "{vector_field} is required: a vector, a point id or {{\"nearest\": …}} (list points \
+             with /points/scroll)"
+        ))),
+    }
+}
+
+/// Validates a query against the collection's settings and the limits; `field` prefixes
+/// error paths (`searches[3].` in a batch).
+pub fn plan(
+    settings: &CollectionSettings,
+    request: QueryRequest,
+    limits: &Limits,
+    field: &str,
+) -> Result<QueryPlan> {
+    if request
+        .using
+        .as_deref()
+        .is_some_and(|name| !name.is_empty())
+    {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}using: named vectors are not supported; collections have one unnamed vector"
+        )));
+    }
+    let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+    let offset = request.offset.unwrap_or(0);
+    if limit.saturating_add(offset) > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}limit + offset = {} is above the maximum of {}",
+            limit.saturating_add(offset),
+            limits.max_limit
+        )));
+    }
+    let params = request.params.unwrap_or_default();
+    check_ef(params.hnsw_ef, limits, field)?;
+    check_routing_knobs(
+        settings,
+        [("probe", params.probe), ("branching", params.branching)],
+        field,
+    )?;
+    if let Some(oversampling) = params.quantization.and_then(|q| q.oversampling) {
+        if !(oversampling.is_finite() && oversampling >= 1.0) {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}params.quantization.oversampling must be a finite number of at least 1, \
+                 not {oversampling}"
+            )));
+        }
+    }
+    if let Some(filter) = &request.filter {
+        validate(filter, &format!("{field}filter"))?;
+    }
+    if request.score_threshold.is_some_and(|t| !t.is_finite()) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}score_threshold must be finite"
+        )));
+    }
+    let target = target(settings, request.query, field)?;
+    let quantization = params.quantization.unwrap_or_default();
+    // `ignore` means "search the full vectors": on a quantized collection that is the exact
+    // scan; elsewhere there are no codes to ignore (Qdrant's reading too).
+    let quantized = matches!(settings.index, IndexParams::Quantized(_));
+    let ignore_codes = quantized && quantization.ignore == Some(true);
+    Ok(QueryPlan {
+        search: SearchPlan {
+            target,
+            filter: request.filter,
+            limit,
+            offset,
+            ef: params.hnsw_ef,
+            exact: params.exact.unwrap_or(false) || ignore_codes,
+            oversampling: quantization.oversampling.map(|o| o as f32),
+            rescore: quantization.rescore,
+            score_threshold: request.score_threshold,
+            with_payload: PayloadSelection::from_wire(request.with_payload, false),
+            with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+            explain: request.explain.unwrap_or(false),
+        },
+        fan_out: FanOut {
+            branching: params.branching,
+            probe: params.probe,
+            allow_partial: params.allow_partial.unwrap_or(true),
+            hedge: params.hedge.unwrap_or(true),
+        },
+    })
+}
+
+/// Checks the number of queries in a batch.
+pub fn check_batch(n: usize, limits: &Limits) -> Result<()> {
+    if n > limits.max_batch_queries {
+        return Err(ServerError::LimitExceeded(format!(
+            "searches: {n} queries is above the maximum of {} per batch",
+            limits.max_batch_queries
+        )));
+    }
+    Ok(())
+}
+
+/// Validates a scroll request.
+pub fn scroll_plan(request: ScrollRequest, limits: &Limits) -> Result<ScrollPlan> {
+    let limit = request.limit.unwrap_or(DEFAULT_SCROLL_LIMIT);
+    if limit > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "limit {limit} is above the maximum of {}",
+            limits.max_limit
+        )));
+    }
+    if let Some(f) = &request.filter {
+        validate(f, "filter")?;
+    }
+    Ok(ScrollPlan {
+        offset: request.offset,
+        limit,
+        filter: request.filter,
+        with_payload: PayloadSelection::from_wire(request.with_payload, true),
+        with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+    })
+}
