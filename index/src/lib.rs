@@ -2,7 +2,7 @@
 //!
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes
-//! ([`ipnsw`], [`lsh`], [`quant`]), Pyramid's content routing ([`partition`]), the on-disk index
+//! ([`ipnsw`], [`lsh`], [`quant`]), Pyramid's content routing ([`pyramid`]), the on-disk index
 //! file format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
@@ -15,8 +15,8 @@ pub mod flat;
 pub mod hnsw;
 pub mod ipnsw;
 pub mod lsh;
-pub mod partition;
 pub mod persist;
+pub mod pyramid;
 pub mod quant;
 mod sync;
 mod topk;

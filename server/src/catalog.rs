@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_api::CreateCollection;
-use cairn_index::partition::CentroidTrainer;
+use cairn_index::pyramid::CentroidTrainer;
 use parking_lot::{Mutex, RwLock};
 
 use crate::collection::{Collection, PartitionHost};

@@ -30,7 +30,7 @@ use std::time::Duration;
 use cairn_faiss::FaissTrainer;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
-use cairn_index::partition::{Assignment, Router, RouterParams};
+use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
 use common::{
     env_usize, hard_synthetic, pass, shared, time_pass, write_csv, Set, Side, EF_LADDER, K,
@@ -71,19 +71,19 @@ fn build_partition(set: &Set, ids: Vec<u32>) -> Partition {
     Partition { ids, index }
 }
 
-/// Partitions plus, for the routed side, the router and K; `touched` counts partitions visited.
+/// Partitions plus, for the routed side, the meta-index and K; `touched` counts partitions visited.
 struct Cluster {
     partitions: Vec<Partition>,
-    router: Option<Router>,
+    meta_index: Option<MetaIndex>,
     branching: Cell<usize>,
     touched: Cell<usize>,
 }
 
 impl Side for Cluster {
     fn knn(&self, query: &[f32], ef: usize) -> (Vec<u32>, Option<u64>) {
-        let (visit, mut distances) = match &self.router {
-            Some(router) => {
-                let (parts, stats) = router
+        let (visit, mut distances) = match &self.meta_index {
+            Some(meta_index) => {
+                let (parts, stats) = meta_index
                     .route(query, Some(self.branching.get()), None)
                     .unwrap();
                 (parts, stats.distance_computations)
@@ -114,8 +114,8 @@ fn routed(set: &Set, w: usize) -> Cluster {
     let n = set.base.len();
     let stride = n.div_ceil(50_000);
     let sample: Vec<f32> = set.base.rows().step_by(stride).flatten().copied().collect();
-    let router = Router::train(
-        RouterParams::new(w),
+    let meta_index = MetaIndex::train(
+        PyramidParams::new(w),
         set.metric,
         dim,
         &sample,
@@ -125,7 +125,7 @@ fn routed(set: &Set, w: usize) -> Cluster {
     .unwrap();
     let mut members = vec![Vec::new(); w];
     for (i, v) in set.base.rows().enumerate() {
-        match router.assign(v).unwrap() {
+        match meta_index.assign(v).unwrap() {
             Assignment::One(p) => members[p as usize].push(i as u32),
             Assignment::All => members.iter_mut().for_each(|m| m.push(i as u32)),
         }
@@ -134,7 +134,7 @@ fn routed(set: &Set, w: usize) -> Cluster {
     eprintln!(
         "{}: routed partitions hold {sizes:?} items (meta-HNSW cut {}, {} items in all partitions)",
         set.name,
-        router.cut(),
+        meta_index.cut(),
         sizes.iter().sum::<usize>() - n
     );
     Cluster {
@@ -142,7 +142,7 @@ fn routed(set: &Set, w: usize) -> Cluster {
             .into_iter()
             .map(|ids| build_partition(set, ids))
             .collect(),
-        router: Some(router),
+        meta_index: Some(meta_index),
         branching: Cell::new(1),
         touched: Cell::new(0),
     }
@@ -158,7 +158,7 @@ fn broadcast(set: &Set, w: usize) -> Cluster {
             .into_iter()
             .map(|ids| build_partition(set, ids))
             .collect(),
-        router: None,
+        meta_index: None,
         branching: Cell::new(0),
         touched: Cell::new(0),
     }

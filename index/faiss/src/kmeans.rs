@@ -66,9 +66,9 @@ pub fn kmeans(dim: usize, data: &[f32], params: &KMeansParams) -> Result<Vec<f32
     Ok(clustering.centroids()?.concat())
 }
 
-/// Pyramid's routers train their centres through this (`cairn-index` knows FAISS only as this
+/// Pyramid's meta-indexes train their centres through this (`cairn-index` knows FAISS only as this
 /// trait, so its tests never build C++).
-impl cairn_index::partition::CentroidTrainer for crate::FaissTrainer {
+impl cairn_index::pyramid::CentroidTrainer for crate::FaissTrainer {
     fn centroids(
         &self,
         dim: usize,
@@ -90,7 +90,7 @@ impl cairn_index::partition::CentroidTrainer for crate::FaissTrainer {
 mod tests {
     use super::*;
 
-    /// The router trained the way the server will train it (FAISS k-means through
+    /// The meta-index trained the way the server will train it (FAISS k-means through
     /// `CentroidTrainer`): siftsmall in 8 partitions, routed recall@10 — the share of true top-10
     /// items stored in a visited partition — at K = 8 centres, against visiting all 8 (measured
     /// here: 0.982 recall touching 2.57 partitions). Sizes stay within 5% of the mean 1,250: the
@@ -99,13 +99,13 @@ mod tests {
     #[test]
     fn faiss_trained_router_finds_siftsmall_neighbours_in_few_partitions() {
         use cairn_index::dataset::{load_dataset, shared_data_dir};
-        use cairn_index::partition::{Assignment, Router, RouterParams};
+        use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
         use cairn_index::Metric;
 
         let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
         let dim = data.base.dim;
-        let router = Router::train(
-            RouterParams::new(8),
+        let meta_index = MetaIndex::train(
+            PyramidParams::new(8),
             Metric::L2,
             dim,
             &data.base.data,
@@ -116,7 +116,7 @@ mod tests {
         let home: Vec<u32> = data
             .base
             .rows()
-            .map(|v| match router.assign(v).unwrap() {
+            .map(|v| match meta_index.assign(v).unwrap() {
                 Assignment::One(p) => p,
                 Assignment::All => unreachable!("L2 routers never replicate"),
             })
@@ -129,7 +129,7 @@ mod tests {
         );
         let (mut found, mut touched) = (0, 0);
         for (q, truth) in data.queries.rows().zip(&data.ground_truth) {
-            let (parts, _) = router.route(q, None, None).unwrap();
+            let (parts, _) = meta_index.route(q, None, None).unwrap();
             touched += parts.len();
             found += truth[..10]
                 .iter()

@@ -3,9 +3,9 @@
 //! [`PartitionHandle`]s: in this process, or replicated on other nodes — the collection's
 //! code is the same either way.
 //!
-//! **Placement.** A point lives in the partition the router assigns its vector to
-//! ([`cairn_index::partition::Router::assign`]); a large-norm point of a `Dot` collection lives
-//! in every partition. Until the collection holds enough points to train the router
+//! **Placement.** A point lives in the partition the meta-index assigns its vector to
+//! ([`cairn_index::pyramid::MetaIndex::assign`]); a large-norm point of a `Dot` collection lives
+//! in every partition. Until the collection holds enough points to train the meta-index
 //! ([`routing::train_at`]), every point goes to partition 0 and queries search it alone.
 //!
 //! **Writes** are serialised per collection (one lock: a point that changes partitions must
@@ -27,16 +27,16 @@
 //!
 //! **Training and re-homing** happen in the background ([`rebalance`]): when partition 0
 //! reaches the training size, and again whenever the collection has grown fourfold since the
-//! router was last trained, a new router is trained on a sample, stored with state
+//! meta-index was last trained, a new meta-index is trained on a sample, stored with state
 //! `migrating`, and every point whose assignment changed is re-written through the write path
 //! above, a batch at a time. While migrating, queries search every partition (so nothing is
-//! missed whichever side of the move a point is on); new writes already use the new router.
+//! missed whichever side of the move a point is on); new writes already use the new meta-index.
 //! A restart during migration resumes it.
 //!
-//! **Queries** go to the partitions the router picks for the query vector (its top
+//! **Queries** go to the partitions the meta-index picks for the query vector (its top
 //! `branching` centres, at most `probe` partitions), each returns its top `offset + limit`,
 //! and the lists are merged by score with duplicates (the replicated large-norm points)
-//! removed. Exact and filtered queries search every partition: the router knows where similar
+//! removed. Exact and filtered queries search every partition: the meta-index knows where similar
 //! vectors are, not where a filter's matches are.
 
 pub mod handle;
@@ -52,7 +52,7 @@ use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
 use cairn_api::PointId;
-use cairn_index::partition::{Assignment, CentroidTrainer};
+use cairn_index::pyramid::{Assignment, CentroidTrainer};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::Result;
@@ -180,7 +180,7 @@ impl Collection {
             train_at_points: routing::train_at(&params),
             trained_at_points: r.trained_at_points,
             sample_points: r.sample_points,
-            replicate_from_norm: r.router.as_ref().and_then(|r| r.hot_norm()),
+            replicate_from_norm: r.meta_index.as_ref().and_then(|r| r.hot_norm()),
             training_due: rebalance::training_due(&r, &params, rebalance::stored_points(self)),
             partition_points: self.partitions.iter().map(|p| p.points() as u64).collect(),
             replicas: self

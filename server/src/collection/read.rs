@@ -34,13 +34,13 @@ impl Collection {
         if let [only] = self.partitions.as_slice() {
             return only.points();
         }
-        // Each point lives in one partition, unless the router replicates large norms or a
+        // Each point lives in one partition, unless the meta-index replicates large norms or a
         // migration is moving points: then ids must be counted once (a union, O(n)). A
         // single point changing partitions counts twice for the moment between its two steps.
         let routing = self.routing();
-        let single_homed = match (&routing.phase, &routing.router) {
+        let single_homed = match (&routing.phase, &routing.meta_index) {
             (Phase::Untrained, _) => true,
-            (Phase::Routed, Some(router)) => router.hot_norm().is_none(),
+            (Phase::Routed, Some(meta_index)) => meta_index.hot_norm().is_none(),
             (Phase::Routed | Phase::Migrating, _) => false,
         };
         if single_homed {
@@ -59,7 +59,7 @@ impl Collection {
             version: routing.version(),
             distance_computations: 0,
         };
-        let router = match (routing.phase, &routing.router) {
+        let meta_index = match (routing.phase, &routing.meta_index) {
             (Phase::Untrained, _) | (_, None) => {
                 return Ok(Route {
                     touched: vec![0],
@@ -69,19 +69,19 @@ impl Collection {
                 })
             }
             (Phase::Migrating, Some(_)) => return Ok(all(Phase::Migrating.name())),
-            (Phase::Routed, Some(router)) => router,
+            (Phase::Routed, Some(meta_index)) => meta_index,
         };
         let (search, fan_out) = (&plan.search, &plan.fan_out);
         if search.exact || search.filter.is_some() || fan_out.probe.is_some_and(|p| p >= w) {
             return Ok(all("broadcast"));
         }
-        let (touched, stats) = router
+        let (touched, stats) = meta_index
             .route(vector, fan_out.branching, fan_out.probe)
             .map_err(|e| ServerError::Internal(format!("routing: {e}")))?;
         Ok(Route {
             touched,
             how: Phase::Routed.name(),
-            version: router.version(),
+            version: meta_index.version(),
             distance_computations: stats.distance_computations,
         })
     }

@@ -1,4 +1,4 @@
-//! The rebalancer: one background thread per partitioned collection that trains the router
+//! The rebalancer: one background thread per partitioned collection that trains the meta-index
 //! when the collection is big enough, retrains it when the collection has outgrown it, and
 //! re-homes points after each training (see the collection's module docs).
 //!
@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cairn_index::partition::{Assignment, Router, RouterParams};
+use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
 
 use super::routing::{self, Phase, Routing};
 use super::Collection;
@@ -20,7 +20,7 @@ use crate::error::{Result, ServerError};
 const POLL: Duration = Duration::from_millis(200);
 /// Points re-homed per batch; the collection's writes wait at most one batch.
 const MOVE_BATCH: usize = 256;
-/// The router is retrained whenever the collection has grown this many times over…
+/// The meta-index is retrained whenever the collection has grown this many times over…
 const RETRAIN_GROWTH: u64 = 4;
 /// …until it is this large: beyond, a sample of the same size would describe the data no
 /// better, and re-homing every point would cost more than it returns.
@@ -99,9 +99,9 @@ pub fn stored_points(collection: &Collection) -> u64 {
         .sum()
 }
 
-/// Whether the router should be (re)trained now: first at [`routing::train_at`], then each
+/// Whether the meta-index should be (re)trained now: first at [`routing::train_at`], then each
 /// time the collection has grown [`RETRAIN_GROWTH`] times, up to [`RETRAIN_UP_TO`] points.
-pub fn training_due(routing: &Routing, params: &RouterParams, points: u64) -> bool {
+pub fn training_due(routing: &Routing, params: &PyramidParams, points: u64) -> bool {
     match routing.phase {
         Phase::Migrating => false,
         Phase::Untrained => points >= routing::train_at(params),
@@ -111,7 +111,7 @@ pub fn training_due(routing: &Routing, params: &RouterParams, points: u64) -> bo
     }
 }
 
-/// Trains a new router on a uniform sample and puts it in force with phase `migrating`.
+/// Trains a new meta-index on a uniform sample and puts it in force with phase `migrating`.
 fn train(collection: &Collection, points: u64) -> Result<()> {
     let started = Instant::now();
     let Some(params) = collection.settings.routing else {
@@ -136,7 +136,7 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         }
     }
     let version = collection.routing().version() + 1;
-    let router = Router::train(
+    let meta_index = MetaIndex::train(
         params,
         collection.settings.metric(),
         dim,
@@ -144,14 +144,14 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         collection.trainer.as_ref(),
         version,
     )
-    .map_err(|e| ServerError::Internal(format!("router training: {e}")))?;
+    .map_err(|e| ServerError::Internal(format!("meta_index training: {e}")))?;
     let state = Routing {
         phase: Phase::Migrating,
-        router: Some(Arc::new(router)),
+        meta_index: Some(Arc::new(meta_index)),
         trained_at_points: points,
         sample_points: (sample.len() / dim) as u64,
     };
-    // Stored before it is used, so a restart finds the router its points were written by.
+    // Stored before it is used, so a restart finds the meta-index its points were written by.
     let _writes = collection.writes.lock();
     state.store(&collection.meta)?;
     *collection.routing.write() = Arc::new(state);
@@ -161,12 +161,12 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         points,
         sample = sample.len() / dim,
         ms = started.elapsed().as_millis() as u64,
-        "router trained; re-homing points"
+        "meta_index trained; re-homing points"
     );
     Ok(())
 }
 
-/// Re-writes every point whose assignment changed under the router in force, then marks the
+/// Re-writes every point whose assignment changed under the meta-index in force, then marks the
 /// collection `routed`. Returns early (to resume later) when asked to stop.
 fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()> {
     let started = Instant::now();
@@ -223,17 +223,17 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
         }
     }
     let _writes = collection.writes.lock();
-    // `routed` promises every point searchable where the router says: wait for the moves.
+    // `routed` promises every point searchable where the meta-index says: wait for the moves.
     for p in &collection.partitions {
         p.wait_applied_blocking(p.last_seq())?;
     }
     let current = collection.routing();
-    let Some(router_version) = current.router.as_ref().map(|r| r.version()) else {
+    let Some(meta_index_version) = current.meta_index.as_ref().map(|r| r.version()) else {
         return Ok(());
     };
     let done = Routing {
         phase: Phase::Routed,
-        router: current.router.clone(),
+        meta_index: current.meta_index.clone(),
         trained_at_points: current.trained_at_points,
         sample_points: current.sample_points,
     };
@@ -241,7 +241,7 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
     *collection.routing.write() = Arc::new(done);
     tracing::info!(
         collection = collection.name(),
-        version = router_version,
+        version = meta_index_version,
         moved,
         ms = started.elapsed().as_millis() as u64,
         "points re-homed; routing in force"

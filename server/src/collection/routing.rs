@@ -9,14 +9,14 @@
 //!                                   grown 4× since the last training
 //! ```
 //!
-//! The routing record holds the phase, the router (meta-HNSW, centre → partition table) and
-//! the point count it was trained at. Its version is the router's: each training adds one.
+//! The routing record holds the phase, the meta-index (meta-HNSW, centre → partition table) and
+//! the point count it was trained at. Its version is the meta-index's: each training adds one.
 
 use std::sync::Arc;
 
 use cairn_api::PointId;
-use cairn_index::partition::{Assignment, Router, RouterParams};
 use cairn_index::persist::codec::{Decoder, Encoder};
+use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
 use serde::{Deserialize, Serialize};
 
 use super::host::MetaStore;
@@ -35,9 +35,9 @@ const FORMAT: u64 = 1;
 pub enum Phase {
     /// Too few points to train: everything is in partition 0.
     Untrained,
-    /// A new router is in force for writes; points are being re-homed.
+    /// A new meta-index is in force for writes; points are being re-homed.
     Migrating,
-    /// Every point is where the router says.
+    /// Every point is where the meta-index says.
     Routed,
 }
 
@@ -64,17 +64,17 @@ impl Phase {
 pub struct Routing {
     /// Life-cycle phase.
     pub phase: Phase,
-    /// The router in force (none while untrained).
-    pub router: Option<Arc<Router>>,
-    /// Points the collection held when the router was trained.
+    /// The meta-index in force (none while untrained).
+    pub meta_index: Option<Arc<MetaIndex>>,
+    /// Points the collection held when the meta-index was trained.
     pub trained_at_points: u64,
     /// Points in the training sample.
     pub sample_points: u64,
 }
 
-/// Points a collection needs before its router is trained: 32 per k-means centre, enough
+/// Points a collection needs before its meta-index is trained: 32 per k-means centre, enough
 /// for FAISS's k-means to place every centre (it warns below 39 and fails below 1).
-pub fn train_at(params: &RouterParams) -> u64 {
+pub fn train_at(params: &PyramidParams) -> u64 {
     32 * params.centres as u64
 }
 
@@ -91,7 +91,7 @@ impl Routing {
     pub fn untrained() -> Self {
         Self {
             phase: Phase::Untrained,
-            router: None,
+            meta_index: None,
             trained_at_points: 0,
             sample_points: 0,
         }
@@ -99,7 +99,7 @@ impl Routing {
 
     /// Where a point with this vector goes.
     pub fn assign(&self, vector: &[f32]) -> Result<Assignment> {
-        match &self.router {
+        match &self.meta_index {
             None => Ok(Assignment::One(0)),
             Some(r) => r
                 .assign(vector)
@@ -109,7 +109,7 @@ impl Routing {
 
     /// Routing-table version (0 before the first training).
     pub fn version(&self) -> u64 {
-        self.router.as_ref().map_or(0, |r| r.version())
+        self.meta_index.as_ref().map_or(0, |r| r.version())
     }
 
     /// Reads the record from partition 0 (untrained when there is none).
@@ -132,21 +132,21 @@ impl Routing {
         };
         let trained_at_points = d.u64().map_err(|e| corrupt(e.to_string()))?;
         let sample_points = d.u64().map_err(|e| corrupt(e.to_string()))?;
-        let router = Router::read_from(d.bytes().map_err(|e| corrupt(e.to_string()))?)
+        let meta_index = MetaIndex::read_from(d.bytes().map_err(|e| corrupt(e.to_string()))?)
             .map_err(|e| corrupt(e.to_string()))?;
         d.finish().map_err(|e| corrupt(e.to_string()))?;
-        if router.partitions() != settings.partitions() || router.dim() != settings.dim {
+        if meta_index.partitions() != settings.partitions() || meta_index.dim() != settings.dim {
             return Err(corrupt(format!(
-                "router for {} partitions of dimension {}, collection has {} of {}",
-                router.partitions(),
-                router.dim(),
+                "meta_index for {} partitions of dimension {}, collection has {} of {}",
+                meta_index.partitions(),
+                meta_index.dim(),
                 settings.partitions(),
                 settings.dim
             )));
         }
         Ok(Self {
             phase,
-            router: Some(Arc::new(router)),
+            meta_index: Some(Arc::new(meta_index)),
             trained_at_points,
             sample_points,
         })
@@ -154,20 +154,20 @@ impl Routing {
 
     /// Stores the record durably in partition 0.
     pub fn store(&self, meta: &MetaStore) -> Result<()> {
-        let Some(router) = &self.router else {
+        let Some(meta_index) = &self.meta_index else {
             return Err(ServerError::Internal(
                 "an untrained routing state is never stored".into(),
             ));
         };
-        let mut router_bytes = Vec::new();
-        router.write_to(&mut router_bytes);
-        let mut out = Vec::with_capacity(router_bytes.len() + 64);
+        let mut meta_index_bytes = Vec::new();
+        meta_index.write_to(&mut meta_index_bytes);
+        let mut out = Vec::with_capacity(meta_index_bytes.len() + 64);
         let mut e = Encoder::new(&mut out);
         e.u64(FORMAT);
         e.u8(self.phase.tag());
         e.u64(self.trained_at_points);
         e.u64(self.sample_points);
-        e.bytes(&router_bytes);
+        e.bytes(&meta_index_bytes);
         meta.put(ROUTING_KEY, &out)
     }
 }

@@ -4,7 +4,7 @@ use cairn_api::{CreateCollection, Distance, IndexConfig};
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
-use cairn_index::partition::RouterParams;
+use cairn_index::pyramid::PyramidParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
 use cairn_index::{IndexParams, Metric};
 use serde::{Deserialize, Serialize};
@@ -29,7 +29,7 @@ pub struct CollectionSettings {
     /// How the collection is split into partitions and routed; `None` for one partition.
     /// (Absent in settings stored before partitioning existed: those have one partition.)
     #[serde(default)]
-    pub routing: Option<RouterParams>,
+    pub routing: Option<PyramidParams>,
     /// Copies of each partition (above 1 only on a router, whose shard nodes hold them).
     #[serde(default = "one")]
     pub replication_factor: usize,
@@ -213,7 +213,7 @@ impl CollectionSettings {
         }
         let partitions = req.shard_number.unwrap_or(1) as usize;
         let settings = Self {
-            routing: (partitions > 1).then(|| RouterParams::new(partitions)),
+            routing: (partitions > 1).then(|| PyramidParams::new(partitions)),
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
             dim: v.size,
             distance: v.distance,

@@ -1,4 +1,4 @@
-//! Partitioner and router tests. The routing figures are printed (`--nocapture`) because
+//! Partitioner and meta-index tests. The routing figures are printed (`--nocapture`) because
 //! they are what BENCHMARKS.md and the issue ask to report.
 #![allow(clippy::print_stderr)]
 
@@ -137,7 +137,7 @@ proptest! {
 }
 
 /// `count` centres drawn from `data` without k-means (FAISS is not linked here; the server's
-/// routers use FAISS's k-means through [`CentroidTrainer`]).
+/// meta-indexes use FAISS's k-means through [`CentroidTrainer`]).
 fn sample_centres(data: &[f32], dim: usize, count: usize, seed: u64) -> Vec<f32> {
     let rows = data.len() / dim;
     let mut picks: Vec<usize> = (0..rows).collect();
@@ -154,13 +154,13 @@ struct Placed {
     per_partition: Vec<usize>,
 }
 
-fn place(router: &Router, data: &Dataset) -> Placed {
-    let w = router.partitions();
+fn place(meta_index: &MetaIndex, data: &Dataset) -> Placed {
+    let w = meta_index.partitions();
     let mut per_partition = vec![0; w];
     let homes = data
         .base
         .rows()
-        .map(|v| match router.assign(v).unwrap() {
+        .map(|v| match meta_index.assign(v).unwrap() {
             Assignment::One(p) => {
                 per_partition[p as usize] += 1;
                 vec![p]
@@ -181,16 +181,16 @@ fn place(router: &Router, data: &Dataset) -> Placed {
 /// (what exact search inside the visited partitions would find), partitions touched per
 /// query, and each partition's share of queries.
 fn routed(
-    router: &Router,
+    meta_index: &MetaIndex,
     data: &Dataset,
     placed: &Placed,
     branching: usize,
 ) -> (f64, f64, Vec<usize>) {
     let mut found = 0;
     let mut touched = 0;
-    let mut share = vec![0; router.partitions()];
+    let mut share = vec![0; meta_index.partitions()];
     for (q, truth) in data.queries.rows().zip(&data.ground_truth) {
-        let (parts, _) = router.route(q, Some(branching), None).unwrap();
+        let (parts, _) = meta_index.route(q, Some(branching), None).unwrap();
         touched += parts.len();
         parts.iter().for_each(|&p| share[p as usize] += 1);
         found += truth[..10]
@@ -210,27 +210,27 @@ fn routed(
 fn siftsmall_routes_to_few_balanced_partitions() {
     let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
     let dim = data.base.dim;
-    let params = RouterParams::new(4);
+    let params = PyramidParams::new(4);
     let sample: Vec<f32> = data.base.rows().step_by(2).flatten().copied().collect();
     let centres = sample_centres(&sample, dim, params.centres, 1);
-    let router = Router::build(params, Metric::L2, dim, &sample, &centres, 1).unwrap();
-    assert!(router.hot_norm().is_none());
-    let placed = place(&router, &data);
+    let meta_index = MetaIndex::build(params, Metric::L2, dim, &sample, &centres, 1).unwrap();
+    assert!(meta_index.hot_norm().is_none());
+    let placed = place(&meta_index, &data);
     let mean = data.base.len() as f64 / 4.0;
     let max = *placed.per_partition.iter().max().unwrap() as f64;
     eprintln!(
         "siftsmall w=4: items per partition {:?}, sample loads {:?}, meta cut {}",
         placed.per_partition,
-        router.loads(),
-        router.cut()
+        meta_index.loads(),
+        meta_index.cut()
     );
     assert!(max / mean <= 1.15, "{:?}", placed.per_partition);
-    let (recall, touched, _) = routed(&router, &data, &placed, 8);
+    let (recall, touched, _) = routed(&meta_index, &data, &placed, 8);
     eprintln!("siftsmall w=4 K=8: routed recall@10 {recall:.3}, partitions touched {touched:.2}");
     assert!(recall >= 0.95, "routed recall {recall}");
     assert!(touched < 3.0, "touched {touched} of 4");
     // A wider look finds more in more partitions; K = 1 touches exactly one.
-    let (narrow, one, _) = routed(&router, &data, &placed, 1);
+    let (narrow, one, _) = routed(&meta_index, &data, &placed, 1);
     assert!(
         (one - 1.0).abs() < 1e-9 && narrow < recall,
         "{narrow} {one}"
@@ -241,16 +241,17 @@ fn siftsmall_routes_to_few_balanced_partitions() {
 fn movielens_routes_by_direction_without_a_hot_partition() {
     let data = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
     let dim = data.base.dim;
-    let params = RouterParams::new(4);
+    let params = PyramidParams::new(4);
     let all: Vec<f32> = data.base.rows().flatten().copied().collect();
     let mut unit = all.clone();
     unit.chunks_exact_mut(dim).for_each(normalize);
     let centres = sample_centres(&unit, dim, params.centres, 2);
-    let router = Router::build(params, Metric::InnerProduct, dim, &all, &centres, 1).unwrap();
-    assert!(router.hot_norm().is_some());
-    let placed = place(&router, &data);
+    let meta_index =
+        MetaIndex::build(params, Metric::InnerProduct, dim, &all, &centres, 1).unwrap();
+    assert!(meta_index.hot_norm().is_some());
+    let placed = place(&meta_index, &data);
     let replicated = placed.homes.iter().filter(|h| h.len() > 1).count();
-    let (recall, touched, share) = routed(&router, &data, &placed, 8);
+    let (recall, touched, share) = routed(&meta_index, &data, &placed, 8);
     let mean = share.iter().sum::<usize>() as f64 / share.len() as f64;
     let skew = *share.iter().max().unwrap() as f64 / mean;
     eprintln!(
@@ -261,14 +262,14 @@ fn movielens_routes_by_direction_without_a_hot_partition() {
     assert!(skew <= 1.5, "query share {share:?}");
     assert!(replicated * 20 <= data.base.len() + 20);
 
-    // The norm-blind router a MIPS system gets by reusing Euclidean machinery: k-means on the
+    // The norm-blind meta-index a MIPS system gets by reusing Euclidean machinery: k-means on the
     // raw vectors, every item in its nearest centre's partition, queries sent to the partitions
     // of the 8 centres with the largest inner product. Those centres are the long ones, so the
     // partitions holding them take most queries.
     let mut blind_params = params;
     blind_params.replicate_top_norms = 0.0;
     let raw_centres = sample_centres(&all, dim, params.centres, 2);
-    let blind = Router::build(blind_params, Metric::L2, dim, &all, &raw_centres, 1).unwrap();
+    let blind = MetaIndex::build(blind_params, Metric::L2, dim, &all, &raw_centres, 1).unwrap();
     let blind_placed = place(&blind, &data);
     let centre_part: Vec<u32> = raw_centres
         .chunks_exact(dim)
@@ -303,7 +304,7 @@ fn movielens_routes_by_direction_without_a_hot_partition() {
         let blind_mean = blind_share.iter().sum::<usize>() as f64 / 4.0;
         let blind_skew = *blind_share.iter().max().unwrap() as f64 / blind_mean;
         let blind_recall = blind_found as f64 / (10 * data.queries.len()) as f64;
-        let (recall, _, share) = routed(&router, &data, &placed, k);
+        let (recall, _, share) = routed(&meta_index, &data, &placed, k);
         let skew = *share.iter().max().unwrap() as f64
             / (share.iter().sum::<usize>() as f64 / share.len() as f64);
         eprintln!(
@@ -318,45 +319,45 @@ fn movielens_routes_by_direction_without_a_hot_partition() {
 fn survives_a_round_trip() {
     let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
     let dim = data.base.dim;
-    let mut params = RouterParams::new(3);
+    let mut params = PyramidParams::new(3);
     params.centres = 48;
     let all: Vec<f32> = data.base.rows().flatten().copied().collect();
     let centres = sample_centres(&all, dim, params.centres, 3);
-    let router = Router::build(params, Metric::Cosine, dim, &all, &centres, 7).unwrap();
+    let meta_index = MetaIndex::build(params, Metric::Cosine, dim, &all, &centres, 7).unwrap();
     let mut bytes = Vec::new();
-    router.write_to(&mut bytes);
-    let back = Router::read_from(&bytes).unwrap();
+    meta_index.write_to(&mut bytes);
+    let back = MetaIndex::read_from(&bytes).unwrap();
     assert_eq!(back.version(), 7);
-    assert_eq!(back.params(), router.params());
-    assert_eq!(back.cut(), router.cut());
+    assert_eq!(back.params(), meta_index.params());
+    assert_eq!(back.cut(), meta_index.cut());
     for q in data.queries.rows().take(50) {
         assert_eq!(
             back.route(q, None, None).unwrap().0,
-            router.route(q, None, None).unwrap().0
+            meta_index.route(q, None, None).unwrap().0
         );
-        assert_eq!(back.assign(q).unwrap(), router.assign(q).unwrap());
+        assert_eq!(back.assign(q).unwrap(), meta_index.assign(q).unwrap());
     }
-    let (two, _) = router
+    let (two, _) = meta_index
         .route(data.queries.row(0), Some(48), Some(2))
         .unwrap();
     assert_eq!(two.len(), 2);
-    assert!(Router::read_from(&bytes[..bytes.len() - 3]).is_err());
+    assert!(MetaIndex::read_from(&bytes[..bytes.len() - 3]).is_err());
 }
 
 #[test]
 fn parameters_are_checked() {
     let data = vec![0.5; 40];
-    let mut p = RouterParams::new(2);
+    let mut p = PyramidParams::new(2);
     p.centres = 4;
-    assert!(Router::build(p, Metric::L2, 4, &data, &data[..12], 1).is_err());
+    assert!(MetaIndex::build(p, Metric::L2, 4, &data, &data[..12], 1).is_err());
     p.centres = 20;
     assert!(
-        Router::build(p, Metric::L2, 4, &data, &data, 1).is_err(),
+        MetaIndex::build(p, Metric::L2, 4, &data, &data, 1).is_err(),
         "more centres than items"
     );
     p.centres = 1;
     assert!(p.validate().is_err(), "fewer centres than partitions");
-    let mut p = RouterParams::new(2);
+    let mut p = PyramidParams::new(2);
     p.replicate_top_norms = 0.7;
     assert!(p.validate().is_err());
 }

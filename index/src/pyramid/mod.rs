@@ -2,14 +2,14 @@
 //! partitions of similar items and send each query only to the partitions that can hold its
 //! answers, instead of broadcasting it to every shard as hash sharding must.
 //!
-//! Build ([`Router::train`]): k-means on a sample gives `centres` centres (FAISS trains them,
+//! Build ([`MetaIndex::train`]): k-means on a sample gives `centres` centres (FAISS trains them,
 //! through the [`CentroidTrainer`] the server registers); a small HNSW, the *meta-HNSW*, is
 //! built over them; its bottom layer is split into `partitions` balanced parts with a small
 //! edge cut ([`balance`]), each centre weighted by the sample items nearest to it. Neighbouring
 //! centres then share a part, so the few centres near a query tend to fall in few parts.
 //!
-//! Items ([`Router::assign`]) go to the part of their nearest centre. Queries
-//! ([`Router::route`]) take the parts of their top-`branching` centres, best first.
+//! Items ([`MetaIndex::assign`]) go to the part of their nearest centre. Queries
+//! ([`MetaIndex::route`]) take the parts of their top-`branching` centres, best first.
 //!
 //! Inner product is not a metric, and routing by it would send most queries to the part
 //! holding the largest norms, which then becomes every query's straggler (the paper's §IV-D).
@@ -19,7 +19,7 @@
 //! in every part ([`Assignment::All`]). ip-NSW+'s norm-bias measurement says why that is enough:
 //! 98% of movielens-mips' top-10 answers are among its 5% largest norms (BENCHMARKS.md).
 //!
-//! A router is immutable once built; a retrained router is a new value with a higher
+//! A meta-index is immutable once built; a retrained meta-index is a new value with a higher
 //! `version`, which is how a routing table is versioned.
 
 pub mod balance;
@@ -41,7 +41,7 @@ pub trait CentroidTrainer: Send + Sync {
 /// How a collection is partitioned and routed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RouterParams {
+pub struct PyramidParams {
     /// Partitions (Pyramid's w).
     pub partitions: usize,
     /// k-means centres (Pyramid's m): the routing resolution. More centres route more
@@ -58,7 +58,7 @@ pub struct RouterParams {
     pub seed: u64,
 }
 
-impl RouterParams {
+impl PyramidParams {
     /// Defaults for `partitions` parts: 32 centres per part, queries looking up 8 centres, 3%
     /// imbalance, the top 5% of norms everywhere for `Dot`.
     pub fn new(partitions: usize) -> Self {
@@ -72,7 +72,7 @@ impl RouterParams {
         }
     }
 
-    /// Rejects parameters no router can be built with.
+    /// Rejects parameters no meta-index can be built with.
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(IndexError::InvalidParams(m));
         if !(1..=1024).contains(&self.partitions) {
@@ -116,8 +116,8 @@ pub enum Assignment {
 }
 
 /// The meta-HNSW and the centre → partition table; see the module docs.
-pub struct Router {
-    params: RouterParams,
+pub struct MetaIndex {
+    params: PyramidParams,
     metric: Metric,
     dim: usize,
     version: u64,
@@ -125,7 +125,7 @@ pub struct Router {
     centre_part: Vec<u32>,
     /// Items at least this long go to every partition (`f32::INFINITY`: none do).
     hot_norm: f32,
-    /// Sample items per partition when the router was built (its balance).
+    /// Sample items per partition when the meta-index was built (its balance).
     loads: Vec<f64>,
     /// Meta-HNSW bottom-layer edges between partitions.
     cut: usize,
@@ -141,7 +141,7 @@ fn meta_params(seed: u64) -> HnswParams {
     }
 }
 
-/// The metric the router compares directions or positions by.
+/// The metric the meta-index compares directions or positions by.
 fn routing_metric(metric: Metric) -> Metric {
     match metric {
         Metric::L2 => Metric::L2,
@@ -149,11 +149,11 @@ fn routing_metric(metric: Metric) -> Metric {
     }
 }
 
-impl Router {
+impl MetaIndex {
     /// Trains centres on `sample` (row-major, `dim` floats per row) with `trainer` and builds
-    /// the router; see [`Router::build`].
+    /// the meta-index; see [`MetaIndex::build`].
     pub fn train(
-        params: RouterParams,
+        params: PyramidParams,
         metric: Metric,
         dim: usize,
         sample: &[f32],
@@ -172,10 +172,10 @@ impl Router {
         Self::build(params, metric, dim, sample, &centres, version)
     }
 
-    /// Builds the router from given `centres` (`params.centres` rows): meta-HNSW, centre
+    /// Builds the meta-index from given `centres` (`params.centres` rows): meta-HNSW, centre
     /// weights from `sample`, balanced partition of the meta-HNSW's bottom layer.
     pub fn build(
-        params: RouterParams,
+        params: PyramidParams,
         metric: Metric,
         dim: usize,
         sample: &[f32],
@@ -185,14 +185,14 @@ impl Router {
         params.validate()?;
         if dim == 0 || centres.len() != params.centres * dim || sample.len() % dim != 0 {
             return Err(IndexError::InvalidParams(format!(
-                "router needs {} centres of dimension {dim} and whole sample rows",
+                "meta_index needs {} centres of dimension {dim} and whole sample rows",
                 params.centres
             )));
         }
         let rows = sample.len() / dim;
         if rows < params.centres {
             return Err(IndexError::InvalidParams(format!(
-                "router training needs at least as many sample items as centres ({}), got {rows}",
+                "meta_index training needs at least as many sample items as centres ({}), got {rows}",
                 params.centres
             )));
         }
@@ -284,7 +284,7 @@ impl Router {
     }
 
     /// The parameters it was built with.
-    pub fn params(&self) -> &RouterParams {
+    pub fn params(&self) -> &PyramidParams {
         &self.params
     }
 
@@ -298,7 +298,7 @@ impl Router {
         self.dim
     }
 
-    /// Routing-table version: a rebuilt router has a higher one.
+    /// Routing-table version: a rebuilt meta-index has a higher one.
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -318,7 +318,7 @@ impl Router {
         self.hot_norm.is_finite().then_some(self.hot_norm)
     }
 
-    /// Serialises the router (the caller wraps it in a checksummed file, as for indexes).
+    /// Serialises the meta-index (the caller wraps it in a checksummed file, as for indexes).
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let mut meta = Vec::new();
         self.meta.write_to(&mut meta);
@@ -341,20 +341,20 @@ impl Router {
         e.bytes(&meta);
     }
 
-    /// Reads what [`Router::write_to`] wrote.
+    /// Reads what [`MetaIndex::write_to`] wrote.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
         let mut d = Decoder::new(bytes);
         let format = d.u64()?;
         if format != FORMAT {
             return Err(IndexError::corrupt(format!(
-                "router format {format}, this build reads {FORMAT}"
+                "meta_index format {format}, this build reads {FORMAT}"
             )));
         }
         let version = d.u64()?;
         let metric =
             Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric tag"))?;
         let dim = d.usize()?;
-        let params = RouterParams {
+        let params = PyramidParams {
             partitions: d.usize()?,
             centres: d.usize()?,
             branching: d.usize()?,
@@ -379,7 +379,7 @@ impl Router {
                 .iter()
                 .all(|&p| (p as usize) < params.partitions);
         if !consistent {
-            return Err(IndexError::corrupt("router sizes do not match"));
+            return Err(IndexError::corrupt("meta_index sizes do not match"));
         }
         Ok(Self {
             params,
@@ -395,7 +395,7 @@ impl Router {
     }
 }
 
-/// Version of [`Router::write_to`]'s layout.
+/// Version of [`MetaIndex::write_to`]'s layout.
 const FORMAT: u64 = 1;
 
 /// The centre nearest to `vector` in the meta-HNSW.
@@ -403,7 +403,7 @@ fn nearest(meta: &Hnsw, vector: &[f32]) -> Result<u32> {
     let (hits, _) = meta.search(vector, 1, &SearchParams::default(), None)?;
     hits.first()
         .map(|n| n.slot)
-        .ok_or_else(|| IndexError::InvalidParams("the router has no centres".into()))
+        .ok_or_else(|| IndexError::InvalidParams("the meta_index has no centres".into()))
 }
 
 /// The undirected graph of directed HNSW links: `u — v` when either links the other.
