@@ -1,9 +1,10 @@
 //! cairn-index: the algorithms behind Cairn, and nothing else.
 //!
 //! This crate owns every piece of vector arithmetic and every index structure: distance
-//! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes
-//! ([`ipnsw`], [`lsh`], [`quant`]), Pyramid's content routing ([`partition`]), the on-disk index
-//! file format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
+//! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
+//! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
+//! [`lsh`], [`quant`]), Pyramid's content routing ([`partition`]), the on-disk index file
+//! format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
 //! `cargo test -p cairn-index` must never build C++ (see `ARCHITECTURE.md`).
@@ -18,11 +19,13 @@ pub mod lsh;
 pub mod partition;
 pub mod persist;
 pub mod quant;
+pub mod store;
 mod sync;
 mod topk;
 
 pub use distance::Metric;
 pub use error::{IndexError, Result};
+pub use store::{StoreRead, VectorStore};
 pub use topk::Neighbor;
 
 use serde::{Deserialize, Serialize};
@@ -227,22 +230,36 @@ pub struct SearchStats {
 
 /// The read path every index implements; object-safe so a collection can hold any index.
 ///
+/// Every index keeps its rows in a [`VectorStore`] and lends it out through
+/// [`VectorIndex::store`]; what follows from the rows alone (metric, dimension, length, a
+/// stored vector) is written once here, as default methods.
+///
 /// Writes go through [`VectorIndex::add`], which takes `&self`: indexes synchronise internally
 /// so that searches keep running while a batch is linked in (readers never wait on writers).
 pub trait VectorIndex: Send + Sync {
     /// Which kind of index this is.
     fn kind(&self) -> IndexKind;
+    /// The stored (preprocessed) rows, read-locked until the guard drops: writers wait for
+    /// it, so never hold it across [`VectorIndex::add`].
+    fn store(&self) -> StoreRead<'_>;
     /// The metric results are ranked by.
-    fn metric(&self) -> Metric;
+    fn metric(&self) -> Metric {
+        self.store().metric()
+    }
     /// Vector dimension.
-    fn dim(&self) -> usize;
+    fn dim(&self) -> usize {
+        self.store().dim()
+    }
     /// Number of slots ever added (deleted slots included: deletion is the caller's business).
-    fn len(&self) -> usize;
+    fn len(&self) -> usize {
+        self.store().len()
+    }
     /// True when nothing was ever added.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The k nearest accepted slots, best first, with their "lower is closer" keys.
+    /// The k nearest accepted slots, best first, with their "lower is closer" keys. With
+    /// `params.exact` every index answers by its store's scan ([`VectorStore::scan`]).
     fn search(
         &self,
         query: &[f32],
@@ -254,7 +271,9 @@ pub trait VectorIndex: Send + Sync {
     /// Vectors are preprocessed for the metric (normalised for cosine) on the way in.
     fn add(&self, vectors: &[f32]) -> Result<Slot>;
     /// The stored (preprocessed) vector of `slot`.
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>>;
+    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
+        self.store().get(slot).map(<[f32]>::to_vec)
+    }
     /// Serialises the whole index into `out` (see [`persist`] for the file around it).
     fn write_to(&self, out: &mut Vec<u8>);
     /// Bytes of memory the index holds, for metrics and the bytes-per-vector benchmark.
