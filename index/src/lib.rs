@@ -1,9 +1,10 @@
 //! cairn-index: the algorithms behind Cairn, and nothing else.
 //!
 //! This crate owns every piece of vector arithmetic and every index structure: distance
-//! kernels ([`distance`]), exact search ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes
-//! ([`ipnsw`], [`lsh`], [`quant`]), Pyramid's content routing ([`pyramid`]), the on-disk index
-//! file format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
+//! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
+//! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
+//! [`lsh`], [`quant`]), Pyramid's content routing ([`pyramid`]), the on-disk index file
+//! format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
 //! `cargo test -p cairn-index` must never build C++ (see `ARCHITECTURE.md`).
@@ -18,12 +19,16 @@ pub mod lsh;
 pub mod persist;
 pub mod pyramid;
 pub mod quant;
+pub mod store;
 mod sync;
 mod topk;
+mod trainers;
 
 pub use distance::Metric;
 pub use error::{IndexError, Result};
+pub use store::{StoreRead, VectorStore};
 pub use topk::Neighbor;
+pub use trainers::Trainers;
 
 use serde::{Deserialize, Serialize};
 
@@ -227,22 +232,36 @@ pub struct SearchStats {
 
 /// The read path every index implements; object-safe so a collection can hold any index.
 ///
+/// Every index keeps its rows in a [`VectorStore`] and lends it out through
+/// [`VectorIndex::store`]; what follows from the rows alone (metric, dimension, length, a
+/// stored vector) is written once here, as default methods.
+///
 /// Writes go through [`VectorIndex::add`], which takes `&self`: indexes synchronise internally
 /// so that searches keep running while a batch is linked in (readers never wait on writers).
 pub trait VectorIndex: Send + Sync {
     /// Which kind of index this is.
     fn kind(&self) -> IndexKind;
+    /// The stored (preprocessed) rows, read-locked until the guard drops: writers wait for
+    /// it, so never hold it across [`VectorIndex::add`].
+    fn store(&self) -> StoreRead<'_>;
     /// The metric results are ranked by.
-    fn metric(&self) -> Metric;
+    fn metric(&self) -> Metric {
+        self.store().metric()
+    }
     /// Vector dimension.
-    fn dim(&self) -> usize;
+    fn dim(&self) -> usize {
+        self.store().dim()
+    }
     /// Number of slots ever added (deleted slots included: deletion is the caller's business).
-    fn len(&self) -> usize;
+    fn len(&self) -> usize {
+        self.store().len()
+    }
     /// True when nothing was ever added.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The k nearest accepted slots, best first, with their "lower is closer" keys.
+    /// The k nearest accepted slots, best first, with their "lower is closer" keys. With
+    /// `params.exact` every index answers by its store's scan ([`VectorStore::scan`]).
     fn search(
         &self,
         query: &[f32],
@@ -254,15 +273,22 @@ pub trait VectorIndex: Send + Sync {
     /// Vectors are preprocessed for the metric (normalised for cosine) on the way in.
     fn add(&self, vectors: &[f32]) -> Result<Slot>;
     /// The stored (preprocessed) vector of `slot`.
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>>;
+    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
+        self.store().get(slot).map(<[f32]>::to_vec)
+    }
     /// Serialises the whole index into `out` (see [`persist`] for the file around it).
     fn write_to(&self, out: &mut Vec<u8>);
     /// Bytes of memory the index holds, for metrics and the bytes-per-vector benchmark.
     fn memory_bytes(&self) -> usize;
 }
 
-/// Builds an empty index of the given kind.
-pub fn new_index(params: &IndexParams, metric: Metric, dim: usize) -> Result<Box<dyn VectorIndex>> {
+/// Builds an empty index of the given kind (`trainers`: what a quantized index trains with).
+pub fn new_index(
+    params: &IndexParams,
+    metric: Metric,
+    dim: usize,
+    trainers: &Trainers,
+) -> Result<Box<dyn VectorIndex>> {
     if dim == 0 {
         return Err(IndexError::InvalidParams(
             "dimension must be at least 1".into(),
@@ -278,12 +304,17 @@ pub fn new_index(params: &IndexParams, metric: Metric, dim: usize) -> Result<Box
             params.check_lsh_ranges()?;
             Box::new(lsh::RangeLsh::new(*p, dim)?)
         }
-        IndexParams::Quantized(p) => Box::new(quant::QuantizedIndex::new(*p, dim)?),
+        IndexParams::Quantized(p) => Box::new(quant::QuantizedIndex::new(*p, dim, trainers)?),
     })
 }
 
-/// Reads an index written by [`VectorIndex::write_to`] for the given kind.
-pub fn read_index(kind: IndexKind, bytes: &[u8]) -> Result<Box<dyn VectorIndex>> {
+/// Reads an index written by [`VectorIndex::write_to`] for the given kind (`trainers`: what a
+/// quantized index retrains with).
+pub fn read_index(
+    kind: IndexKind,
+    bytes: &[u8],
+    trainers: &Trainers,
+) -> Result<Box<dyn VectorIndex>> {
     Ok(match kind {
         IndexKind::Flat => Box::new(flat::FlatIndex::read_from(bytes)?),
         IndexKind::Hnsw => Box::new(hnsw::Hnsw::read_from(bytes)?),
@@ -304,6 +335,6 @@ pub fn read_index(kind: IndexKind, bytes: &[u8]) -> Result<Box<dyn VectorIndex>>
             }
             Box::new(index)
         }
-        IndexKind::Quantized => Box::new(quant::QuantizedIndex::read_from(bytes)?),
+        IndexKind::Quantized => Box::new(quant::QuantizedIndex::read_from(bytes, trainers)?),
     })
 }

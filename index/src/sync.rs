@@ -21,13 +21,18 @@ use std::sync::PoisonError;
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
 /// A reader-writer lock whose readers share no writable cache line (see the module docs).
-pub(crate) struct ReadMostly<T>(ShardedLock<T>);
+///
+/// `T` may be unsized, so a lock around any index state can be viewed as a lock around
+/// `dyn HoldsStore` (see [`crate::store::StoreRead`]).
+pub(crate) struct ReadMostly<T: ?Sized>(ShardedLock<T>);
 
 impl<T> ReadMostly<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(ShardedLock::new(value))
     }
+}
 
+impl<T: ?Sized> ReadMostly<T> {
     /// Shared access; as with any reader-writer lock, never take it twice on one thread while
     /// a writer may be waiting.
     #[inline]

@@ -25,7 +25,7 @@ use cairn_index::dataset::{
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::persist::codec::Decoder;
 use cairn_index::persist::read_file;
-use cairn_index::{read_index, Metric, SearchParams, VectorIndex};
+use cairn_index::{read_index, Metric, SearchParams, Trainers, VectorIndex};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -502,7 +502,11 @@ fn load_snapshot(data_dir: &Path, n: usize) -> anyhow::Result<Box<dyn VectorInde
     let path = data_dir.join("collections/bench/partitions/0/index.cidx");
     let (header, payload) = read_file(&path)?;
     // The collection's snapshot payload starts with the index bytes; the slot table follows.
-    let index = read_index(header.kind, Decoder::new(&payload).bytes()?)?;
+    let index = read_index(
+        header.kind,
+        Decoder::new(&payload).bytes()?,
+        &Trainers::default(),
+    )?;
     // Points were sent in id order into an empty collection, so slot i holds id i and the
     // ground truth's base ids are slots.
     ensure!(

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_api::CreateCollection;
-use cairn_index::pyramid::CentroidTrainer;
+use cairn_index::Trainers;
 use parking_lot::{Mutex, RwLock};
 
 use crate::collection::{Collection, PartitionHost};
@@ -28,7 +28,7 @@ pub struct Catalog {
     limits: Limits,
     /// Trains the k-means centres of partitioned collections' meta-indexes (FAISS in the
     /// binary).
-    trainer: Arc<dyn CentroidTrainer>,
+    trainers: Trainers,
     /// Where partitions live: this process, or a cluster's nodes.
     host: Arc<dyn PartitionHost>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
@@ -58,7 +58,7 @@ impl Catalog {
     pub fn open(
         data_dir: &Path,
         limits: Limits,
-        trainer: Arc<dyn CentroidTrainer>,
+        trainers: Trainers,
         host: Arc<dyn PartitionHost>,
     ) -> Result<Self> {
         let root = data_dir.join("collections");
@@ -73,13 +73,13 @@ impl Catalog {
                 fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
                 continue;
             }
-            let collection = Collection::open(&name, host.open(&name, &path)?, trainer.clone())?;
+            let collection = Collection::open(&name, host.open(&name, &path)?, trainers.clone())?;
             collections.insert(name, collection);
         }
         Ok(Self {
             root,
             limits,
-            trainer,
+            trainers,
             host,
             collections: RwLock::new(collections),
             admin: Mutex::new(()),
@@ -131,7 +131,8 @@ impl Catalog {
         fs_err::File::open(&self.root)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
-        let collection = Collection::open(name, self.host.open(name, &dir)?, self.trainer.clone())?;
+        let collection =
+            Collection::open(name, self.host.open(name, &dir)?, self.trainers.clone())?;
         self.collections.write().insert(name.to_owned(), collection);
         tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance,
             partitions = settings.partitions(), "collection created");

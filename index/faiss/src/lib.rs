@@ -31,6 +31,15 @@ pub mod kmeans;
 pub use codec::FaissTrainer;
 pub use error::{FaissError, Result};
 
+/// FAISS as both of `cairn-index`'s trainers (k-means centres and codebooks): what a process
+/// that links this crate hands to whatever builds or loads indexes.
+pub fn trainers() -> cairn_index::Trainers {
+    cairn_index::Trainers {
+        centroids: Some(std::sync::Arc::new(FaissTrainer)),
+        codebooks: Some(std::sync::Arc::new(FaissTrainer)),
+    }
+}
+
 extern "C" {
     /// libgomp, linked by `faiss-sys`: sets how many threads the calling thread's next
     /// OpenMP parallel regions use.

@@ -10,7 +10,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::distance::Metric;
-use crate::flat::scan;
+use crate::store::VectorStore;
 use crate::{IndexError, Result};
 
 /// Row-major vectors of one dimension.
@@ -147,20 +147,21 @@ pub fn load_dataset(dir: &Path) -> Result<Dataset> {
     })
 }
 
-/// Exact top-`k` slots per query by brute force (parallel over queries).
+/// Exact top-`k` slots per query by brute force (parallel over queries): the store's scan,
+/// the same one every index answers `exact` queries with.
 pub fn ground_truth(base: &Vectors, queries: &Vectors, metric: Metric, k: usize) -> Vec<Vec<u32>> {
-    let mut prepared = base.data.clone();
-    for row in prepared.chunks_exact_mut(base.dim) {
-        metric.preprocess(row);
-    }
+    let mut store = VectorStore::with_capacity(metric, base.dim, base.len());
+    // Whole rows only, so the batch is never ragged; the one error left is more than u32::MAX
+    // rows, which no index could hold either.
+    store
+        .append(&base.data[..base.len() * base.dim])
+        .expect("a data set fits in u32 slots");
     queries
         .rows()
         .collect::<Vec<_>>()
         .par_iter()
         .map(|q| {
-            let mut q = q.to_vec();
-            metric.preprocess(&mut q);
-            let (hits, _) = scan(&prepared, base.dim, metric, &q, k, None);
+            let (hits, _) = store.scan(&metric.prepared(q), k, None);
             hits.iter().map(|h| h.slot).collect()
         })
         .collect()

@@ -1,5 +1,6 @@
 use super::*;
 use crate::distance::reference;
+use crate::store::tests::brute_force;
 use proptest::prelude::*;
 
 proptest! {
@@ -22,12 +23,7 @@ proptest! {
         let (hits, stats) = index.search(&query, k, &SearchParams::default(), None).unwrap();
         prop_assert_eq!(hits.len(), k.min(n));
         prop_assert_eq!(stats.distance_computations, n as u64);
-        let mut exact: Vec<(f64, u32)> = data
-            .chunks_exact(dim)
-            .enumerate()
-            .map(|(i, v)| (reference::l2_squared(&query, v), i as u32))
-            .collect();
-        exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let exact = brute_force(&data, dim, |v| reference::l2_squared(&query, v), |_| true);
         for (hit, (d, _)) in hits.iter().zip(&exact) {
             prop_assert!((f64::from(hit.key) - d).abs() <= 1e-3 * d.max(1.0));
         }
@@ -36,37 +32,6 @@ proptest! {
         slots.sort_unstable();
         slots.dedup();
         prop_assert_eq!(slots.len(), hits.len());
-    }
-
-    /// A filtered scan (rows gathered four at a time) returns exactly the `k` nearest accepted
-    /// rows, and counts only the rows it scored.
-    #[test]
-    fn filtered_scan_equals_filtered_brute_force(
-        dim in 1usize..12,
-        n in 0usize..60,
-        k in 0usize..20,
-        modulus in 1u32..5,
-        seed in any::<u64>(),
-    ) {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let data: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-10.0..10.0)).collect();
-        let query: Vec<f32> = (0..dim).map(|_| rng.gen_range(-10.0..10.0)).collect();
-        let accept = |slot: Slot| slot % modulus == 0;
-        let (hits, stats) = scan(&data, dim, Metric::InnerProduct, &query, k, Some(&accept));
-        let mut exact: Vec<(f64, u32)> = data
-            .chunks_exact(dim)
-            .enumerate()
-            .filter(|(i, _)| accept(*i as Slot))
-            .map(|(i, v)| (-reference::dot(&query, v), i as u32))
-            .collect();
-        prop_assert_eq!(stats.distance_computations, exact.len() as u64);
-        exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        prop_assert_eq!(hits.len(), k.min(exact.len()));
-        for (hit, (d, _)) in hits.iter().zip(&exact) {
-            prop_assert!(accept(hit.slot));
-            prop_assert!((f64::from(hit.key) - d).abs() <= 1e-3 * d.abs().max(1.0));
-        }
     }
 }
 

@@ -7,12 +7,13 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::search::{greedy_descent, search_layer};
+use super::search::{best_first, greedy_descent, Seeds};
 use super::{pack_entry, Graph, Hnsw, MAX_LEVEL};
-use crate::{IndexError, Neighbor, Result, Slot};
+use crate::{Neighbor, Result, Slot};
 
-/// Appends `count` vectors with fresh levels and empty lists; returns the first new slot.
-/// Runs under the graph's write lock, which is only ever held for this copy.
+/// Appends `count` vectors (preprocessed by the store) with fresh levels and empty lists;
+/// returns the first new slot. Runs under the graph's write lock, which is only ever held for
+/// this copy.
 pub(super) fn append(
     index: &Hnsw,
     rng: &mut StdRng,
@@ -27,16 +28,9 @@ pub(super) fn append(
         })
         .collect();
     let mut graph = index.graph.write();
-    let first = graph.len();
-    if first + count > Slot::MAX as usize {
-        return Err(IndexError::Full(first));
-    }
-    let start = graph.vectors.len();
-    graph.vectors.extend_from_slice(vectors);
-    let (dim, m, m0) = (graph.dim, graph.m, graph.m0);
-    for v in graph.vectors[start..].chunks_exact_mut(dim) {
-        index.metric.preprocess(v);
-    }
+    let first = graph.store.append(vectors)?;
+    debug_assert_eq!(first as usize, graph.len(), "one row per node");
+    let (m, m0) = (graph.m, graph.m0);
     graph
         .links0
         .extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
@@ -48,7 +42,7 @@ pub(super) fn append(
         graph.locks.push(Mutex::new(()));
     }
     graph.levels.extend_from_slice(&levels);
-    Ok(first as Slot)
+    Ok(first)
 }
 
 /// Called once per newly linked slot with its layer-0 construction candidates (closest
@@ -91,8 +85,6 @@ pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize, after: Option<
 /// candidates its links were chosen from (empty for the very first node).
 fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
     let level = graph.levels[slot as usize] as usize;
-    let query = graph.vector(slot);
-    let key_fn = index.key_fn;
 
     // Entry point, under the entry lock when this node might become the new top.
     let mut guard = None;
@@ -107,17 +99,34 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
             return Vec::new();
         }
     }
-    let Some((entry_slot, top)) = entry else {
+    let Some(entry) = entry else {
         return Vec::new();
     };
-    if level <= top {
+    if level <= entry.1 {
         guard = None;
     }
+    let candidates = link_from(index, graph, slot, level, entry);
+    if guard.is_some() {
+        graph
+            .entry
+            .store(pack_entry(slot, level), Ordering::Release);
+    }
+    candidates
+}
 
-    let mut nearest = Neighbor::new(entry_slot, key_fn(query, graph.vector(entry_slot)));
-    let mut computed = 0;
+/// Links `slot` (of `level`) on every layer it shares with the graph, descending from the
+/// entry point `(entry slot, top level)`; returns its layer-0 candidates.
+fn link_from(
+    index: &Hnsw,
+    graph: &Graph,
+    slot: Slot,
+    level: usize,
+    (entry, top): (Slot, usize),
+) -> Vec<Neighbor> {
+    let mut scorer = graph.store.scorer(graph.store.row(slot), None);
+    let mut nearest = Neighbor::new(entry, scorer.key(entry));
     for layer in (level + 1..=top).rev() {
-        nearest = greedy_descent(graph, key_fn, query, nearest, layer, &mut computed);
+        nearest = greedy_descent(graph, &mut scorer, nearest, layer);
     }
     // Choose neighbours top-down (each layer's search seeds the next), but write links
     // bottom-up: a concurrent search can only reach this node on a layer after its lists on
@@ -125,32 +134,24 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
     let mut entry_points = vec![nearest];
     let mut chosen_per_layer = Vec::with_capacity(level.min(top) + 1);
     for layer in (0..=level.min(top)).rev() {
-        let found = search_layer(
+        let seeds = Seeds::Scored(&entry_points);
+        let found = best_first(
             graph,
-            key_fn,
-            index.key4_fn,
-            query,
-            &entry_points,
+            &mut scorer,
+            seeds,
             index.params.ef_construction,
             layer,
         );
-        chosen_per_layer.push((
-            layer,
-            select_neighbors(graph, key_fn, slot, found.clone(), index.params.m),
-        ));
+        let chosen = select_neighbors(graph, slot, found.clone(), index.params.m);
+        chosen_per_layer.push((layer, chosen));
         entry_points = found;
     }
     for (layer, chosen) in chosen_per_layer.into_iter().rev() {
         set_list(graph, slot, layer, chosen.iter().map(|n| n.slot));
         let capacity = if layer == 0 { graph.m0 } else { graph.m };
         for n in &chosen {
-            add_reverse_link(graph, key_fn, n.slot, slot, layer, capacity);
+            add_reverse_link(graph, n.slot, slot, layer, capacity);
         }
-    }
-    if guard.is_some() {
-        graph
-            .entry
-            .store(pack_entry(slot, level), Ordering::Release);
     }
     entry_points
 }
@@ -165,11 +166,11 @@ fn link(index: &Hnsw, graph: &Graph, slot: Slot) -> Vec<Neighbor> {
 /// pruning a full list then disconnects the group.
 fn select_neighbors(
     graph: &Graph,
-    key_fn: crate::distance::KeyFn,
     base: Slot,
     mut candidates: Vec<Neighbor>,
     max: usize,
 ) -> Vec<Neighbor> {
+    let key_fn = graph.store.key_fn();
     // Closest first; equal keys in an order that differs per base node. Ordering ties by slot
     // would make every full list keep the same oldest duplicates and leave later ones with
     // no in-links; a per-base hash turns a duplicate group into a random, connected graph.
@@ -183,10 +184,10 @@ fn select_neighbors(
         if kept.len() >= max {
             break;
         }
-        let v = graph.vector(candidate.slot);
+        let v = graph.store.row(candidate.slot);
         let diverse = kept
             .iter()
-            .all(|k| key_fn(v, graph.vector(k.slot)) >= candidate.key);
+            .all(|k| key_fn(v, graph.store.row(k.slot)) >= candidate.key);
         if diverse {
             kept.push(*candidate);
         }
@@ -213,14 +214,7 @@ pub(crate) fn set_list(
 
 /// Adds `new` to `target`'s list; when full, re-selects the list with the heuristic
 /// (hnswlib's behaviour), so hubs keep diverse links instead of the latest arrivals.
-fn add_reverse_link(
-    graph: &Graph,
-    key_fn: crate::distance::KeyFn,
-    target: Slot,
-    new: Slot,
-    layer: usize,
-    capacity: usize,
-) {
+fn add_reverse_link(graph: &Graph, target: Slot, new: Slot, layer: usize, capacity: usize) {
     let _lock = graph.locks[target as usize].lock();
     let list = graph.list(target, layer);
     let count = list[0].load(Ordering::Acquire) as usize;
@@ -235,14 +229,15 @@ fn add_reverse_link(
         list[0].store(count as u32 + 1, Ordering::Release);
         return;
     }
-    let base = graph.vector(target);
+    let key_fn = graph.store.key_fn();
+    let base = graph.store.row(target);
     let candidates: Vec<Neighbor> = list[1..=count]
         .iter()
         .map(|w| w.load(Ordering::Relaxed))
         .chain(std::iter::once(new))
-        .map(|s| Neighbor::new(s, key_fn(base, graph.vector(s))))
+        .map(|s| Neighbor::new(s, key_fn(base, graph.store.row(s))))
         .collect();
-    let chosen = select_neighbors(graph, key_fn, target, candidates, capacity);
+    let chosen = select_neighbors(graph, target, candidates, capacity);
     for (word, n) in list[1..].iter().zip(&chosen) {
         word.store(n.slot, Ordering::Relaxed);
     }

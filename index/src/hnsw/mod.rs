@@ -1,16 +1,16 @@
 //! HNSW: a hierarchical navigable small-world graph (Malkov & Yashunin, TPAMI 2020).
 //!
-//! Layout. Vectors live in one contiguous array apart from the graph (faiss' split of
-//! `IndexHNSW` from `HNSW`). Layer 0 is one flat array of fixed-stride lists
-//! `[count, n₀, n₁, …, n_{2M−1}]`; upper layers, which hold ~1/M of the nodes, get a boxed
-//! slice per node. Link words are `AtomicU32`: readers load them without locks while an
-//! insert rewrites a list under that node's 1-byte mutex — a reader can see a list mid-update,
-//! but every word it sees is a valid slot, which is all greedy search needs (hnswlib relies on
-//! the same property, with data races; here it is sound).
+//! Layout. Vectors live in a [`VectorStore`] beside the graph (faiss' split of `IndexHNSW`
+//! from `HNSW`); searches score them through the store's `Scorer`. Layer 0 is one flat
+//! array of fixed-stride lists `[count, n₀, n₁, …, n_{2M−1}]`; upper layers, which hold ~1/M
+//! of the nodes, get a boxed slice per node. Link words are `AtomicU32`: readers load them
+//! without locks while an insert rewrites a list under that node's 1-byte mutex — a reader
+//! can see a list mid-update, but every word it sees is a valid slot, which is all greedy
+//! search needs (hnswlib relies on the same property, with data races; here it is sound).
 //!
-//! Writes. [`Hnsw::add`] appends the batch's vectors under the graph's write lock (a memcpy),
-//! then links the new nodes in parallel under the read lock, so searches keep running while a
-//! batch is linked. Only one batch links at a time (`add_lock`).
+//! Writes. [`VectorIndex::add`] appends the batch's vectors under the graph's write lock (a
+//! memcpy), then links the new nodes in parallel under the read lock, so searches keep running
+//! while a batch is linked. Only one batch links at a time (`add_lock`).
 //!
 //! Deletion is the caller's: slots stay in the graph for navigation and are kept out of
 //! results by the search filter, as hnswlib's `markDelete` does; a collection rebuilds its
@@ -33,8 +33,8 @@ pub use params::HnswParams;
 pub(crate) use persist::validate_lists;
 pub(crate) use search::{best_first, Seeds};
 
-use crate::distance::{KeyFn, KeyFn4, Metric};
-use crate::flat::{batch_len, check_dim};
+use crate::distance::Metric;
+use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -56,9 +56,8 @@ fn unpack_entry(packed: u64) -> (Slot, usize) {
 
 /// The graph and the vectors it links.
 pub(crate) struct Graph {
-    pub(crate) dim: usize,
-    /// Row-major vectors, `dim` floats per slot.
-    pub(crate) vectors: Vec<f32>,
+    /// The vectors, one row per slot.
+    pub(crate) store: VectorStore,
     /// Top layer of each slot.
     pub(crate) levels: Vec<u8>,
     /// Layer-0 lists, stride `1 + m0`.
@@ -73,11 +72,11 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
-    /// An empty graph whose layer-0 lists hold `2·m` links and upper lists `m`.
-    pub(crate) fn new(dim: usize, m: usize) -> Self {
+    /// A graph over `store` (empty or not) with no nodes yet, whose layer-0 lists hold `2·m`
+    /// links and upper lists `m`.
+    pub(crate) fn new(store: VectorStore, m: usize) -> Self {
         Self {
-            dim,
-            vectors: Vec::new(),
+            store,
             levels: Vec::new(),
             links0: Vec::new(),
             upper: Vec::new(),
@@ -90,11 +89,6 @@ impl Graph {
 
     pub(crate) fn len(&self) -> usize {
         self.levels.len()
-    }
-
-    #[inline]
-    pub(crate) fn vector(&self, slot: Slot) -> &[f32] {
-        crate::flat::row(&self.vectors, self.dim, slot)
     }
 
     /// The list of `slot` at `level`: word 0 is the count, then the capacity's slots.
@@ -130,7 +124,7 @@ impl Graph {
 
     pub(crate) fn memory_bytes(&self) -> usize {
         let upper: usize = self.upper.iter().map(|u| u.len() * 4).sum();
-        self.vectors.capacity() * 4
+        self.store.memory_bytes()
             + self.levels.capacity()
             + self.links0.capacity() * 4
             + self.upper.capacity() * std::mem::size_of::<Box<[AtomicU32]>>()
@@ -139,14 +133,17 @@ impl Graph {
     }
 }
 
+impl HoldsStore for Graph {
+    fn store(&self) -> &VectorStore {
+        &self.store
+    }
+}
+
 /// An HNSW index; see the module docs for its layout and concurrency.
 pub struct Hnsw {
     /// [`IndexKind::Hnsw`], or [`IndexKind::IpNsw`] for the same graph built on inner product.
     kind: IndexKind,
     params: HnswParams,
-    metric: Metric,
-    key_fn: KeyFn,
-    key4_fn: KeyFn4,
     graph: ReadMostly<Graph>,
     /// Serialises batches; holds the level generator.
     add_lock: Mutex<StdRng>,
@@ -163,17 +160,15 @@ impl Hnsw {
                 "dimension must be at least 1".into(),
             ));
         }
-        Ok(Self::from_graph(params, metric, Graph::new(dim, params.m)))
+        let store = VectorStore::new(metric, dim);
+        Ok(Self::from_graph(params, Graph::new(store, params.m)))
     }
 
-    fn from_graph(params: HnswParams, metric: Metric, graph: Graph) -> Self {
+    fn from_graph(params: HnswParams, graph: Graph) -> Self {
         let rng = StdRng::seed_from_u64(params.seed ^ graph.len() as u64);
         Self {
             kind: IndexKind::Hnsw,
             params,
-            metric,
-            key_fn: metric.key_fn(),
-            key4_fn: metric.key4_fn(),
             graph: ReadMostly::new(graph),
             add_lock: Mutex::new(rng),
             entry_lock: Mutex::new(()),
@@ -202,8 +197,7 @@ impl Hnsw {
     }
 
     fn add_inner(&self, vectors: &[f32], after: Option<build::AfterLink<'_>>) -> Result<Slot> {
-        let dim = self.dim();
-        let count = batch_len(dim, vectors)?;
+        let count = self.store().rows_in(vectors)?;
         let mut rng = self.add_lock.lock();
         let first = build::append(self, &mut rng, vectors, count)?;
         build::link_range(self, first, count, after);
@@ -241,14 +235,8 @@ impl VectorIndex for Hnsw {
     fn kind(&self) -> IndexKind {
         self.kind
     }
-    fn metric(&self) -> Metric {
-        self.metric
-    }
-    fn dim(&self) -> usize {
-        self.graph.read().dim
-    }
-    fn len(&self) -> usize {
-        self.graph.read().len()
+    fn store(&self) -> StoreRead<'_> {
+        StoreRead::new(&self.graph)
     }
     fn search(
         &self,
@@ -258,35 +246,17 @@ impl VectorIndex for Hnsw {
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
         let graph = self.graph.read();
-        check_dim(graph.dim, query.len())?;
-        let q = self.metric.prepared(query);
-        if params.exact {
-            return Ok(crate::flat::scan(
-                &graph.vectors,
-                graph.dim,
-                self.metric,
-                &q,
-                k,
-                filter,
-            ));
-        }
+        let query = match graph.store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
         let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
-        Ok(search::knn(
-            &graph,
-            self.key_fn,
-            self.key4_fn,
-            &q,
-            k,
-            ef,
-            filter,
-        ))
+        let mut scorer = graph.store.scorer(&query, filter);
+        let hits = search::knn(&graph, &mut scorer, k, ef);
+        Ok((hits, scorer.stats()))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         self.add_inner(vectors, None)
-    }
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        let graph = self.graph.read();
-        ((slot as usize) < graph.len()).then(|| graph.vector(slot).to_vec())
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         persist::write(self, out);

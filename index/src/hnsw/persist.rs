@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use super::{Graph, Hnsw, HnswParams};
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
+use crate::store::VectorStore;
 use crate::{IndexError, Result};
 
 pub(super) fn write(index: &Hnsw, out: &mut Vec<u8>) {
@@ -24,10 +25,10 @@ pub(super) fn write(index: &Hnsw, out: &mut Vec<u8>) {
     e.u64(p.ef_construction as u64);
     e.u64(p.ef_search as u64);
     e.u64(p.seed);
-    e.u8(index.metric.tag());
-    e.u64(graph.dim as u64);
+    e.u8(graph.store.metric().tag());
+    e.u64(graph.store.dim() as u64);
     e.u64(graph.entry.load(Ordering::Acquire));
-    e.f32s(&graph.vectors);
+    graph.store.write(&mut e);
     e.bytes(&graph.levels);
     e.u32s(graph.links0.iter().map(|w| w.load(Ordering::Relaxed)));
     let upper_words = graph.upper.iter().map(|u| u.len()).sum::<usize>();
@@ -79,15 +80,15 @@ impl Hnsw {
             Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
         let dim = d.usize()?;
         let entry = d.u64()?;
-        let vectors = d.f32s()?;
+        let store = VectorStore::read(&mut d, metric, dim)?;
         let levels = d.bytes()?.to_vec();
         let links0 = d.u32s_map(AtomicU32::new)?;
         let upper_flat = d.u32s_map(AtomicU32::new)?;
         d.finish()?;
 
-        let mut graph = Graph::new(dim, params.m);
+        let mut graph = Graph::new(store, params.m);
         let n = levels.len();
-        if dim == 0 || vectors.len() != n * dim || links0.len() != n * (1 + graph.m0) {
+        if graph.store.len() != n || links0.len() != n * (1 + graph.m0) {
             return Err(IndexError::corrupt(
                 "array sizes do not match the node count",
             ));
@@ -105,14 +106,13 @@ impl Hnsw {
         if rest.next().is_some() {
             return Err(IndexError::corrupt("upper-layer lists are too long"));
         }
-        graph.vectors = vectors;
         graph.levels = levels;
         graph.links0 = links0;
         graph.upper = upper;
         graph.locks = (0..n).map(|_| Mutex::new(())).collect();
         graph.entry = AtomicU64::new(entry);
         validate_links(&graph)?;
-        Ok(Hnsw::from_graph(params, metric, graph))
+        Ok(Hnsw::from_graph(params, graph))
     }
 }
 

@@ -156,7 +156,7 @@ fn filter_restricts_results_and_keeps_recall() {
         .unwrap();
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.slot % 2 == 0));
-    let (exact, _) = crate::flat::scan(&base.data, 16, Metric::L2, q, 10, Some(&even));
+    let (exact, _) = index.store().scan(q, 10, Some(&even));
     let overlap = hits
         .iter()
         .filter(|h| exact.iter().any(|e| e.slot == h.slot))
@@ -262,7 +262,7 @@ fn slot_seeds_are_deduplicated_and_search_like_scored_seeds() {
     let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
     let index = Hnsw::build(HnswParams::default(), Metric::Cosine, 50, &data.base.data).unwrap();
     let graph = index.graph.read();
-    let (key_fn, key4_fn) = (index.key_fn, index.key4_fn);
+    let key_fn = graph.store.key_fn();
     let mut same_as_scored = 0;
     let queries = 50;
     for (i, raw) in data.queries.rows().take(queries).enumerate() {
@@ -283,19 +283,9 @@ fn slot_seeds_are_deduplicated_and_search_like_scored_seeds() {
         }
         assert!(pool.len() > first_seen.len(), "the pool repeats slots");
         let run = |seeds: Seeds<'_>| {
-            let mut computed = 0;
-            let hits = best_first(
-                &graph,
-                key_fn,
-                key4_fn,
-                &q,
-                seeds,
-                32,
-                0,
-                None,
-                &mut computed,
-            );
-            (hits, computed)
+            let mut scorer = graph.store.scorer(&q, None);
+            let hits = best_first(&graph, &mut scorer, seeds, 32, 0);
+            (hits, scorer.computed())
         };
         let (with_repeats, computed_repeats) = run(Seeds::Slots(&pool));
         let (without, computed_without) = run(Seeds::Slots(&first_seen));
@@ -310,7 +300,7 @@ fn slot_seeds_are_deduplicated_and_search_like_scored_seeds() {
 
         let scored: Vec<Neighbor> = first_seen
             .iter()
-            .map(|&s| Neighbor::new(s, key_fn(&q, graph.vector(s))))
+            .map(|&s| Neighbor::new(s, key_fn(&q, graph.store.row(s))))
             .collect();
         let (from_scored, _) = run(Seeds::Scored(&scored));
         let slots = |hits: &[Neighbor]| hits.iter().map(|h| h.slot).collect::<Vec<_>>();

@@ -38,13 +38,12 @@ use parking_lot::Mutex;
 
 pub use params::IpNswPlusParams;
 
-use crate::distance::{KeyFn, KeyFn4, Metric};
-use crate::flat::{batch_len, check_dim};
+use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
+use crate::store::{Opening, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
-    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
-    VectorIndex,
+    IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter, VectorIndex,
 };
 
 /// An ip-NSW+ index; see the module docs.
@@ -52,11 +51,8 @@ pub struct IpNswPlus {
     params: IpNswPlusParams,
     /// Angular HNSW over the directions; slot numbers match `ip`'s.
     angular: Hnsw,
-    /// Single-layer inner-product graph over the raw vectors.
+    /// Single-layer inner-product graph over the raw vectors (the index's store).
     ip: ReadMostly<Graph>,
-    /// The negated inner product, resolved once.
-    key_fn: KeyFn,
-    key4_fn: KeyFn4,
     /// Serialises batches (and snapshots) across both graphs.
     add_lock: Mutex<()>,
 }
@@ -66,7 +62,8 @@ impl IpNswPlus {
     pub fn new(params: IpNswPlusParams, dim: usize) -> Result<Self> {
         params.validate()?;
         let angular = Hnsw::new(params.angular(), Metric::Cosine, dim)?;
-        Ok(Self::from_parts(params, angular, Graph::new(dim, params.m)))
+        let ip = Graph::new(VectorStore::new(Metric::InnerProduct, dim), params.m);
+        Ok(Self::from_parts(params, angular, ip))
     }
 
     fn from_parts(params: IpNswPlusParams, angular: Hnsw, ip: Graph) -> Self {
@@ -74,8 +71,6 @@ impl IpNswPlus {
             params,
             angular,
             ip: ReadMostly::new(ip),
-            key_fn: Metric::InnerProduct.key_fn(),
-            key4_fn: Metric::InnerProduct.key4_fn(),
             add_lock: Mutex::new(()),
         }
     }
@@ -94,42 +89,29 @@ impl IpNswPlus {
         Ok(index)
     }
 
-    /// Appends `count` raw vectors with empty lists to the inner-product graph.
-    fn append_ip(&self, vectors: &[f32], count: usize) -> Result<Slot> {
+    /// Appends the raw vectors with empty lists to the inner-product graph.
+    fn append_ip(&self, vectors: &[f32]) -> Result<Slot> {
         let mut ip = self.ip.write();
-        let first = ip.len();
-        if first + count > Slot::MAX as usize {
-            return Err(IndexError::Full(first));
-        }
+        let first = ip.store.append(vectors)?;
+        let count = ip.store.len() - first as usize;
         let m0 = ip.m0;
-        ip.vectors.extend_from_slice(vectors);
         ip.links0
             .extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
         ip.levels.extend(std::iter::repeat_n(0, count));
         ip.locks.extend((0..count).map(|_| Mutex::new(())));
-        Ok(first as Slot)
+        Ok(first)
     }
 
     /// Links `slot` into the inner-product graph, seeded by its angular candidates.
     fn link_ip(&self, ip: &Graph, slot: Slot, angular: &[Neighbor]) {
-        let x = ip.vector(slot);
         let seeds: Vec<Slot> = angular
             .iter()
             .map(|n| n.slot)
             .filter(|&s| s != slot)
             .collect();
-        let mut computed = 0;
-        let found = best_first(
-            ip,
-            self.key_fn,
-            self.key4_fn,
-            x,
-            Seeds::Slots(&seeds),
-            self.params.ef_construction,
-            0,
-            None,
-            &mut computed,
-        );
+        let mut scorer = ip.store.scorer(ip.store.row(slot), None);
+        let seeds = Seeds::Slots(&seeds);
+        let found = best_first(ip, &mut scorer, seeds, self.params.ef_construction, 0);
         let out: Vec<Slot> = found
             .iter()
             .map(|n| n.slot)
@@ -158,12 +140,12 @@ impl IpNswPlus {
             list[0].store(count as u32 + 1, Ordering::Release);
             return;
         }
-        let base = ip.vector(target);
+        let mut scorer = ip.store.scorer(ip.store.row(target), None);
         let mut all: Vec<Neighbor> = words
             .iter()
             .map(|w| w.load(Ordering::Relaxed))
             .chain(std::iter::once(new))
-            .map(|s| Neighbor::new(s, (self.key_fn)(base, ip.vector(s))))
+            .map(|s| Neighbor::new(s, scorer.key(s)))
             .collect();
         all.sort_unstable();
         // Readers may see the list mid-rewrite; every word stays a valid slot, and the count
@@ -174,18 +156,37 @@ impl IpNswPlus {
     }
 }
 
+impl IpNswPlus {
+    /// The query's `cos_ef_search` nearest directions in the angular graph, unfiltered.
+    fn angular_seeds(&self, query: &[f32]) -> Result<(Vec<Neighbor>, SearchStats)> {
+        let cos_ef = self.params.cos_ef_search;
+        let params = SearchParams {
+            ef: Some(cos_ef),
+            exact: false,
+            ..SearchParams::default()
+        };
+        self.angular.search(query, cos_ef, &params, None)
+    }
+}
+
+/// The seeds and *all* their inner-product neighbours (the authors' "pre-candidate" phase).
+/// The pool may repeat a slot (a seed is often its fellow seed's neighbour); `best_first`
+/// drops repeats with its visited set as it scores them.
+fn seed_pool(ip: &Graph, seeds: &[Neighbor]) -> Vec<Slot> {
+    let mut pool: Vec<Slot> = Vec::with_capacity(seeds.len() * (1 + ip.m0));
+    for seed in seeds {
+        pool.push(seed.slot);
+        ip.for_each_neighbor(seed.slot, 0, |n| pool.push(n));
+    }
+    pool
+}
+
 impl VectorIndex for IpNswPlus {
     fn kind(&self) -> IndexKind {
         IndexKind::IpNswPlus
     }
-    fn metric(&self) -> Metric {
-        Metric::InnerProduct
-    }
-    fn dim(&self) -> usize {
-        self.ip.read().dim
-    }
-    fn len(&self) -> usize {
-        self.ip.read().len()
+    fn store(&self) -> StoreRead<'_> {
+        StoreRead::new(&self.ip)
     }
     fn search(
         &self,
@@ -194,56 +195,23 @@ impl VectorIndex for IpNswPlus {
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
-        check_dim(self.dim(), query.len())?;
-        if params.exact {
-            let ip = self.ip.read();
-            return Ok(crate::flat::scan(
-                &ip.vectors,
-                ip.dim,
-                Metric::InnerProduct,
-                query,
-                k,
-                filter,
-            ));
-        }
+        let query = match self.ip.read().store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
         if k == 0 {
             return Ok((Vec::new(), SearchStats::default()));
         }
         // Seeds: the query's angular neighbours. The filter applies to results only, so
         // seeds are found unfiltered (a rejected item still routes the search).
-        let cos_ef = self.params.cos_ef_search;
-        let (seeds, angular_stats) = self.angular.search(
-            query,
-            cos_ef,
-            &SearchParams {
-                ef: Some(cos_ef),
-                exact: false,
-                ..SearchParams::default()
-            },
-            None,
-        )?;
+        let (seeds, angular_stats) = self.angular_seeds(&query)?;
         let ip = self.ip.read();
-        // The seed pool may repeat a slot (a seed is often its fellow seed's neighbour);
-        // `best_first` drops repeats with its visited set as it scores them.
-        let mut pool: Vec<Slot> = Vec::with_capacity(seeds.len() * (1 + ip.m0));
-        for seed in &seeds {
-            pool.push(seed.slot);
-            ip.for_each_neighbor(seed.slot, 0, |n| pool.push(n));
-        }
-        let mut computed = angular_stats.distance_computations;
+        let pool = seed_pool(&ip, &seeds);
         let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
-        let mut hits = best_first(
-            &ip,
-            self.key_fn,
-            self.key4_fn,
-            query,
-            Seeds::Slots(&pool),
-            ef,
-            0,
-            filter,
-            &mut computed,
-        );
+        let mut scorer = ip.store.scorer(&query, filter);
+        let mut hits = best_first(&ip, &mut scorer, Seeds::Slots(&pool), ef, 0);
         hits.truncate(k);
+        let computed = angular_stats.distance_computations + scorer.computed();
         Ok((
             hits,
             SearchStats {
@@ -253,18 +221,13 @@ impl VectorIndex for IpNswPlus {
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
-        let count = batch_len(self.dim(), vectors)?;
-        let first = self.append_ip(vectors, count)?;
+        let first = self.append_ip(vectors)?;
         let ip = self.ip.read();
         let angular_first = self.angular.add_then(vectors, &|slot, candidates| {
             self.link_ip(&ip, slot, candidates)
         })?;
         debug_assert_eq!(angular_first, first, "the two graphs number slots alike");
         Ok(first)
-    }
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        let ip = self.ip.read();
-        ((slot as usize) < ip.len()).then(|| ip.vector(slot).to_vec())
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let _no_adds = self.add_lock.lock();

@@ -9,6 +9,7 @@ use super::{IpNswPlus, IpNswPlusParams};
 use crate::distance::Metric;
 use crate::hnsw::{validate_lists, Graph, Hnsw};
 use crate::persist::codec::{Decoder, Encoder};
+use crate::store::VectorStore;
 use crate::{IndexError, Result, VectorIndex};
 
 /// Writes the index; the caller holds the add lock so no batch is half-linked.
@@ -26,8 +27,8 @@ pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
     }
     e.u64(p.seed);
     e.bytes(&angular);
-    e.u64(ip.dim as u64);
-    e.f32s(&ip.vectors);
+    e.u64(ip.store.dim() as u64);
+    ip.store.write(&mut e);
     e.u32s(ip.links0.iter().map(|w| w.load(Ordering::Relaxed)));
 }
 
@@ -49,7 +50,7 @@ impl IpNswPlus {
             .map_err(|e| IndexError::corrupt(e.to_string()))?;
         let angular = Hnsw::read_from(d.bytes()?)?;
         let dim = d.usize()?;
-        let vectors = d.f32s()?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
         let links0 = d.u32s_map(std::sync::atomic::AtomicU32::new)?;
         d.finish()?;
 
@@ -62,13 +63,12 @@ impl IpNswPlus {
                 "angular graph does not match the index parameters",
             ));
         }
-        let mut ip = Graph::new(dim, params.m);
-        if dim == 0 || vectors.len() != n * dim || links0.len() != n * (1 + ip.m0) {
+        let mut ip = Graph::new(store, params.m);
+        if ip.store.len() != n || links0.len() != n * (1 + ip.m0) {
             return Err(IndexError::corrupt(
                 "inner-product graph sizes do not match the node count",
             ));
         }
-        ip.vectors = vectors;
         ip.links0 = links0;
         ip.levels = vec![0; n];
         ip.locks = (0..n).map(|_| Mutex::new(())).collect();

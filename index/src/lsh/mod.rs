@@ -36,9 +36,9 @@ use rand_distr::{Distribution, StandardNormal};
 pub use params::LshParams;
 
 use crate::distance::simd::dot;
-use crate::distance::{KeyFn, Metric};
-use crate::flat::{batch_len, check_dim, get_row, row};
+use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
+use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
@@ -50,10 +50,10 @@ use crate::{
 pub struct RangeLsh {
     kind: IndexKind,
     params: LshParams,
+    /// The vectors' dimension, outside the lock: hashing needs it.
     dim: usize,
     /// `hash_bits` hyperplanes of `dim + 1` coordinates, row-major.
     planes: Vec<f32>,
-    key_fn: KeyFn,
     inner: ReadMostly<Inner>,
 }
 
@@ -65,7 +65,7 @@ struct Bucket {
 }
 
 struct Inner {
-    vectors: Vec<f32>,
+    store: VectorStore,
     norms: Vec<f32>,
     /// Upper norm bound of each range, ascending; range j's U_j is `bounds[j]`.
     bounds: Vec<f32>,
@@ -94,7 +94,7 @@ impl RangeLsh {
             params,
             dim,
             planes,
-            Inner::empty(params.ranges),
+            Inner::empty(params.ranges, VectorStore::new(Metric::InnerProduct, dim)),
         ))
     }
 
@@ -108,7 +108,6 @@ impl RangeLsh {
             params,
             dim,
             planes,
-            key_fn: Metric::InnerProduct.key_fn(),
             inner: ReadMostly::new(inner),
         }
     }
@@ -179,7 +178,7 @@ impl RangeLsh {
         let range = inner.bounds.partition_point(|&b| b < norm);
         debug_assert!(range < inner.bounds.len(), "norm above every range");
         let range = range.min(inner.bounds.len() - 1);
-        let x = row(&inner.vectors, self.dim, slot);
+        let x = inner.store.row(slot);
         let code = self.hash_item(x, norm, inner.bounds[range]);
         let key = (code, range as u16);
         let at = match inner.lookup.get(&key) {
@@ -223,64 +222,13 @@ impl RangeLsh {
         }
         rank
     }
-}
 
-impl Inner {
-    fn empty(ranges: usize) -> Self {
-        Self {
-            vectors: Vec::new(),
-            norms: Vec::new(),
-            bounds: vec![0.0; ranges],
-            partitioned_at: 0,
-            buckets: Vec::new(),
-            lookup: HashMap::new(),
-            rank: Vec::new(),
-        }
-    }
-}
-
-fn norm(x: &[f32]) -> f32 {
-    dot(x, x).max(0.0).sqrt()
-}
-
-impl VectorIndex for RangeLsh {
-    fn kind(&self) -> IndexKind {
-        self.kind
-    }
-    fn metric(&self) -> Metric {
-        Metric::InnerProduct
-    }
-    fn dim(&self) -> usize {
-        self.dim
-    }
-    fn len(&self) -> usize {
-        self.inner.read().norms.len()
-    }
-    fn search(
-        &self,
-        query: &[f32],
-        k: usize,
-        params: &SearchParams,
-        filter: Option<SlotFilter<'_>>,
-    ) -> Result<(Vec<Neighbor>, SearchStats)> {
-        check_dim(self.dim, query.len())?;
-        let inner = self.inner.read();
-        if params.exact {
-            return Ok(crate::flat::scan(
-                &inner.vectors,
-                self.dim,
-                Metric::InnerProduct,
-                query,
-                k,
-                filter,
-            ));
-        }
-        // `ef` is the probe budget T: items re-ranked exactly (at least k).
-        let budget = params.ef.unwrap_or(self.params.probe_items).max(k);
+    /// Bucket numbers in probe order for `query`: a counting sort by the precomputed rank of
+    /// each bucket's (range, matching bits) pair.
+    fn probe_order(&self, inner: &Inner, query: &[f32]) -> Vec<u32> {
         let qcode = self.hash_query(query);
         let bits = self.params.hash_bits();
         let stride = bits as usize + 1;
-        // Counting sort of the buckets into probe order.
         let mut counts = vec![0u32; inner.rank.len() + 1];
         let ranks: Vec<u32> = inner
             .buckets
@@ -300,38 +248,76 @@ impl VectorIndex for RangeLsh {
             order[counts[r as usize] as usize] = b as u32;
             counts[r as usize] += 1;
         }
+        order
+    }
+}
+
+impl Inner {
+    /// No buckets yet over `store`'s rows.
+    fn empty(ranges: usize, store: VectorStore) -> Self {
+        Self {
+            store,
+            norms: Vec::new(),
+            bounds: vec![0.0; ranges],
+            partitioned_at: 0,
+            buckets: Vec::new(),
+            lookup: HashMap::new(),
+            rank: Vec::new(),
+        }
+    }
+}
+
+fn norm(x: &[f32]) -> f32 {
+    dot(x, x).max(0.0).sqrt()
+}
+
+impl HoldsStore for Inner {
+    fn store(&self) -> &VectorStore {
+        &self.store
+    }
+}
+
+impl VectorIndex for RangeLsh {
+    fn kind(&self) -> IndexKind {
+        self.kind
+    }
+    fn store(&self) -> StoreRead<'_> {
+        StoreRead::new(&self.inner)
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        let inner = self.inner.read();
+        let query = match inner.store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
+        // `ef` is the probe budget T: items re-ranked exactly (at least k).
+        let budget = params.ef.unwrap_or(self.params.probe_items).max(k) as u64;
         let mut top = TopK::new(k);
-        let mut probed = 0usize;
-        'probe: for &b in &order {
+        let mut scorer = inner.store.scorer(&query, filter);
+        'probe: for b in self.probe_order(&inner, &query) {
             for &slot in &inner.buckets[b as usize].items {
-                if filter.is_some_and(|f| !f(slot)) {
+                if !scorer.accepts(slot) {
                     continue;
                 }
-                let key = (self.key_fn)(query, row(&inner.vectors, self.dim, slot));
-                top.offer(Neighbor::new(slot, key));
-                probed += 1;
-                if probed >= budget {
+                top.offer(Neighbor::new(slot, scorer.key(slot)));
+                if scorer.computed() >= budget {
                     break 'probe;
                 }
             }
         }
-        Ok((
-            top.into_sorted(),
-            SearchStats {
-                distance_computations: probed as u64,
-            },
-        ))
+        Ok((top.into_sorted(), scorer.stats()))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
-        let count = batch_len(self.dim, vectors)?;
         let mut inner = self.inner.write();
-        let first = inner.norms.len();
-        if first + count > Slot::MAX as usize {
-            return Err(IndexError::Full(first));
-        }
-        inner.vectors.extend_from_slice(vectors);
+        let first = inner.store.append(vectors)? as usize;
         inner.norms.extend(vectors.chunks_exact(self.dim).map(norm));
-        let n = first + count;
+        let n = inner.store.len();
         let top_bound = inner.bounds.last().copied().unwrap_or(0.0);
         let overflow = inner.norms[first..].iter().any(|&x| x > top_bound);
         if overflow || n >= 2 * inner.partitioned_at.max(1) {
@@ -342,9 +328,6 @@ impl VectorIndex for RangeLsh {
             }
         }
         Ok(first as Slot)
-    }
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        get_row(&self.inner.read().vectors, self.dim, slot).map(<[f32]>::to_vec)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let inner = self.inner.read();
@@ -357,7 +340,7 @@ impl VectorIndex for RangeLsh {
         e.u64(p.seed);
         e.u64(self.dim as u64);
         e.f32s(&self.planes);
-        e.f32s(&inner.vectors);
+        inner.store.write(&mut e);
         e.f32s(&inner.bounds);
         e.u64(inner.partitioned_at as u64);
     }
@@ -365,7 +348,7 @@ impl VectorIndex for RangeLsh {
         let inner = self.inner.read();
         let items: usize = inner.buckets.iter().map(|b| b.items.capacity() * 4).sum();
         self.planes.len() * 4
-            + inner.vectors.capacity() * 4
+            + inner.store.memory_bytes()
             + inner.norms.capacity() * 4
             + inner.buckets.capacity() * std::mem::size_of::<Bucket>()
             + items
@@ -391,13 +374,11 @@ impl RangeLsh {
             .map_err(|e| IndexError::corrupt(e.to_string()))?;
         let dim = d.usize()?;
         let planes = d.f32s()?;
-        let vectors = d.f32s()?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
         let bounds = d.f32s()?;
         let partitioned_at = d.usize()?;
         d.finish()?;
-        if dim == 0
-            || planes.len() != params.hash_bits() as usize * (dim + 1)
-            || vectors.len() % dim != 0
+        if planes.len() != params.hash_bits() as usize * (dim + 1)
             || bounds.len() != params.ranges
             || bounds.windows(2).any(|w| w[0] > w[1])
         {
@@ -405,18 +386,17 @@ impl RangeLsh {
                 "LSH arrays do not match their parameters",
             ));
         }
-        let norms: Vec<f32> = vectors.chunks_exact(dim).map(norm).collect();
+        let norms: Vec<f32> = store.rows().map(norm).collect();
         let top = bounds.last().copied().unwrap_or(0.0);
         if norms.iter().any(|&x| x.is_nan() || x > top) || partitioned_at > norms.len() {
             return Err(IndexError::corrupt(
                 "LSH ranges do not cover the stored items",
             ));
         }
-        let index = Self::from_parts(params, dim, planes, Inner::empty(params.ranges));
+        let index = Self::from_parts(params, dim, planes, Inner::empty(params.ranges, store));
         {
             let mut inner = index.inner.write();
             inner.rank = index.probe_ranks(&bounds);
-            inner.vectors = vectors;
             inner.norms = norms;
             inner.bounds = bounds;
             inner.partitioned_at = partitioned_at;

@@ -116,10 +116,13 @@ impl<'a> Decoder<'a> {
     }
     /// A length-prefixed f32 array.
     pub fn f32s(&mut self) -> Result<Vec<f32>> {
+        Ok(self.f32_iter()?.collect())
+    }
+    /// The floats of a length-prefixed f32 array, for a caller that stores them itself.
+    pub fn f32_iter(&mut self) -> Result<impl ExactSizeIterator<Item = f32> + 'a> {
         Ok(self
             .words()?
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
     }
     /// A length-prefixed u32 array, mapped element-wise (e.g. into atomics) without a copy.
     pub fn u32s_map<T>(&mut self, f: impl Fn(u32) -> T) -> Result<Vec<T>> {

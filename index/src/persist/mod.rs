@@ -205,7 +205,7 @@ mod tests {
         let bytes = include_bytes!("../../tests/data/hnsw_v1.cidx");
         let (h, payload) = decode(bytes).unwrap();
         assert_eq!(h.kind, IndexKind::Hnsw);
-        let index = crate::read_index(h.kind, payload).unwrap();
+        let index = crate::read_index(h.kind, payload, &crate::Trainers::default()).unwrap();
         assert_eq!(index.len() as u64, h.count);
         let (hits, _) = index
             .search(&[1.0, 0.0, 0.0, 0.0], 1, &Default::default(), None)

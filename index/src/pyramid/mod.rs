@@ -3,7 +3,7 @@
 //! answers, instead of broadcasting it to every shard as hash sharding must.
 //!
 //! Build ([`MetaIndex::train`]): k-means on a sample gives `centres` centres (FAISS trains them,
-//! through the [`CentroidTrainer`] the server registers); a small HNSW, the *meta-HNSW*, is
+//! through a [`CentroidTrainer`] the caller hands in); a small HNSW, the *meta-HNSW*, is
 //! built over them; its bottom layer is split into `partitions` balanced parts with a small
 //! edge cut ([`balance`]), each centre weighted by the sample items nearest to it. Neighbouring
 //! centres then share a part, so the few centres near a query tend to fall in few parts.

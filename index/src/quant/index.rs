@@ -10,37 +10,21 @@
 //! the write that triggers it (seconds for PQ at 50k items); searches keep using the old codes
 //! until the new ones are swapped in.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
-use crate::distance::{KeyFn, Metric};
-use crate::flat::{batch_len, check_dim, get_row, row, scan};
+use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
+use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
-    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
+    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter, Trainers,
     VectorIndex,
 };
-
-static TRAINER: OnceLock<Arc<dyn CodebookTrainer>> = OnceLock::new();
-
-/// Installs the process's codebook trainer (the server installs FAISS's at start-up). Quantized
-/// indexes cannot train without one; a second call is ignored.
-pub fn register_trainer(trainer: Arc<dyn CodebookTrainer>) {
-    let _ = TRAINER.set(trainer);
-}
-
-fn trainer() -> Result<&'static dyn CodebookTrainer> {
-    TRAINER.get().map(Arc::as_ref).ok_or_else(|| {
-        IndexError::InvalidParams(
-            "this process has no codebook trainer, so it cannot build quantized indexes".into(),
-        )
-    })
-}
 
 /// Parameters of a [`QuantizedIndex`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -99,7 +83,7 @@ impl QuantizedParams {
 }
 
 struct Inner {
-    vectors: Vec<f32>,
+    store: VectorStore,
     codec: Option<MipsCodec>,
     codes: Vec<u8>,
     /// Items the codec was trained at (0 before the first training).
@@ -109,17 +93,19 @@ struct Inner {
 /// A quantized scan with exact re-ranking; see the module docs.
 pub struct QuantizedIndex {
     params: QuantizedParams,
+    /// Trains the codebooks when the index is due (FAISS's, handed in through [`Trainers`]).
+    trainer: Arc<dyn CodebookTrainer>,
+    /// The vectors' dimension, outside the lock: training and coding need it.
     dim: usize,
-    key_fn: KeyFn,
     inner: ReadMostly<Inner>,
     add_lock: Mutex<()>,
 }
 
 impl QuantizedIndex {
-    /// An empty index.
-    pub fn new(params: QuantizedParams, dim: usize) -> Result<Self> {
+    /// An empty index, trained when due by `trainers`' codebook trainer (which it needs).
+    pub fn new(params: QuantizedParams, dim: usize, trainers: &Trainers) -> Result<Self> {
         params.validate()?;
-        trainer()?;
+        let trainer = trainers.codebooks()?;
         if dim == 0 {
             return Err(IndexError::InvalidParams(
                 "dimension must be at least 1".into(),
@@ -127,9 +113,10 @@ impl QuantizedIndex {
         }
         Ok(Self::from_inner(
             params,
+            trainer,
             dim,
             Inner {
-                vectors: Vec::new(),
+                store: VectorStore::new(Metric::InnerProduct, dim),
                 codec: None,
                 codes: Vec::new(),
                 trained_at: 0,
@@ -137,11 +124,16 @@ impl QuantizedIndex {
         ))
     }
 
-    fn from_inner(params: QuantizedParams, dim: usize, inner: Inner) -> Self {
+    fn from_inner(
+        params: QuantizedParams,
+        trainer: Arc<dyn CodebookTrainer>,
+        dim: usize,
+        inner: Inner,
+    ) -> Self {
         Self {
             params,
+            trainer,
             dim,
-            key_fn: Metric::InnerProduct.key_fn(),
             inner: ReadMostly::new(inner),
             add_lock: Mutex::new(()),
         }
@@ -160,18 +152,18 @@ impl QuantizedIndex {
     }
 }
 
+impl HoldsStore for Inner {
+    fn store(&self) -> &VectorStore {
+        &self.store
+    }
+}
+
 impl VectorIndex for QuantizedIndex {
     fn kind(&self) -> IndexKind {
         IndexKind::Quantized
     }
-    fn metric(&self) -> Metric {
-        Metric::InnerProduct
-    }
-    fn dim(&self) -> usize {
-        self.dim
-    }
-    fn len(&self) -> usize {
-        self.inner.read().vectors.len() / self.dim
+    fn store(&self) -> StoreRead<'_> {
+        StoreRead::new(&self.inner)
     }
     fn search(
         &self,
@@ -180,101 +172,77 @@ impl VectorIndex for QuantizedIndex {
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
-        check_dim(self.dim, query.len())?;
         let inner = self.inner.read();
-        let codec = match &inner.codec {
-            Some(codec) if !params.exact => codec,
-            Some(_) | None => {
-                return Ok(scan(
-                    &inner.vectors,
-                    self.dim,
-                    Metric::InnerProduct,
-                    query,
-                    k,
-                    filter,
-                ));
-            }
+        let query = match inner.store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
+        let Some(codec) = &inner.codec else {
+            // Untrained: the exact scan, as for `exact` queries.
+            return Ok(inner.store.scan(&query, k, filter));
         };
         let oversampling = params
             .oversampling
             .unwrap_or(self.params.oversampling)
             .max(1.0);
         let candidates = ((k as f32 * oversampling).ceil() as usize).max(k);
-        let tables = codec.tables(query);
-        let m = codec.code_size();
-        let mut top = TopK::new(candidates);
-        let mut computed = 0u64;
-        for (slot, code) in inner.codes.chunks_exact(m).enumerate() {
-            let slot = slot as Slot;
-            if filter.is_some_and(|accept| !accept(slot)) {
-                continue;
-            }
-            computed += 1;
-            top.offer(Neighbor::new(slot, -codec.score(&tables, code)));
-        }
-        let estimated = top.into_sorted();
+        let (estimated, coded) = estimate(codec, &inner.codes, &query, candidates, filter);
         if !params.rescore.unwrap_or(true) {
             let mut hits = estimated;
             hits.truncate(k);
             return Ok((
                 hits,
                 SearchStats {
-                    distance_computations: computed,
+                    distance_computations: coded,
                 },
             ));
         }
         let mut exact = TopK::new(k);
+        let mut scorer = inner.store.scorer(&query, None);
         for n in &estimated {
-            let key = (self.key_fn)(query, row(&inner.vectors, self.dim, n.slot));
-            exact.offer(Neighbor::new(n.slot, key));
+            exact.offer(Neighbor::new(n.slot, scorer.key(n.slot)));
         }
-        computed += estimated.len() as u64;
         Ok((
             exact.into_sorted(),
             SearchStats {
-                distance_computations: computed,
+                distance_computations: coded + scorer.computed(),
             },
         ))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
-        let count = batch_len(self.dim, vectors)?;
         let _adds = self.add_lock.lock();
-        let (first, trained_at, codec) = {
+        let (first, count, trained_at, codec) = {
             let inner = self.inner.read();
+            let count = inner.store.rows_in(vectors)?;
             (
-                inner.vectors.len() / self.dim,
+                inner.store.len(),
+                count,
                 inner.trained_at,
                 inner.codec.clone(),
             )
         };
-        if first + count > Slot::MAX as usize {
-            return Err(IndexError::Full(first));
-        }
         let n = first + count;
         if self.due_for_training(trained_at, n) {
             // Train outside the lock on the first `train_size` items, then code everything.
-            let mut all = self.inner.read().vectors.clone();
-            all.extend_from_slice(vectors);
-            let sample = &all[..n.min(self.params.train_size) * self.dim];
-            let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, trainer()?)?;
-            let codes = codec.encode(&all);
+            let mut all = self.inner.read().store.clone();
+            all.append(vectors)?;
+            let sample = &all.as_flat()[..n.min(self.params.train_size) * self.dim];
+            let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, &*self.trainer)?;
+            let codes = codec.encode(all.as_flat());
             let mut inner = self.inner.write();
-            inner.vectors = all;
+            inner.store = all;
             inner.codes = codes;
             inner.codec = Some(codec);
             inner.trained_at = n;
         } else {
             let codes = codec.as_ref().map(|c| c.encode(vectors));
             let mut inner = self.inner.write();
-            inner.vectors.extend_from_slice(vectors);
+            inner.store.append(vectors)?;
             if let Some(codes) = codes {
                 inner.codes.extend_from_slice(&codes);
             }
         }
         Ok(first as Slot)
-    }
-    fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
-        get_row(&self.inner.read().vectors, self.dim, slot).map(<[f32]>::to_vec)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let _no_adds = self.add_lock.lock();
@@ -286,7 +254,7 @@ impl VectorIndex for QuantizedIndex {
         e.u64(p.train_size as u64);
         e.u64(self.dim as u64);
         e.u64(inner.trained_at as u64);
-        e.f32s(&inner.vectors);
+        inner.store.write(&mut e);
         match &inner.codec {
             None => e.u8(0),
             Some(codec) => {
@@ -300,8 +268,31 @@ impl VectorIndex for QuantizedIndex {
     }
     fn memory_bytes(&self) -> usize {
         let inner = self.inner.read();
-        inner.vectors.capacity() * 4 + inner.codes.capacity()
+        inner.store.memory_bytes() + inner.codes.capacity()
     }
+}
+
+/// The `candidates` best accepted slots by the codec's estimate, and how many codes were
+/// scored.
+fn estimate(
+    codec: &MipsCodec,
+    codes: &[u8],
+    query: &[f32],
+    candidates: usize,
+    filter: Option<SlotFilter<'_>>,
+) -> (Vec<Neighbor>, u64) {
+    let tables = codec.tables(query);
+    let mut top = TopK::new(candidates);
+    let mut computed = 0u64;
+    for (slot, code) in codes.chunks_exact(codec.code_size()).enumerate() {
+        let slot = slot as Slot;
+        if filter.is_some_and(|accept| !accept(slot)) {
+            continue;
+        }
+        computed += 1;
+        top.offer(Neighbor::new(slot, -codec.score(&tables, code)));
+    }
+    (top.into_sorted(), computed)
 }
 
 /// The quantizer as three bytes: type, vector quantizer, codebooks.
@@ -319,15 +310,16 @@ fn quantizer_bytes(q: Quantizer) -> Vec<u8> {
 }
 
 impl QuantizedIndex {
-    /// Reads what [`VectorIndex::write_to`] wrote.
-    pub fn read_from(bytes: &[u8]) -> Result<Self> {
+    /// Reads what [`VectorIndex::write_to`] wrote; `trainers` retrain it when due.
+    pub fn read_from(bytes: &[u8], trainers: &Trainers) -> Result<Self> {
+        let trainer = trainers.codebooks()?;
         let mut d = Decoder::new(bytes);
         let oversampling = f32::from_bits(d.u32()?);
         let train_threshold = d.usize()?;
         let train_size = d.usize()?;
         let dim = d.usize()?;
         let trained_at = d.usize()?;
-        let vectors = d.f32s()?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
         let (codec, codes) = match d.u8()? {
             0 => (None, Vec::new()),
             1 => {
@@ -362,23 +354,22 @@ impl QuantizedIndex {
         params
             .validate()
             .map_err(|e| IndexError::corrupt(e.to_string()))?;
-        let n = vectors.len().checked_div(dim).unwrap_or(0);
-        let consistent = dim > 0
-            && vectors.len() % dim == 0
-            && match &codec {
-                None => codes.is_empty(),
-                Some(c) => {
-                    c.quantizer() == quantizer && c.dim() == dim && codes.len() == n * c.code_size()
-                }
-            };
+        let n = store.len();
+        let consistent = match &codec {
+            None => codes.is_empty(),
+            Some(c) => {
+                c.quantizer() == quantizer && c.dim() == dim && codes.len() == n * c.code_size()
+            }
+        };
         if !consistent {
             return Err(IndexError::corrupt("quantized index sizes do not match"));
         }
         Ok(Self::from_inner(
             params,
+            trainer,
             dim,
             Inner {
-                vectors,
+                store,
                 codec,
                 codes,
                 trained_at,

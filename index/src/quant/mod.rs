@@ -18,7 +18,7 @@ mod mips;
 mod scalar;
 
 pub use additive::{AdditiveCodebooks, Lut, KS};
-pub use index::{register_trainer, QuantizedIndex, QuantizedParams};
+pub use index::{QuantizedIndex, QuantizedParams};
 pub use mips::{MipsCodec, Quantizer, QueryTables};
 pub use scalar::ScalarCodebook;
 

@@ -200,8 +200,11 @@ proptest! {
 #[test]
 fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
     use crate::dataset::{ground_truth, recall_at_k};
-    use crate::{read_index, IndexKind, SearchParams, VectorIndex};
-    register_trainer(std::sync::Arc::new(TestPq));
+    use crate::{read_index, IndexKind, SearchParams, Trainers, VectorIndex};
+    let trainers = Trainers {
+        codebooks: Some(std::sync::Arc::new(TestPq)),
+        ..Trainers::default()
+    };
     let dim = 16;
     let base = long_tailed_norms(6_000, dim, 1.0, 21);
     let queries = long_tailed_norms(50, dim, 0.0, 22);
@@ -211,7 +214,7 @@ fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
         m: 4,
     });
     params.train_threshold = 1_000;
-    let index = QuantizedIndex::new(params, dim).unwrap();
+    let index = QuantizedIndex::new(params, dim, &trainers).unwrap();
     index.add(&base.data[..500 * dim]).unwrap();
     assert!(
         !index.is_trained(),
@@ -249,7 +252,11 @@ fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
 
     let mut bytes = Vec::new();
     index.write_to(&mut bytes);
-    let back = read_index(IndexKind::Quantized, &bytes).unwrap();
+    let back = read_index(IndexKind::Quantized, &bytes, &trainers).unwrap();
     assert_eq!(search(back.as_ref(), SearchParams::default()), rescored);
-    assert!(QuantizedIndex::read_from(&bytes[..bytes.len() - 1]).is_err());
+    assert!(QuantizedIndex::read_from(&bytes[..bytes.len() - 1], &trainers).is_err());
+    assert!(
+        QuantizedIndex::new(params, dim, &Trainers::default()).is_err(),
+        "a quantized index needs a codebook trainer"
+    );
 }

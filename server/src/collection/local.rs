@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
 use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_index::Trainers;
 
 use super::handle::{HandleFuture, PartitionHandle, ReadTrace};
 use super::host::{MetaStore, Opened, PartitionHost};
@@ -107,6 +108,8 @@ pub fn partition_dir(collection_dir: &Path, i: usize) -> PathBuf {
 pub struct LocalHost {
     /// How partitions write.
     pub storage: StorageConfig,
+    /// What their indexes train with.
+    pub trainers: Trainers,
 }
 
 impl PartitionHost for LocalHost {
@@ -129,7 +132,12 @@ impl PartitionHost for LocalHost {
     }
 
     fn open(&self, name: &str, dir: &Path) -> Result<Opened> {
-        let first = Arc::new(Partition::open(name, &partition_dir(dir, 0), self.storage)?);
+        let first = Arc::new(Partition::open(
+            name,
+            &partition_dir(dir, 0),
+            self.storage,
+            &self.trainers,
+        )?);
         let settings = first.settings().clone();
         let mut partitions: Vec<Arc<dyn PartitionHandle>> = vec![first.clone()];
         for i in 1..settings.partitions() {
@@ -138,6 +146,7 @@ impl PartitionHost for LocalHost {
                 &label,
                 &partition_dir(dir, i),
                 self.storage,
+                &self.trainers,
             )?));
         }
         Ok(Opened {

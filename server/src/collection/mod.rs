@@ -52,7 +52,8 @@ use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
 use cairn_api::PointId;
-use cairn_index::pyramid::{Assignment, CentroidTrainer};
+use cairn_index::pyramid::Assignment;
+use cairn_index::Trainers;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::Result;
@@ -82,7 +83,8 @@ pub struct Collection {
     routing: RwLock<Arc<Routing>>,
     /// Serialises writes of a partitioned collection (see the module docs).
     writes: Mutex<()>,
-    trainer: Arc<dyn CentroidTrainer>,
+    /// Trains the meta-index's k-means centres (FAISS in the binary).
+    trainers: Trainers,
     rebalancer: Mutex<Option<rebalance::Handle>>,
 }
 
@@ -93,7 +95,7 @@ pub struct WriteTicket {
     /// Increases with every write to the collection: the sum of its partitions' last
     /// sequence numbers (for one partition, that partition's sequence number).
     pub operation_id: u64,
-    waits: Vec<(usize, u64)>,
+    waits: Vec<(PartitionId, u64)>,
 }
 
 impl WriteTicket {
@@ -101,7 +103,7 @@ impl WriteTicket {
     fn single(seq: u64) -> Self {
         Self {
             operation_id: seq,
-            waits: vec![(0, seq)],
+            waits: vec![(PartitionId(0), seq)],
         }
     }
 }
@@ -109,11 +111,7 @@ impl WriteTicket {
 impl Collection {
     /// Assembles an opened collection, finishes any write interrupted between its two steps,
     /// and starts the background rebalancer (blocking).
-    pub fn open(
-        name: &str,
-        opened: Opened,
-        trainer: Arc<dyn CentroidTrainer>,
-    ) -> Result<Arc<Self>> {
+    pub fn open(name: &str, opened: Opened, trainers: Trainers) -> Result<Arc<Self>> {
         let Opened {
             settings,
             partitions,
@@ -128,7 +126,7 @@ impl Collection {
             meta,
             routing: RwLock::new(Arc::new(routing)),
             writes: Mutex::new(()),
-            trainer,
+            trainers,
             rebalancer: Mutex::new(None),
         });
         if w > 1 {
@@ -267,7 +265,7 @@ impl Collection {
         let mut waits = Vec::new();
         for (q, partition) in self.partitions.iter().enumerate() {
             if let Some(seq) = partition.delete_present(&ids)? {
-                waits.push((q, seq));
+                waits.push((PartitionId(q), seq));
             }
         }
         Ok(self.ticket(waits))
@@ -276,12 +274,12 @@ impl Collection {
     /// Resolves once the write is searchable in every partition it touched.
     pub async fn wait_applied(&self, ticket: &WriteTicket) -> Result<()> {
         for &(q, seq) in &ticket.waits {
-            self.partitions[q].wait_applied(seq).await?;
+            self.partitions[q.0].wait_applied(seq).await?;
         }
         Ok(())
     }
 
-    fn ticket(&self, waits: Vec<(usize, u64)>) -> WriteTicket {
+    fn ticket(&self, waits: Vec<(PartitionId, u64)>) -> WriteTicket {
         WriteTicket {
             operation_id: self.partitions.iter().map(|p| p.last_seq()).sum(),
             waits,
@@ -346,7 +344,7 @@ impl Collection {
         let mut waits = Vec::new();
         for (q, batch) in per_partition.into_iter().enumerate() {
             if !batch.is_empty() {
-                waits.push((q, self.partitions[q].upsert(batch)?));
+                waits.push((PartitionId(q), self.partitions[q].upsert(batch)?));
             }
         }
         if !moves.is_empty() {
@@ -354,7 +352,7 @@ impl Collection {
             // old one, or a query in between would miss it (a moment of two copies is
             // harmless: results drop duplicate ids).
             for &(q, seq) in &waits {
-                self.partitions[q].wait_applied_blocking(seq)?;
+                self.partitions[q.0].wait_applied_blocking(seq)?;
             }
         }
         for (q, ids) in stale.into_iter().enumerate() {
@@ -362,7 +360,7 @@ impl Collection {
                 continue;
             }
             if let Some(seq) = self.partitions[q].delete_present(&ids)? {
-                waits.push((q, seq));
+                waits.push((PartitionId(q), seq));
             }
         }
         if !moves.is_empty() {

@@ -141,7 +141,7 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         collection.settings.metric(),
         dim,
         &sample,
-        collection.trainer.as_ref(),
+        collection.trainers.centroids()?.as_ref(),
         version,
     )
     .map_err(|e| ServerError::Internal(format!("meta_index training: {e}")))?;

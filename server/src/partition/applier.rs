@@ -116,7 +116,7 @@ fn vacuum(shared: &Shared) -> bool {
         (entries, vectors)
     };
     let dead = old.table.read().dead;
-    match LiveIndex::build(&shared.settings, entries, &vectors) {
+    match LiveIndex::build(&shared.settings, &shared.trainers, entries, &vectors) {
         Ok(fresh) => {
             *shared.live.write() = Arc::new(fresh);
             tracing::info!(collection = %shared.name, reclaimed_slots = dead, ms = started.elapsed().as_millis() as u64, "vacuum rebuilt the index");

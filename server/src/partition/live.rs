@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use cairn_api::internal::NewPoint;
 use cairn_api::{Payload, PointId};
-use cairn_index::{Slot, VectorIndex};
+use cairn_index::{Slot, Trainers, VectorIndex};
 use parking_lot::RwLock;
 
 use crate::error::Result;
@@ -140,10 +140,12 @@ impl LiveIndex {
     /// A fresh index over `entries` (in order) and their row-major `vectors`.
     pub fn build(
         settings: &CollectionSettings,
+        trainers: &Trainers,
         entries: Vec<SlotEntry>,
         vectors: &[f32],
     ) -> Result<Self> {
-        let index = cairn_index::new_index(&settings.index, settings.metric(), settings.dim)?;
+        let index =
+            cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
         let mut table = PointTable::default();
         let dim = settings.dim;
         let mut entries = entries.into_iter();

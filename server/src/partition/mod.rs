@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, OplogItem, PartitionState};
 use cairn_api::PointId;
+use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
@@ -106,6 +107,8 @@ pub(crate) struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) live: RwLock<Arc<LiveIndex>>,
     pub(crate) storage: StorageConfig,
+    /// What rebuilt indexes train with (a vacuum rebuilds a quantized index too).
+    pub(crate) trainers: Trainers,
     pub(crate) applied: watch::Sender<u64>,
     pub(crate) load: LoadReport,
     pub(crate) searches: SearchClock,
@@ -164,7 +167,12 @@ const APPLY_QUEUE: usize = 64;
 
 impl Partition {
     /// Opens a collection whose partition lives in `dir`, loading or rebuilding its index.
-    pub fn open(name: &str, dir: &Path, storage: StorageConfig) -> Result<Self> {
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        storage: StorageConfig,
+        trainers: &Trainers,
+    ) -> Result<Self> {
         let store = PartitionStore::open(
             &paths::db(dir),
             StoreOptions {
@@ -181,7 +189,7 @@ impl Partition {
                 )))
             }
         };
-        let loaded = recovery::load(&settings, &store, dir)?;
+        let loaded = recovery::load(&settings, trainers, &store, dir)?;
         let last_seq = store.last_seq()?;
         tracing::info!(collection = name, source = %loaded.report.index_source, points = loaded.report.points,
             replayed = loaded.report.replayed_ops, ms = loaded.report.load_ms, "collection loaded");
@@ -193,6 +201,7 @@ impl Partition {
             dir: dir.to_path_buf(),
             live: RwLock::new(Arc::new(loaded.live)),
             storage,
+            trainers: trainers.clone(),
             applied,
             load: loaded.report,
             searches: SearchClock::default(),

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use cairn_api::internal::NewPoint;
 use cairn_api::{Payload, PointId};
+use cairn_index::Trainers;
 use cairn_storage::PartitionStore;
 
 use super::keys::{self, parse_payload};
@@ -22,12 +23,13 @@ pub(super) struct Recovered {
 
 pub(super) fn load(
     settings: &CollectionSettings,
+    trainers: &Trainers,
     store: &PartitionStore,
     dir: &std::path::Path,
 ) -> Result<Recovered> {
     let started = Instant::now();
     let last_seq = store.last_seq()?;
-    let snapshot = match snapshot::read(dir, settings.dim) {
+    let snapshot = match snapshot::read(dir, settings.dim, trainers) {
         Ok(Some(s)) if s.applied_seq <= last_seq => Some(s),
         Ok(Some(s)) => {
             tracing::warn!(
@@ -45,7 +47,7 @@ pub(super) fn load(
     };
     let mut recovered = match snapshot {
         Some(s) => from_snapshot(store, s)?,
-        None => rebuild(settings, store, last_seq)?,
+        None => rebuild(settings, trainers, store, last_seq)?,
     };
     recovered.report.points = recovered.live.table.read().live() as u64;
     recovered.report.load_ms = started.elapsed().as_millis() as u64;
@@ -141,6 +143,7 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
 /// No snapshot: build the index from every stored point.
 fn rebuild(
     settings: &CollectionSettings,
+    trainers: &Trainers,
     store: &PartitionStore,
     last_seq: u64,
 ) -> Result<Recovered> {
@@ -168,7 +171,7 @@ fn rebuild(
     } else {
         "rebuilt"
     };
-    let live = LiveIndex::build(settings, entries, &vectors)?;
+    let live = LiveIndex::build(settings, trainers, entries, &vectors)?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
     let report = LoadReport {
         index_source: source.into(),

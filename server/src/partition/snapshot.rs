@@ -57,7 +57,11 @@ pub(super) struct Loaded {
 }
 
 /// Reads and verifies the snapshot in `dir`, if there is one.
-pub(super) fn read(dir: &std::path::Path, dim: usize) -> Result<Option<Loaded>> {
+pub(super) fn read(
+    dir: &std::path::Path,
+    dim: usize,
+    trainers: &cairn_index::Trainers,
+) -> Result<Option<Loaded>> {
     let path = paths::snapshot(dir);
     if !path.is_file() {
         return Ok(None);
@@ -70,7 +74,7 @@ pub(super) fn read(dir: &std::path::Path, dim: usize) -> Result<Option<Loaded>> 
         ));
     }
     let mut d = Decoder::new(&bytes);
-    let index = cairn_index::read_index(header.kind, d.bytes()?)?;
+    let index = cairn_index::read_index(header.kind, d.bytes()?, trainers)?;
     let slots = d.usize()?;
     if slots != index.len() {
         return Err(corrupt(

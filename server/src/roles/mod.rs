@@ -37,6 +37,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let local = || -> Arc<dyn PartitionHost> {
         Arc::new(LocalHost {
             storage: config.storage,
+            trainers: cairn_faiss::trainers(),
         })
     };
     let wiring = match config.cluster.role {

@@ -21,8 +21,6 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         shard_api,
         cluster,
     } = wiring;
-    // Quantized collections train their codebooks with FAISS (cairn-index never links it).
-    cairn_index::quant::register_trainer(Arc::new(cairn_faiss::codec::FaissTrainer));
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
         .with_context(|| format!("cannot listen on {}", config.http.addr))?;
@@ -44,12 +42,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 
     let data_dir = config.node.data_dir.clone();
     let catalog = tokio::task::spawn_blocking(move || {
-        Catalog::open(
-            &data_dir,
-            config.limits,
-            Arc::new(cairn_faiss::FaissTrainer),
-            host,
-        )
+        Catalog::open(&data_dir, config.limits, cairn_faiss::trainers(), host)
     })
     .await?
     .context("cannot load collections")?;
