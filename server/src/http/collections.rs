@@ -154,11 +154,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
         segments_count: 1,
         config: CollectionConfig {
             params: CollectionParams {
-                vectors: VectorParams {
-                    size: s.dim,
-                    distance: s.distance,
-                    hnsw_config: None,
-                },
+                vectors: VectorParams::new(s.dim, s.distance),
                 shard_number: s.partitions() as u32,
                 replication_factor: 1,
                 write_consistency_factor: 1,
