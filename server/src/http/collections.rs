@@ -6,8 +6,8 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
     CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams,
-    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig, VectorParams,
-    WalConfig,
+    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig,
+    RefuseUnsupported, VectorParams, WalConfig,
 };
 use cairn_index::IndexParams;
 
@@ -33,6 +33,7 @@ pub(super) async fn create(
     ApiJson(request): ApiJson<CreateCollection>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    request.refuse_unsupported()?;
     let catalog = state.catalog()?.clone();
     blocking(move || catalog.create(&name, &request)).await?;
     Ok(ok(true, t))
