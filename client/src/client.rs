@@ -253,7 +253,7 @@ impl Client {
         );
         let body = UpsertRequest {
             points: Some(upsert.points),
-            batch: None,
+            ..UpsertRequest::default()
         };
         self.send(Method::PUT, &path, &body, Idempotency::Idempotent)
             .await

@@ -156,8 +156,7 @@ impl GetPoints {
             collection: collection.into(),
             request: GetPointsRequest {
                 ids: ids.into_iter().map(Into::into).collect(),
-                with_payload: None,
-                with_vector: None,
+                ..GetPointsRequest::default()
             },
         }
     }

@@ -53,6 +53,13 @@ pub enum ServerError {
     Internal(String),
 }
 
+/// A Qdrant field Cairn refuses rather than ignore is an invalid request naming the field.
+impl From<cairn_api::Unsupported> for ServerError {
+    fn from(refused: cairn_api::Unsupported) -> Self {
+        ServerError::InvalidRequest(refused.to_string())
+    }
+}
+
 impl ServerError {
     /// The machine-readable code of this error.
     pub fn code(&self) -> ErrorCode {

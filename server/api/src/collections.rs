@@ -1,4 +1,8 @@
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::unsupported::{refuse_other_than, refuse_set, refuse_within};
+use crate::{RefuseUnsupported, Unsupported};
 
 /// Similarity of a collection, as Qdrant names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +35,7 @@ pub struct HnswConfigDiff {
 }
 
 /// The vector space of a collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VectorParams {
     /// Dimension.
     pub size: usize,
@@ -40,6 +44,61 @@ pub struct VectorParams {
     /// Per-vector HNSW overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hnsw_config: Option<HnswConfigDiff>,
+    /// Qdrant's per-vector quantization: refused (Cairn's is the collection's
+    /// `quantization_config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization_config: Option<Value>,
+    /// Qdrant's storage element type: only `float32`, what Cairn stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datatype: Option<Value>,
+    /// Qdrant's vectors kept on disk: only `false`, as Cairn keeps every vector in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_disk: Option<Value>,
+    /// Qdrant's newer spelling of `on_disk`: `cold` (on disk) is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Value>,
+    /// Qdrant's several vectors per point: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multivector_config: Option<Value>,
+}
+
+impl VectorParams {
+    /// `size`-dimensional vectors compared by `distance`, with every option at its default.
+    pub fn new(size: usize, distance: Distance) -> Self {
+        Self {
+            size,
+            distance,
+            hnsw_config: None,
+            quantization_config: None,
+            datatype: None,
+            on_disk: None,
+            memory: None,
+            multivector_config: None,
+        }
+    }
+}
+
+impl RefuseUnsupported for VectorParams {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("quantization_config", &self.quantization_config),
+            ("multivector_config", &self.multivector_config),
+        ])?;
+        refuse_other_than(
+            "datatype",
+            &self.datatype,
+            &[json!("float32")],
+            "vectors are stored as float32",
+        )?;
+        const IN_MEMORY: &str = "the index keeps every vector in memory";
+        refuse_other_than("on_disk", &self.on_disk, &[json!(false)], IN_MEMORY)?;
+        refuse_other_than(
+            "memory",
+            &self.memory,
+            &[json!("cached"), json!("pinned")],
+            IN_MEMORY,
+        )
+    }
 }
 
 /// Which index a collection uses (a Cairn addition). Absent at creation: `ip_nsw_plus` for
@@ -144,24 +203,60 @@ pub struct CreateCollection {
     /// server cannot honour reaches it and is refused with a message, not a parse error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantization_config: Option<serde_json::Value>,
+    /// Qdrant's `auto` or `custom` (by shard key) sharding: only `auto`; Cairn places points
+    /// itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharding_method: Option<Value>,
+    /// Qdrant's sparse vectors: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_vectors: Option<Value>,
+    /// Qdrant's per-collection request limits (strict mode): refused, as requests it would
+    /// refuse would be served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict_mode_config: Option<Value>,
+    /// Qdrant's user metadata stored with the collection: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// Qdrant's (older) copy of another collection's points into the new one: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_from: Option<Value>,
 }
 
 impl CreateCollection {
     /// A request with only the vector space set; every other option at its default.
     pub fn new(size: usize, distance: Distance) -> Self {
         Self {
-            vectors: VectorParams {
-                size,
-                distance,
-                hnsw_config: None,
-            },
+            vectors: VectorParams::new(size, distance),
             hnsw_config: None,
             index: None,
             shard_number: None,
             replication_factor: None,
             write_consistency_factor: None,
             quantization_config: None,
+            sharding_method: None,
+            sparse_vectors: None,
+            strict_mode_config: None,
+            metadata: None,
+            init_from: None,
         }
+    }
+}
+
+impl RefuseUnsupported for CreateCollection {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_within("vectors", Some(&self.vectors))?;
+        refuse_other_than(
+            "sharding_method",
+            &self.sharding_method,
+            &[json!("auto")],
+            "Cairn places points by content",
+        )?;
+        refuse_set(&[
+            ("sparse_vectors", &self.sparse_vectors),
+            ("strict_mode_config", &self.strict_mode_config),
+            ("metadata", &self.metadata),
+            ("init_from", &self.init_from),
+        ])
     }
 }
 
@@ -332,4 +427,108 @@ pub struct CollectionsList {
 pub struct CollectionExists {
     /// Whether it exists.
     pub exists: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal message of a create request: `vectors` and `extra` merged into
+    /// `{"vectors": {"size": 4, "distance": "Dot"}}`.
+    fn refused(vectors: Value, extra: Value) -> Option<String> {
+        let mut request = json!({"vectors": {"size": 4, "distance": "Dot"}});
+        request["vectors"]
+            .as_object_mut()
+            .unwrap()
+            .extend(vectors.as_object().unwrap().clone());
+        request
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let request: CreateCollection = serde_json::from_value(request).unwrap();
+        request.refuse_unsupported().err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn create_refuses_what_would_change_what_is_stored() {
+        let none = json!({});
+        let cases = [
+            (
+                json!({"quantization_config": {"scalar": {"type": "int8"}}}),
+                &none,
+                "vectors.quantization_config: not supported",
+            ),
+            (
+                json!({"datatype": "float16"}),
+                &none,
+                r#"vectors.datatype: "float16" is not supported"#,
+            ),
+            (
+                json!({"on_disk": true}),
+                &none,
+                "vectors.on_disk: true is not supported",
+            ),
+            (
+                json!({"memory": "cold"}),
+                &none,
+                r#"vectors.memory: "cold" is not supported"#,
+            ),
+            (
+                json!({"multivector_config": {"comparator": "max_sim"}}),
+                &none,
+                "vectors.multivector_config: not supported",
+            ),
+            (
+                json!({}),
+                &json!({"sharding_method": "custom"}),
+                r#"sharding_method: "custom" is not supported"#,
+            ),
+            (
+                json!({}),
+                &json!({"sparse_vectors": {"text": {}}}),
+                "sparse_vectors: not supported",
+            ),
+            (
+                json!({}),
+                &json!({"strict_mode_config": {"enabled": true}}),
+                "strict_mode_config: not supported",
+            ),
+            (
+                json!({}),
+                &json!({"metadata": {"team": "search"}}),
+                "metadata: not supported",
+            ),
+            (
+                json!({}),
+                &json!({"init_from": {"collection": "old"}}),
+                "init_from: not supported",
+            ),
+        ];
+        for (vectors, extra, needle) in cases {
+            let message = refused(vectors.clone(), extra.clone()).unwrap_or_default();
+            assert!(
+                message.starts_with(needle),
+                "{vectors} {extra}: {message:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn create_accepts_cairns_own_behaviour_nulls_and_tuning_knobs() {
+        let vectors = json!({"datatype": "float32", "on_disk": false, "memory": "cached",
+            "quantization_config": null, "hnsw_config": {"m": 8, "on_disk": true, "payload_m": 4}});
+        let extra = json!({"sharding_method": "auto", "sparse_vectors": null, "metadata": null,
+            "on_disk_payload": true, "wal_config": {"wal_capacity_mb": 64},
+            "optimizers_config": {"indexing_threshold": 0}, "payload": {"memory": "cold"},
+            "id_tracker": {"memory": "cold"}});
+        assert_eq!(refused(vectors, extra), None);
+    }
+
+    #[test]
+    fn the_rust_client_never_sends_refused_fields() {
+        assert_eq!(
+            serde_json::to_value(CreateCollection::new(4, Distance::Cosine)).unwrap(),
+            json!({"vectors": {"size": 4, "distance": "Cosine"}})
+        );
+    }
 }

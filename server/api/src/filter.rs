@@ -1,13 +1,20 @@
 //! Payload filters in Qdrant's shape: `must` / `should` / `must_not` over conditions.
+//!
+//! As in Qdrant, a filter refuses keys it does not know; here its conditions, `match` and
+//! `range` do too, since a misspelt or unimplemented test would otherwise match more points
+//! than asked (a filter of only `min_should` would match every point). Qdrant's tests that
+//! Cairn does not implement are parsed and refused by [`RefuseUnsupported`].
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::PointId;
+use crate::unsupported::{refuse_each, refuse_set, refuse_within};
+use crate::{PointId, RefuseUnsupported, Unsupported};
 
 /// A boolean combination of conditions. `must`: all hold; `should`: at least one holds (when
 /// any are given); `must_not`: none holds. Each accepts one condition or a list, as Qdrant does.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Filter {
     /// All of these.
     #[serde(
@@ -30,6 +37,9 @@ pub struct Filter {
         skip_serializing_if = "Option::is_none"
     )]
     pub must_not: Option<Vec<Condition>>,
+    /// Qdrant's "at least `min_count` of these": refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_should: Option<Value>,
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Condition>>, D::Error> {
@@ -52,8 +62,8 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Condition>>
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Condition {
-    /// A test on a payload key.
-    Field(FieldCondition),
+    /// A test on a payload key (boxed: it holds every Qdrant field test, refused ones too).
+    Field(Box<FieldCondition>),
     /// The point's id is one of these.
     HasId {
         /// Accepted ids.
@@ -75,6 +85,7 @@ pub enum Condition {
 
 /// `{"key": "a.b"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct KeyRef {
     /// Dotted payload path.
     pub key: String,
@@ -92,35 +103,54 @@ impl<'de> Deserialize<'de> for Condition {
         fn from<T: serde::de::DeserializeOwned, E: serde::de::Error>(v: Value) -> Result<T, E> {
             serde_json::from_value(v).map_err(E::custom)
         }
+        // `has_id`, `is_empty` and `is_null` conditions hold that one key and nothing else.
+        let alone = |name: &str| match map.keys().find(|k| *k != name) {
+            Some(other) => Err(D::Error::custom(format!(
+                "unknown field `{other}` in a `{name}` condition"
+            ))),
+            None => Ok(()),
+        };
         if map.contains_key("key") {
-            Ok(Condition::Field(from::<_, D::Error>(value)?))
+            Ok(Condition::Field(Box::new(from::<_, D::Error>(value)?)))
         } else if let Some(ids) = map.get("has_id") {
+            alone("has_id")?;
             Ok(Condition::HasId {
                 has_id: from::<_, D::Error>(ids.clone())?,
             })
         } else if let Some(key) = map.get("is_empty") {
+            alone("is_empty")?;
             Ok(Condition::IsEmpty {
                 is_empty: from::<_, D::Error>(key.clone())?,
             })
         } else if let Some(key) = map.get("is_null") {
+            alone("is_null")?;
             Ok(Condition::IsNull {
                 is_null: from::<_, D::Error>(key.clone())?,
             })
-        } else if ["must", "should", "must_not"]
+        } else if ["must", "should", "must_not", "min_should"]
             .iter()
             .any(|k| map.contains_key(*k))
         {
             Ok(Condition::Nested(Box::new(from::<_, D::Error>(value)?)))
+        } else if let Some(qdrant_only) = ["has_vector", "nested", "slice"]
+            .into_iter()
+            .find(|k| map.contains_key(*k))
+        {
+            Err(D::Error::custom(Unsupported::field(qdrant_only)))
         } else {
-            Err(D::Error::custom(
-                "unknown filter condition: expected one of `key`, `has_id`, `is_empty`, `is_null` or a nested `must`/`should`/`must_not`",
-            ))
+            let keys: Vec<String> = map.keys().map(|k| format!("`{k}`")).collect();
+            Err(D::Error::custom(format!(
+                "unknown filter condition {{{}}}: expected one of `key`, `has_id`, `is_empty`, \
+                 `is_null` or a nested `must`/`should`/`must_not`",
+                keys.join(", ")
+            )))
         }
     }
 }
 
 /// A test on one payload key: exactly one of `match` or `range`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FieldCondition {
     /// Dotted payload path; arrays on the path match when any element matches.
     pub key: String,
@@ -130,10 +160,30 @@ pub struct FieldCondition {
     /// Numeric bounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<Range>,
+    /// Qdrant's geo tests, value counts and the `is_empty: true` / `is_null: true` spellings:
+    /// refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo_bounding_box: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo_radius: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo_polygon: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_count: Option<Value>,
+    /// Refused (use the `{"is_empty": {"key": …}}` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_empty: Option<Value>,
+    /// Refused (use the `{"is_null": {"key": …}}` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_null: Option<Value>,
 }
 
 /// Equality tests: exactly one of `value`, `any`, `except`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Match {
     /// Equal to this keyword, integer or boolean.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,10 +194,23 @@ pub struct Match {
     /// Equal to none of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub except: Option<Vec<Value>>,
+    /// Qdrant's full-text and prefix matches: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_any: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phrase: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<Value>,
 }
 
 /// Numeric bounds; absent bounds are open.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Range {
     /// Greater than.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,16 +253,23 @@ impl Filter {
 }
 
 impl Condition {
+    /// A test on `key`: a `match` or a `range`.
+    fn field(key: String, r#match: Option<Match>, range: Option<Range>) -> Self {
+        Condition::Field(Box::new(FieldCondition {
+            key,
+            r#match,
+            range,
+            ..FieldCondition::default()
+        }))
+    }
+
     /// The payload value at `key` equals `value` (a keyword, integer or boolean).
     pub fn matches(key: impl Into<String>, value: impl Into<Value>) -> Self {
-        Condition::Field(FieldCondition {
-            key: key.into(),
-            r#match: Some(Match {
-                value: Some(value.into()),
-                ..Match::default()
-            }),
-            range: None,
-        })
+        let value = Match {
+            value: Some(value.into()),
+            ..Match::default()
+        };
+        Self::field(key.into(), Some(value), None)
     }
 
     /// The payload value at `key` equals one of `values`.
@@ -207,23 +277,16 @@ impl Condition {
         key: impl Into<String>,
         values: impl IntoIterator<Item = V>,
     ) -> Self {
-        Condition::Field(FieldCondition {
-            key: key.into(),
-            r#match: Some(Match {
-                any: Some(values.into_iter().map(Into::into).collect()),
-                ..Match::default()
-            }),
-            range: None,
-        })
+        let any = Match {
+            any: Some(values.into_iter().map(Into::into).collect()),
+            ..Match::default()
+        };
+        Self::field(key.into(), Some(any), None)
     }
 
     /// The number at `key` lies within `range`.
     pub fn range(key: impl Into<String>, range: Range) -> Self {
-        Condition::Field(FieldCondition {
-            key: key.into(),
-            r#match: None,
-            range: Some(range),
-        })
+        Self::field(key.into(), None, Some(range))
     }
 
     /// The point's id is one of `ids`.
@@ -231,6 +294,57 @@ impl Condition {
         Condition::HasId {
             has_id: ids.into_iter().map(Into::into).collect(),
         }
+    }
+}
+
+impl RefuseUnsupported for Filter {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("min_should", &self.min_should)])?;
+        for (name, list) in [
+            ("must", &self.must),
+            ("should", &self.should),
+            ("must_not", &self.must_not),
+        ] {
+            refuse_each(name, list.as_deref().unwrap_or_default())?;
+        }
+        Ok(())
+    }
+}
+
+impl RefuseUnsupported for Condition {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        match self {
+            Condition::Field(field) => field.refuse_unsupported(),
+            Condition::Nested(filter) => filter.refuse_unsupported(),
+            Condition::HasId { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => {
+                Ok(())
+            }
+        }
+    }
+}
+
+impl RefuseUnsupported for FieldCondition {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("geo_bounding_box", &self.geo_bounding_box),
+            ("geo_radius", &self.geo_radius),
+            ("geo_polygon", &self.geo_polygon),
+            ("values_count", &self.values_count),
+            ("is_empty", &self.is_empty),
+            ("is_null", &self.is_null),
+        ])?;
+        refuse_within("match", self.r#match.as_ref())
+    }
+}
+
+impl RefuseUnsupported for Match {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("text", &self.text),
+            ("text_any", &self.text_any),
+            ("phrase", &self.phrase),
+            ("prefix", &self.prefix),
+        ])
     }
 }
 
@@ -249,8 +363,8 @@ mod tests {
         .unwrap();
         assert_eq!(f.must.as_ref().unwrap().len(), 2);
         assert!(matches!(
-            f.should.as_ref().unwrap()[0],
-            Condition::Field(FieldCondition { range: Some(_), .. })
+            &f.should.as_ref().unwrap()[0],
+            Condition::Field(field) if field.range.is_some()
         ));
         assert!(matches!(
             f.must_not.as_ref().unwrap()[0],
@@ -287,8 +401,143 @@ mod tests {
     fn unknown_condition_says_what_is_expected() {
         let err = serde_json::from_str::<Filter>(r#"{"must":[{"keyy":"x"}]}"#).unwrap_err();
         assert!(
-            err.to_string().contains("unknown filter condition"),
+            err.to_string()
+                .contains("unknown filter condition {`keyy`}"),
             "{err}"
+        );
+    }
+
+    fn refused(json: &str) -> Option<String> {
+        crate::unsupported::refused_path::<Filter>(json)
+    }
+
+    #[test]
+    fn qdrant_tests_cairn_lacks_are_refused_with_their_path() {
+        let cases = [
+            (
+                r#"{"min_should": {"conditions": [], "min_count": 1}}"#,
+                "min_should",
+            ),
+            (
+                r#"{"must": [{"must": [], "min_should": {"conditions": [], "min_count": 1}}]}"#,
+                "must[0].min_should",
+            ),
+            (
+                r#"{"must_not": {"key": "a", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1}}}"#,
+                "must_not[0].geo_radius",
+            ),
+            (
+                r#"{"must": [{"key": "a", "geo_bounding_box": {}}]}"#,
+                "must[0].geo_bounding_box",
+            ),
+            (
+                r#"{"must": [{"key": "a", "geo_polygon": {}}]}"#,
+                "must[0].geo_polygon",
+            ),
+            (
+                r#"{"must": [{"key": "a", "values_count": {"gt": 1}}]}"#,
+                "must[0].values_count",
+            ),
+            (
+                r#"{"must": [{"key": "a", "is_empty": true}]}"#,
+                "must[0].is_empty",
+            ),
+            (
+                r#"{"must": [{"key": "a", "is_null": false}]}"#,
+                "must[0].is_null",
+            ),
+            (
+                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"text": "x"}}]}"#,
+                "should[1].match.text",
+            ),
+            (
+                r#"{"must": {"key": "a", "match": {"text_any": "x y"}}}"#,
+                "must[0].match.text_any",
+            ),
+            (
+                r#"{"must": {"key": "a", "match": {"phrase": "x y"}}}"#,
+                "must[0].match.phrase",
+            ),
+            (
+                r#"{"must": {"key": "a", "match": {"prefix": "x"}}}"#,
+                "must[0].match.prefix",
+            ),
+        ];
+        for (json, path) in cases {
+            assert_eq!(refused(json).as_deref(), Some(path), "{json}");
+        }
+    }
+
+    #[test]
+    fn nulls_are_unset_and_implemented_filters_pass() {
+        for json in [
+            r#"{"min_should": null, "must": null}"#,
+            r#"{"must": [{"key": "a", "match": {"value": 1, "text": null}, "range": null, "geo_radius": null, "is_empty": null}]}"#,
+            r#"{"must": [{"key": "a", "range": {"gte": 1, "lt": null}}], "should": {"is_empty": {"key": "b"}}, "must_not": [{"is_null": {"key": "c"}}, {"has_id": [1]}]}"#,
+        ] {
+            assert_eq!(refused(json), None, "{json}");
+            // A router sends filters to its shards as JSON: what it writes must parse back.
+            let filter: Filter = serde_json::from_str(json).unwrap();
+            let wire = serde_json::to_string(&filter).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Filter>(&wire).unwrap(),
+                filter,
+                "{wire}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_anywhere_in_a_filter_are_parse_errors_naming_them() {
+        let cases = [
+            (r#"{"must": [], "mustt": []}"#, "unknown field `mustt`"),
+            (
+                r#"{"must": [{"key": "a", "match": {"value": 1}, "mach": {}}]}"#,
+                "unknown field `mach`",
+            ),
+            (
+                r#"{"must": [{"key": "a", "match": {"value": 1, "values": [2]}}]}"#,
+                "unknown field `values`",
+            ),
+            (
+                r#"{"must": [{"key": "a", "range": {"gt": 1, "gtee": 2}}]}"#,
+                "unknown field `gtee`",
+            ),
+            (
+                r#"{"must": [{"is_empty": {"key": "a", "x": 1}}]}"#,
+                "unknown field `x`",
+            ),
+            (
+                r#"{"must": [{"has_id": [1], "x": 1}]}"#,
+                "unknown field `x` in a `has_id` condition",
+            ),
+            (
+                r#"{"must": [{"nested": {"key": "a", "filter": {}}}]}"#,
+                "nested: not supported by Cairn",
+            ),
+            (
+                r#"{"must": [{"has_vector": "image"}]}"#,
+                "has_vector: not supported by Cairn",
+            ),
+            (
+                r#"{"must": [{"slice": {}}]}"#,
+                "slice: not supported by Cairn",
+            ),
+        ];
+        for (json, needle) in cases {
+            let err = serde_json::from_str::<Filter>(json)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn constructors_never_write_refused_fields() {
+        let f = Filter::should([Condition::matches_any("a", [1, 2])]);
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            serde_json::json!({"should": [{"key": "a", "match": {"any": [1, 2]}}]})
         );
     }
 }

@@ -3,7 +3,9 @@
 //! The shapes follow Qdrant's REST API (envelope `{"result", "status", "time"}`, collections,
 //! points, query/search, filters) so that Qdrant's own REST clients work against Cairn; Cairn's
 //! additions live in the same shapes as extra optional fields. Unknown request fields are
-//! ignored, as Qdrant ignores them, so newer clients that send extra nulls keep working.
+//! ignored, as Qdrant ignores them, so newer clients that send extra nulls keep working; but
+//! Qdrant fields that Cairn does not implement and that would change an answer if ignored are
+//! captured and refused ([`RefuseUnsupported`]), and filters refuse unknown keys.
 //!
 //! This crate is shared by the server and `cairn-client`; it must stay light (serde only) so
 //! the client never pulls the engine in.
@@ -14,12 +16,14 @@ mod filter;
 pub mod internal;
 mod points;
 mod search;
+mod unsupported;
 
 pub use collections::*;
 pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use filter::*;
 pub use points::*;
 pub use search::*;
+pub use unsupported::{ReadQuery, RefuseUnsupported, Unsupported};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,8 @@ use std::fmt;
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::Filter;
+use crate::unsupported::{refuse_other_than, refuse_set, refuse_within};
+use crate::{Filter, RefuseUnsupported, Unsupported};
 
 /// A point id: an unsigned integer or a UUID, as in Qdrant. Integers sort before UUIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -209,6 +210,30 @@ pub struct UpsertRequest {
     /// Column form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<Batch>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+    /// Qdrant's "update existing points only where this filter holds": refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_filter: Option<serde_json::Value>,
+    /// Qdrant's `upsert` / `insert_only` / `update_only`: only `upsert`, what Cairn does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_mode: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for UpsertRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("shard_key", &self.shard_key),
+            ("update_filter", &self.update_filter),
+        ])?;
+        refuse_other_than(
+            "update_mode",
+            &self.update_mode,
+            &[serde_json::json!("upsert")],
+            "an upsert inserts new points and replaces existing ones",
+        )
+    }
 }
 
 /// `?wait=` on writes: `true` answers once the write is durable *and* searchable.
@@ -291,7 +316,7 @@ pub struct Record {
 }
 
 /// `POST /collections/{c}/points`: get many by id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct GetPointsRequest {
     /// Ids to fetch; missing ones are skipped.
     pub ids: Vec<PointId>,
@@ -301,6 +326,15 @@ pub struct GetPointsRequest {
     /// Vector selection (default: none).
     #[serde(default)]
     pub with_vector: Option<WithVector>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for GetPointsRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])
+    }
 }
 
 /// `POST /collections/{c}/points/delete`: by ids or by filter.
@@ -312,6 +346,16 @@ pub struct DeletePointsRequest {
     /// Delete every point matching this filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<Filter>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for DeletePointsRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
 }
 
 /// `POST /collections/{c}/points/scroll`: pages of points in id order.
@@ -332,6 +376,19 @@ pub struct ScrollRequest {
     /// Vector selection (default: none).
     #[serde(default)]
     pub with_vector: Option<WithVector>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+    /// Qdrant's ordering by a payload key: refused (pages are in id order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_by: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for ScrollRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key), ("order_by", &self.order_by)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
 }
 
 /// A page of points.
@@ -352,6 +409,16 @@ pub struct CountRequest {
     /// Accepted for compatibility; counts are always exact.
     #[serde(default)]
     pub exact: Option<bool>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for CountRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
 }
 
 /// A count.
@@ -364,6 +431,7 @@ pub struct CountResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unsupported::refused_path;
 
     fn parse(json: &str) -> Result<VectorInput, String> {
         serde_json::from_str(json).map_err(|e| e.to_string())
@@ -384,6 +452,79 @@ mod tests {
             panic!("not named")
         };
         assert_eq!(named[""], vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn point_requests_refuse_what_would_change_their_effect() {
+        let upsert = refused_path::<UpsertRequest>;
+        assert_eq!(
+            upsert(r#"{"points": [], "shard_key": "eu"}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            upsert(r#"{"points": [], "update_filter": {"must": []}}"#).as_deref(),
+            Some("update_filter")
+        );
+        assert_eq!(
+            upsert(r#"{"batch": {"ids": [], "vectors": []}, "update_mode": "insert_only"}"#)
+                .as_deref(),
+            Some("update_mode")
+        );
+        assert_eq!(
+            upsert(
+                r#"{"points": [], "update_mode": "upsert", "shard_key": null, "update_filter": null}"#
+            ),
+            None
+        );
+        assert_eq!(
+            refused_path::<DeletePointsRequest>(r#"{"points": [1], "shard_key": 3}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            refused_path::<DeletePointsRequest>(
+                r#"{"filter": {"min_should": {"conditions": [], "min_count": 1}}}"#
+            )
+            .as_deref(),
+            Some("filter.min_should")
+        );
+        assert_eq!(
+            refused_path::<GetPointsRequest>(r#"{"ids": [1], "shard_key": "eu"}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            refused_path::<ScrollRequest>(r#"{"order_by": "n"}"#).as_deref(),
+            Some("order_by")
+        );
+        assert_eq!(
+            refused_path::<ScrollRequest>(r#"{"shard_key": ["a"]}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            refused_path::<ScrollRequest>(
+                r#"{"filter": {"must": {"key": "a", "values_count": {"gt": 1}}}}"#
+            )
+            .as_deref(),
+            Some("filter.must[0].values_count")
+        );
+        assert_eq!(
+            refused_path::<CountRequest>(r#"{"shard_key": "eu", "exact": false}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            refused_path::<CountRequest>(r#"{"exact": false, "filter": {"must": []}}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn the_rust_client_never_sends_refused_fields() {
+        let upsert = UpsertRequest {
+            points: Some(vec![]),
+            ..UpsertRequest::default()
+        };
+        assert_eq!(serde_json::to_string(&upsert).unwrap(), r#"{"points":[]}"#);
+        let get = GetPointsRequest::default();
+        assert!(!serde_json::to_string(&get).unwrap().contains("shard_key"));
     }
 
     #[test]

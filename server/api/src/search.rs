@@ -4,7 +4,8 @@ use serde::de::{Error as _, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::points::{dense, PointIdVisitor};
-use crate::{Filter, Payload, PointId, WithPayload, WithVector};
+use crate::unsupported::{refuse_each, refuse_set, refuse_within};
+use crate::{Filter, Payload, PointId, RefuseUnsupported, Unsupported, WithPayload, WithVector};
 
 /// Per-query search knobs (`params`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -139,6 +140,12 @@ impl<'de> Visitor<'de> for TargetVisitor {
             match key.as_str() {
                 "nearest" if nearest.is_none() => nearest = Some(map.next_value()?),
                 "nearest" => return Err(A::Error::duplicate_field("nearest")),
+                // Qdrant's diversity re-ranking of the nearest points; null means unset.
+                "mmr" => {
+                    if map.next_value::<Option<serde::de::IgnoredAny>>()?.is_some() {
+                        return Err(A::Error::custom(Unsupported::field("mmr")));
+                    }
+                }
                 other => {
                     return Err(A::Error::custom(format!(
                         "unsupported query `{other}`: Cairn answers a vector, a point id or \
@@ -186,6 +193,26 @@ pub struct QueryRequest {
     /// Also report how the query was executed (a Cairn addition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<bool>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+    /// Qdrant's sub-queries whose results this query re-ranks: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<serde_json::Value>,
+    /// Qdrant's "take the query point's vector from another collection": refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup_from: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for QueryRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("shard_key", &self.shard_key),
+            ("prefetch", &self.prefetch),
+            ("lookup_from", &self.lookup_from),
+        ])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
 }
 
 /// Response of a query.
@@ -257,6 +284,12 @@ pub struct QueryBatchRequest {
     pub searches: Vec<QueryRequest>,
 }
 
+impl RefuseUnsupported for QueryBatchRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_each("searches", &self.searches)
+    }
+}
+
 /// A named vector in the legacy search API: `{"name": "…", "vector": […]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamedVector {
@@ -301,6 +334,16 @@ pub struct SearchRequest {
     /// Drop results scoring worse than this.
     #[serde(default)]
     pub score_threshold: Option<f32>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for SearchRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
 }
 
 /// `POST …/points/search/batch`.
@@ -308,6 +351,12 @@ pub struct SearchRequest {
 pub struct SearchBatchRequest {
     /// The searches.
     pub searches: Vec<SearchRequest>,
+}
+
+impl RefuseUnsupported for SearchBatchRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_each("searches", &self.searches)
+    }
 }
 
 /// One hit.
@@ -343,7 +392,8 @@ impl From<SearchRequest> for QueryRequest {
             with_vector: s.with_vector,
             score_threshold: s.score_threshold,
             using,
-            explain: None,
+            shard_key: s.shard_key,
+            ..QueryRequest::default()
         }
     }
 }
@@ -351,6 +401,7 @@ impl From<SearchRequest> for QueryRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unsupported::refused_path;
 
     fn parse(json: &str) -> Result<QueryInput, String> {
         serde_json::from_str(json).map_err(|e| e.to_string())
@@ -395,6 +446,74 @@ mod tests {
         let err = parse("{}").unwrap_err();
         assert!(err.contains("missing field `nearest`"), "{err}");
         assert!(parse("true").is_err());
+    }
+
+    #[test]
+    fn mmr_is_refused_unless_null() {
+        let err = parse(r#"{"nearest": [1, 2], "mmr": {"diversity": 0.5}}"#).unwrap_err();
+        assert!(err.contains("mmr: not supported by Cairn"), "{err}");
+        assert_eq!(
+            parse(r#"{"nearest": [1, 2], "mmr": null}"#).unwrap(),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Vector(vec![1.0, 2.0])
+            }
+        );
+    }
+
+    #[test]
+    fn queries_refuse_what_would_change_their_answer() {
+        let query = refused_path::<QueryRequest>;
+        assert_eq!(
+            query(r#"{"query": [1], "shard_key": "eu"}"#).as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            query(r#"{"prefetch": {"query": [1], "limit": 100}, "query": [1]}"#).as_deref(),
+            Some("prefetch")
+        );
+        assert_eq!(
+            query(r#"{"query": 7, "lookup_from": {"collection": "other"}}"#).as_deref(),
+            Some("lookup_from")
+        );
+        assert_eq!(
+            query(r#"{"query": [1], "filter": {"must": {"key": "a", "match": {"text": "x"}}}}"#)
+                .as_deref(),
+            Some("filter.must[0].match.text")
+        );
+        // Search knobs that change only speed are accepted.
+        assert_eq!(
+            query(
+                r#"{"query": [1], "params": {"indexed_only": true, "acorn": {"enable": true}}, "prefetch": null, "lookup_from": null}"#
+            ),
+            None
+        );
+        assert_eq!(
+            refused_path::<QueryBatchRequest>(
+                r#"{"searches": [{"query": [1]}, {"query": [1], "prefetch": []}]}"#
+            )
+            .as_deref(),
+            Some("searches[1].prefetch")
+        );
+        assert_eq!(
+            refused_path::<SearchRequest>(r#"{"vector": [1], "limit": 1, "shard_key": 1}"#)
+                .as_deref(),
+            Some("shard_key")
+        );
+        assert_eq!(
+            refused_path::<SearchBatchRequest>(
+                r#"{"searches": [{"vector": [1], "limit": 1, "filter": {"min_should": {}}}]}"#
+            )
+            .as_deref(),
+            Some("searches[0].filter.min_should")
+        );
+    }
+
+    #[test]
+    fn a_search_keeps_its_shard_key_when_converted_to_a_query() {
+        let search: SearchRequest =
+            serde_json::from_str(r#"{"vector": [1], "limit": 1, "shard_key": "eu"}"#).unwrap();
+        let query = QueryRequest::from(search);
+        assert_eq!(query.refuse_unsupported().unwrap_err().field, "shard_key");
     }
 
     #[test]

@@ -6,8 +6,8 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
     CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams,
-    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig, VectorParams,
-    WalConfig,
+    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig,
+    RefuseUnsupported, VectorParams, WalConfig,
 };
 use cairn_index::IndexParams;
 
@@ -33,6 +33,7 @@ pub(super) async fn create(
     ApiJson(request): ApiJson<CreateCollection>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    request.refuse_unsupported()?;
     let catalog = state.catalog()?.clone();
     blocking(move || catalog.create(&name, &request)).await?;
     Ok(ok(true, t))
@@ -161,11 +162,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
         segments_count: 1,
         config: CollectionConfig {
             params: CollectionParams {
-                vectors: VectorParams {
-                    size: s.dim,
-                    distance: s.distance,
-                    hnsw_config: None,
-                },
+                vectors: VectorParams::new(s.dim, s.distance),
                 shard_number: s.partitions() as u32,
                 replication_factor: s.replication_factor as u32,
                 write_consistency_factor: 1,

@@ -1,9 +1,11 @@
 //! JSON in and out. In: a body extractor whose errors name the field: malformed JSON, wrong
 //! types and over-size bodies all become Cairn error bodies (400 / 413), never axum's plain
-//! text. Out: [`Body`], a response encoded into one buffer.
+//! text; and the same for a query string ([`ApiQuery`]). Out: [`Body`], a response encoded
+//! into one buffer.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -21,6 +23,24 @@ impl<T: DeserializeOwned> FromRequest<State> for ApiJson<T> {
     async fn from_request(req: Request, state: &State) -> Result<Self, ServerError> {
         let bytes = read_body(req, state).await?;
         decode(&bytes).map(ApiJson)
+    }
+}
+
+/// A query string decoded as `T`; a malformed or repeated parameter is a Cairn 400.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequestParts<State> for ApiQuery<T> {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &State) -> Result<Self, ServerError> {
+        Query::try_from_uri(&parts.uri)
+            .map(|Query(query)| ApiQuery(query))
+            .map_err(|rejection| {
+                ServerError::InvalidRequest(format!(
+                    "invalid query string: {}",
+                    rejection.body_text()
+                ))
+            })
     }
 }
 

@@ -7,11 +7,11 @@ use axum::extract::{Path, Query, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ScrollRequest,
-    ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery,
+    RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
 };
 
-use super::json::{ApiJson, OptionalJson};
+use super::json::{ApiJson, ApiQuery, OptionalJson};
 use super::{blocking, ok, State};
 use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
@@ -55,6 +55,7 @@ pub(super) async fn upsert(
     ApiJson(request): ApiJson<UpsertRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    request.refuse_unsupported()?;
     let wait = wait_flag(&params)?;
     let collection = state.catalog()?.get(&name)?;
     let limits = state.limits;
@@ -74,6 +75,7 @@ pub(super) async fn delete(
     ApiJson(request): ApiJson<DeletePointsRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    request.refuse_unsupported()?;
     let wait = wait_flag(&params)?;
     let collection = state.catalog()?.get(&name)?;
     let limits = state.limits;
@@ -105,8 +107,10 @@ pub(super) async fn delete(
 pub(super) async fn get_one(
     AxState(state): AxState<State>,
     Path((name, id)): Path<(String, String)>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    read.refuse_unsupported()?;
     let id: PointId = id.parse().map_err(ServerError::InvalidRequest)?;
     let collection = state.catalog()?.get(&name)?;
     let record = blocking(move || {
@@ -122,9 +126,11 @@ pub(super) async fn get_one(
 pub(super) async fn get_many(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     ApiJson(request): ApiJson<GetPointsRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     let collection = state.catalog()?.get(&name)?;
     let ids = prepare_delete_ids(request.ids, &state.limits)?;
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
@@ -138,9 +144,11 @@ pub(super) async fn get_many(
 pub(super) async fn scroll(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     OptionalJson(request): OptionalJson<ScrollRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     let collection = state.catalog()?.get(&name)?;
     let plan = scroll_plan(request, &state.limits)?;
     let (points, next_page_offset) = blocking(move || collection.scroll_blocking(&plan)).await?;
@@ -156,9 +164,11 @@ pub(super) async fn scroll(
 pub(super) async fn count(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     OptionalJson(request): OptionalJson<CountRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     let collection = state.catalog()?.get(&name)?;
     if let Some(f) = &request.filter {
         validate(f, "filter")?;

@@ -5,10 +5,11 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    QueryBatchRequest, QueryRequest, QueryResponse, SearchBatchRequest, SearchRequest,
+    QueryBatchRequest, QueryRequest, QueryResponse, ReadQuery, RefuseUnsupported,
+    SearchBatchRequest, SearchRequest,
 };
 
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use super::{ok, search_in_place, State};
 use crate::error::{Result, ServerError};
 use crate::request::query::{check_batch, plan};
@@ -41,9 +42,11 @@ fn run(
 pub(super) async fn query(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     ApiJson(request): ApiJson<QueryRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     let mut responses = run(&state, &name, vec![request], false)?;
     let response = responses
         .pop()
@@ -54,9 +57,11 @@ pub(super) async fn query(
 pub(super) async fn query_batch(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     ApiJson(request): ApiJson<QueryBatchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     check_batch(request.searches.len(), &state.limits)?;
     Ok(ok(run(&state, &name, request.searches, true)?, t))
 }
@@ -64,9 +69,11 @@ pub(super) async fn query_batch(
 pub(super) async fn search(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     let mut responses = run(&state, &name, vec![request.into()], false)?;
     let points = responses.pop().map(|r| r.points).unwrap_or_default();
     Ok(ok(points, t))
@@ -75,9 +82,11 @@ pub(super) async fn search(
 pub(super) async fn search_batch(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
     ApiJson(request): ApiJson<SearchBatchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    (read, &request).refuse_unsupported()?;
     check_batch(request.searches.len(), &state.limits)?;
     let requests = request
         .searches

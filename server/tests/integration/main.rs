@@ -14,5 +14,6 @@ mod mips;
 mod partitions;
 mod qdrant_client;
 mod recall;
+mod refused_fields;
 mod restart;
 mod vacuum;

@@ -1,0 +1,619 @@
+//! Qdrant request fields that Cairn does not implement, and that would change what is matched,
+//! written, returned or stored if they were ignored, are a 400 `invalid_request` naming the
+//! field, and the refused request changes nothing. One test per refused field, each on a
+//! server of its own (as in `bad_input.rs`), so a failure names the field.
+
+use serde_json::{json, Value};
+
+use crate::harness::{ids, Server};
+
+/// A server holding collection `c`: three 3-d points with payloads `{"tag", "n"}`.
+fn fixture() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    server.create("c", 3, "Euclid", json!({}));
+    let points = json!({"points": [
+        {"id": 1, "vector": [1.0, 0.0, 0.0], "payload": {"tag": "one", "n": 1}},
+        {"id": 2, "vector": [0.0, 1.0, 0.0], "payload": {"tag": "two", "n": 2}},
+        {"id": 3, "vector": [0.0, 0.0, 1.0], "payload": {"tag": "three", "n": 3}}]});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&points));
+    (dir, server)
+}
+
+/// Everything a refused request could have changed: the collections, and every point of `c`
+/// with its vector and payload.
+fn snapshot(server: &Server) -> Value {
+    let scroll = json!({"limit": 100, "with_vector": true, "with_payload": true});
+    json!({
+        "collections": server.ok("GET", "/collections", None),
+        "points": server.ok("POST", "/collections/c/points/scroll", Some(&scroll)),
+    })
+}
+
+/// Sends `route` ("METHOD /path") with `body` and checks that it is a 400 `invalid_request`
+/// whose message contains `needle`, and that it changed nothing.
+fn refused(server: &Server, route: &str, body: Option<&Value>, needle: &str) {
+    let (method, path) = route.split_once(' ').unwrap();
+    let before = snapshot(server);
+    let (status, response) = server.call(method, path, body);
+    assert_eq!(
+        status, 400,
+        "{route}: expected 400, got {status}: {response}"
+    );
+    assert_eq!(response["status"]["code"], "invalid_request", "{response}");
+    let message = response["status"]["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(needle),
+        "{route}: error {message:?} does not mention {needle:?}"
+    );
+    assert_eq!(snapshot(server), before, "{route} changed the data");
+}
+
+/// [`refused`] on a fresh [`fixture`], returned for further checks.
+fn refused_alone(route: &str, body: Value, needle: &str) -> (tempfile::TempDir, Server) {
+    let (dir, server) = fixture();
+    refused(&server, route, Some(&body), needle);
+    (dir, server)
+}
+
+/// The standard refusal of `field` (a path), whatever its value.
+fn not_supported(field: &str) -> String {
+    format!("{field}: not supported by Cairn")
+}
+
+/// A filter refused by delete (the request that would do most harm), query and count.
+fn refused_filter(filter: Value, needle: &str) {
+    let (_dir, server) = fixture();
+    let delete = json!({"filter": filter});
+    refused(
+        &server,
+        "POST /collections/c/points/delete?wait=true",
+        Some(&delete),
+        needle,
+    );
+    let query = json!({"query": [1.0, 0.0, 0.0], "filter": filter});
+    refused(
+        &server,
+        "POST /collections/c/points/query",
+        Some(&query),
+        needle,
+    );
+    let count = json!({"filter": filter});
+    refused(
+        &server,
+        "POST /collections/c/points/count",
+        Some(&count),
+        needle,
+    );
+}
+
+/// A create request for collection `x`: 3-d Euclid vectors plus `vectors_extra` inside
+/// `vectors`, plus `extra` at the top.
+fn create_x(vectors_extra: Value, extra: Value) -> Value {
+    let mut body = json!({"vectors": {"size": 3, "distance": "Euclid"}});
+    body["vectors"]
+        .as_object_mut()
+        .unwrap()
+        .extend(vectors_extra.as_object().unwrap().clone());
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    body
+}
+
+/// Creating `x` with these extras is refused, and `x` does not exist afterwards.
+fn create_refused(vectors_extra: Value, extra: Value, needle: &str) -> (tempfile::TempDir, Server) {
+    let (dir, server) = refused_alone("PUT /collections/x", create_x(vectors_extra, extra), needle);
+    assert_eq!(
+        server.ok("GET", "/collections/x/exists", None)["exists"],
+        false
+    );
+    (dir, server)
+}
+
+// ---- the delete that motivated this: a filter of only `min_should` matched every point ----
+
+#[test]
+fn delete_by_a_filter_of_only_min_should_deletes_nothing() {
+    let (_dir, server) = fixture();
+    let count =
+        || server.ok("POST", "/collections/c/points/count", Some(&json!({})))["count"].clone();
+    assert_eq!(count(), 3);
+    let delete = json!({"filter": {"min_should": {
+        "conditions": [{"key": "tag", "match": {"value": "one"}}], "min_count": 1}}});
+    let needle = not_supported("filter.min_should");
+    refused(
+        &server,
+        "POST /collections/c/points/delete?wait=true",
+        Some(&delete),
+        &needle,
+    );
+    assert_eq!(count(), 3);
+}
+
+// ---- filters ----
+
+#[test]
+fn filter_min_should_is_refused_everywhere() {
+    let min_should = json!({"conditions": [{"key": "n", "range": {"gt": 1}}], "min_count": 1});
+    refused_filter(
+        json!({"min_should": min_should}),
+        &not_supported("filter.min_should"),
+    );
+    // Nested too, where the rest of the filter would still have matched something.
+    refused_filter(
+        json!({"must_not": [{"must": [{"has_id": [1]}], "min_should": min_should}]}),
+        &not_supported("filter.must_not[0].min_should"),
+    );
+}
+
+#[test]
+fn filter_geo_bounding_box_is_refused() {
+    let bbox = json!({"top_left": {"lon": 0, "lat": 1}, "bottom_right": {"lon": 1, "lat": 0}});
+    refused_filter(
+        json!({"must_not": [{"key": "loc", "geo_bounding_box": bbox}]}),
+        &not_supported("filter.must_not[0].geo_bounding_box"),
+    );
+}
+
+#[test]
+fn filter_geo_radius_is_refused() {
+    let radius = json!({"center": {"lon": 0, "lat": 0}, "radius": 1000.0});
+    // Beside a `match` the geo test would silently be dropped, widening the match.
+    refused_filter(
+        json!({"must": [{"key": "tag", "match": {"any": ["one", "two"]}, "geo_radius": radius}]}),
+        &not_supported("filter.must[0].geo_radius"),
+    );
+}
+
+#[test]
+fn filter_geo_polygon_is_refused() {
+    let polygon = json!({"exterior": {"points": [
+        {"lon": 0, "lat": 0}, {"lon": 1, "lat": 0}, {"lon": 1, "lat": 1}, {"lon": 0, "lat": 0}]}});
+    refused_filter(
+        json!({"must_not": {"key": "loc", "geo_polygon": polygon}}),
+        &not_supported("filter.must_not[0].geo_polygon"),
+    );
+}
+
+#[test]
+fn filter_values_count_is_refused() {
+    refused_filter(
+        json!({"should": [{"key": "tag", "values_count": {"gte": 1}}]}),
+        &not_supported("filter.should[0].values_count"),
+    );
+}
+
+#[test]
+fn filter_field_is_empty_flag_is_refused() {
+    refused_filter(
+        json!({"must_not": [{"key": "tag", "is_empty": false}]}),
+        &not_supported("filter.must_not[0].is_empty"),
+    );
+}
+
+#[test]
+fn filter_field_is_null_flag_is_refused() {
+    refused_filter(
+        json!({"must_not": [{"key": "tag", "is_null": false}]}),
+        &not_supported("filter.must_not[0].is_null"),
+    );
+}
+
+/// A `must_not` of one `match` of this kind, refused with its path.
+fn refused_match(kind: &str, value: &str) {
+    refused_filter(
+        json!({"must_not": [{"key": "tag", "match": {kind: value}}]}),
+        &not_supported(&format!("filter.must_not[0].match.{kind}")),
+    );
+}
+
+#[test]
+fn filter_match_text_is_refused() {
+    refused_match("text", "one");
+}
+
+#[test]
+fn filter_match_text_any_is_refused() {
+    refused_match("text_any", "one two");
+}
+
+#[test]
+fn filter_match_phrase_is_refused() {
+    refused_match("phrase", "one");
+}
+
+#[test]
+fn filter_match_prefix_is_refused() {
+    refused_match("prefix", "o");
+}
+
+#[test]
+fn filter_nested_condition_is_refused() {
+    let nested = json!({"key": "items", "filter": {"must": [{"key": "a", "match": {"value": 1}}]}});
+    refused_filter(
+        json!({"must_not": [{"nested": nested}]}),
+        &not_supported("nested"),
+    );
+}
+
+#[test]
+fn filter_has_vector_condition_is_refused() {
+    refused_filter(
+        json!({"must": [{"has_vector": "image"}]}),
+        &not_supported("has_vector"),
+    );
+}
+
+#[test]
+fn filter_slice_condition_is_refused() {
+    refused_filter(
+        json!({"must": [{"slice": {"key": "n"}}]}),
+        &not_supported("slice"),
+    );
+}
+
+#[test]
+fn filter_unknown_keys_are_refused_naming_them() {
+    // As in Qdrant for the filter itself; here for conditions, `match` and `range` too, so a
+    // misspelt test cannot widen what a delete removes.
+    let cases = [
+        (
+            json!({"must_not": [{"has_id": [1]}], "mustt": []}),
+            "unknown field `mustt`",
+        ),
+        (
+            json!({"must_not": [{"key": "tag", "match": {"value": "one"}, "rnage": {"gt": 1}}]}),
+            "unknown field `rnage`",
+        ),
+        (
+            json!({"must_not": [{"key": "tag", "match": {"value": "one", "valeu": 2}}]}),
+            "unknown field `valeu`",
+        ),
+        (
+            json!({"must_not": [{"key": "n", "range": {"gt": 0, "lte_": 2}}]}),
+            "unknown field `lte_`",
+        ),
+        (
+            json!({"must_not": [{"has_id": [1], "key_": "n"}]}),
+            "unknown field `key_` in a `has_id` condition",
+        ),
+    ];
+    for (filter, needle) in cases {
+        refused_filter(filter, needle);
+    }
+}
+
+// ---- collections ----
+
+#[test]
+fn create_vectors_quantization_config_is_refused() {
+    let quantization = json!({"quantization_config": {"scalar": {"type": "int8"}}});
+    create_refused(
+        quantization,
+        json!({}),
+        &not_supported("vectors.quantization_config"),
+    );
+}
+
+#[test]
+fn create_vectors_datatype_other_than_float32_is_refused() {
+    let needle = "vectors.datatype: \"float16\" is not supported by Cairn";
+    let (_dir, server) = create_refused(json!({"datatype": "float16"}), json!({}), needle);
+    let float32 = create_x(json!({"datatype": "float32"}), json!({}));
+    server.ok("PUT", "/collections/x", Some(&float32));
+}
+
+#[test]
+fn create_vectors_on_disk_is_refused() {
+    let needle = "vectors.on_disk: true is not supported by Cairn";
+    let (_dir, server) = create_refused(json!({"on_disk": true}), json!({}), needle);
+    let in_memory = create_x(json!({"on_disk": false}), json!({}));
+    server.ok("PUT", "/collections/x", Some(&in_memory));
+}
+
+#[test]
+fn create_vectors_memory_cold_is_refused() {
+    let needle = "vectors.memory: \"cold\" is not supported by Cairn";
+    create_refused(json!({"memory": "cold"}), json!({}), needle);
+}
+
+#[test]
+fn create_vectors_multivector_config_is_refused() {
+    let multi = json!({"multivector_config": {"comparator": "max_sim"}});
+    create_refused(
+        multi,
+        json!({}),
+        &not_supported("vectors.multivector_config"),
+    );
+}
+
+#[test]
+fn create_sparse_vectors_is_refused() {
+    let sparse = json!({"sparse_vectors": {"text": {"modifier": "idf"}}});
+    create_refused(json!({}), sparse, &not_supported("sparse_vectors"));
+}
+
+#[test]
+fn create_custom_sharding_method_is_refused() {
+    let needle = "sharding_method: \"custom\" is not supported by Cairn";
+    let custom = json!({"sharding_method": "custom"});
+    let (_dir, server) = create_refused(json!({}), custom, needle);
+    let auto = create_x(json!({}), json!({"sharding_method": "auto"}));
+    server.ok("PUT", "/collections/x", Some(&auto));
+}
+
+#[test]
+fn create_strict_mode_config_is_refused() {
+    let strict = json!({"strict_mode_config": {"enabled": true, "max_points_count": 10}});
+    create_refused(json!({}), strict, &not_supported("strict_mode_config"));
+}
+
+#[test]
+fn create_metadata_is_refused() {
+    let metadata = json!({"metadata": {"owner": "search-team"}});
+    create_refused(json!({}), metadata, &not_supported("metadata"));
+}
+
+#[test]
+fn create_init_from_is_refused() {
+    let init_from = json!({"init_from": {"collection": "c"}});
+    create_refused(json!({}), init_from, &not_supported("init_from"));
+}
+
+// ---- writes ----
+
+#[test]
+fn upsert_shard_key_is_refused() {
+    let body = json!({"points": [{"id": 9, "vector": [1.0, 1.0, 1.0]}], "shard_key": "eu"});
+    refused_alone(
+        "PUT /collections/c/points?wait=true",
+        body,
+        &not_supported("shard_key"),
+    );
+}
+
+#[test]
+fn upsert_update_filter_is_refused() {
+    // Qdrant would leave point 1 alone (its tag is not "two"); ignoring the filter would
+    // overwrite it.
+    let body = json!({
+        "points": [{"id": 1, "vector": [9.0, 9.0, 9.0], "payload": {"tag": "overwritten"}}],
+        "update_filter": {"must": [{"key": "tag", "match": {"value": "two"}}]}});
+    refused_alone(
+        "PUT /collections/c/points?wait=true",
+        body,
+        &not_supported("update_filter"),
+    );
+}
+
+#[test]
+fn upsert_update_mode_other_than_upsert_is_refused() {
+    let route = "PUT /collections/c/points?wait=true";
+    let list =
+        json!({"points": [{"id": 1, "vector": [9.0, 9.0, 9.0]}], "update_mode": "insert_only"});
+    let needle = "update_mode: \"insert_only\" is not supported by Cairn";
+    let (_dir, server) = refused_alone(route, list, needle);
+    let batch =
+        json!({"batch": {"ids": [7], "vectors": [[1.0, 1.0, 1.0]]}, "update_mode": "update_only"});
+    let needle = "update_mode: \"update_only\" is not supported by Cairn";
+    refused(&server, route, Some(&batch), needle);
+    let upsert = json!({"points": [{"id": 4, "vector": [1.0, 1.0, 1.0]}], "update_mode": "upsert"});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&upsert));
+    assert_eq!(
+        server.ok("POST", "/collections/c/points/count", Some(&json!({})))["count"],
+        4
+    );
+}
+
+#[test]
+fn delete_shard_key_is_refused() {
+    let route = "POST /collections/c/points/delete?wait=true";
+    let by_ids = json!({"points": [1, 2], "shard_key": "eu"});
+    let (_dir, server) = refused_alone(route, by_ids, &not_supported("shard_key"));
+    let by_filter = json!({"filter": {"must": [{"has_id": [1]}]}, "shard_key": ["eu"]});
+    refused(
+        &server,
+        route,
+        Some(&by_filter),
+        &not_supported("shard_key"),
+    );
+}
+
+// ---- reads ----
+
+#[test]
+fn get_shard_key_is_refused() {
+    let body = json!({"ids": [1, 2], "shard_key": "eu"});
+    refused_alone(
+        "POST /collections/c/points",
+        body,
+        &not_supported("shard_key"),
+    );
+}
+
+#[test]
+fn read_consistency_other_than_one_is_refused() {
+    let (_dir, server) = fixture();
+    let query = json!({"query": [1.0, 0.0, 0.0]});
+    let search = json!({"vector": [1.0, 0.0, 0.0], "limit": 3});
+    let reads = [
+        ("GET /collections/c/points/1", None),
+        ("POST /collections/c/points", Some(json!({"ids": [1]}))),
+        ("POST /collections/c/points/scroll", Some(json!({}))),
+        ("POST /collections/c/points/count", Some(json!({}))),
+        ("POST /collections/c/points/query", Some(query.clone())),
+        (
+            "POST /collections/c/points/query/batch",
+            Some(json!({"searches": [query]})),
+        ),
+        ("POST /collections/c/points/search", Some(search.clone())),
+        (
+            "POST /collections/c/points/search/batch",
+            Some(json!({"searches": [search]})),
+        ),
+    ];
+    for (route, body) in &reads {
+        for level in ["all", "majority", "quorum", "2"] {
+            let needle = format!("consistency: \"{level}\" is not supported by Cairn");
+            refused(
+                &server,
+                &format!("{route}?consistency={level}"),
+                body.as_ref(),
+                &needle,
+            );
+        }
+        // 1, Qdrant's default, is what Cairn does.
+        let (method, path) = route.split_once(' ').unwrap();
+        server.ok(method, &format!("{path}?consistency=1"), body.as_ref());
+    }
+    // A second value cannot slip past the first.
+    let twice = "GET /collections/c/points/1?consistency=1&consistency=all";
+    refused(&server, twice, None, "duplicate field `consistency`");
+}
+
+#[test]
+fn scroll_order_by_is_refused() {
+    let route = "POST /collections/c/points/scroll";
+    let by_key = json!({"limit": 2, "order_by": "n"});
+    let (_dir, server) = refused_alone(route, by_key, &not_supported("order_by"));
+    let descending = json!({"limit": 2, "order_by": {"key": "n", "direction": "desc"}});
+    refused(
+        &server,
+        route,
+        Some(&descending),
+        &not_supported("order_by"),
+    );
+}
+
+#[test]
+fn scroll_shard_key_is_refused() {
+    let body = json!({"limit": 2, "shard_key": "eu"});
+    refused_alone(
+        "POST /collections/c/points/scroll",
+        body,
+        &not_supported("shard_key"),
+    );
+}
+
+#[test]
+fn count_shard_key_is_refused() {
+    let body = json!({"exact": true, "shard_key": "eu"});
+    refused_alone(
+        "POST /collections/c/points/count",
+        body,
+        &not_supported("shard_key"),
+    );
+}
+
+#[test]
+fn query_shard_key_is_refused() {
+    let body = json!({"query": [1.0, 0.0, 0.0], "shard_key": "eu"});
+    refused_alone(
+        "POST /collections/c/points/query",
+        body,
+        &not_supported("shard_key"),
+    );
+}
+
+#[test]
+fn query_prefetch_is_refused() {
+    let prefetch = json!({"query": [0.0, 1.0, 0.0], "limit": 1});
+    let body = json!({"query": [1.0, 0.0, 0.0], "prefetch": prefetch});
+    let (_dir, server) = refused_alone(
+        "POST /collections/c/points/query",
+        body.clone(),
+        &not_supported("prefetch"),
+    );
+    let batch = json!({"searches": [{"query": [1.0, 0.0, 0.0]}, body]});
+    let needle = not_supported("searches[1].prefetch");
+    refused(
+        &server,
+        "POST /collections/c/points/query/batch",
+        Some(&batch),
+        &needle,
+    );
+}
+
+#[test]
+fn query_lookup_from_is_refused() {
+    let body = json!({"query": 2, "lookup_from": {"collection": "other", "vector": "image"}});
+    refused_alone(
+        "POST /collections/c/points/query",
+        body,
+        &not_supported("lookup_from"),
+    );
+}
+
+#[test]
+fn query_nearest_mmr_is_refused() {
+    let body = json!({"query": {"nearest": [1.0, 0.0, 0.0], "mmr": {"diversity": 0.9}}});
+    refused_alone(
+        "POST /collections/c/points/query",
+        body,
+        &not_supported("mmr"),
+    );
+}
+
+#[test]
+fn search_shard_key_is_refused() {
+    let body = json!({"vector": [1.0, 0.0, 0.0], "limit": 3, "shard_key": "eu"});
+    let (_dir, server) = refused_alone(
+        "POST /collections/c/points/search",
+        body.clone(),
+        &not_supported("shard_key"),
+    );
+    let batch = json!({"searches": [body]});
+    let needle = not_supported("searches[0].shard_key");
+    refused(
+        &server,
+        "POST /collections/c/points/search/batch",
+        Some(&batch),
+        &needle,
+    );
+}
+
+// ---- what stays accepted ----
+
+#[test]
+fn nulls_cairns_own_values_and_tuning_knobs_are_accepted() {
+    let (_dir, server) = fixture();
+    let body = create_x(
+        json!({"datatype": "float32", "on_disk": false, "quantization_config": null,
+               "hnsw_config": {"m": 8, "on_disk": true, "max_indexing_threads": 2}}),
+        json!({"sharding_method": "auto", "sparse_vectors": null, "metadata": null,
+               "on_disk_payload": true, "wal_config": {"wal_capacity_mb": 64},
+               "optimizers_config": {"deleted_threshold": 0.3}, "payload": {"memory": "cold"}}),
+    );
+    server.ok("PUT", "/collections/x?timeout=10", Some(&body));
+    let upsert = json!({"points": [{"id": 4, "vector": [1.0, 1.0, 0.0]}],
+                        "shard_key": null, "update_filter": null, "update_mode": "upsert"});
+    server.ok(
+        "PUT",
+        "/collections/c/points?wait=true&ordering=strong&timeout=5",
+        Some(&upsert),
+    );
+    let query = json!({"query": {"nearest": [1.0, 0.5, 0.0], "mmr": null}, "limit": 2,
+                       "prefetch": null, "lookup_from": null, "shard_key": null,
+                       "params": {"indexed_only": true, "acorn": {"enable": true}},
+                       "filter": {"must": [{"key": "n", "range": {"gte": 1, "lt": null},
+                                            "geo_radius": null}],
+                                  "min_should": null}});
+    let hits = server.ok(
+        "POST",
+        "/collections/c/points/query?timeout=5",
+        Some(&query),
+    );
+    assert_eq!(ids(&hits), vec![1, 2]);
+    let scroll = json!({"order_by": null,
+                        "filter": {"must": {"key": "tag", "match": {"value": "two", "text": null}}}});
+    assert_eq!(
+        ids(&server.ok("POST", "/collections/c/points/scroll", Some(&scroll))),
+        vec![2]
+    );
+    let count = json!({"exact": false});
+    assert_eq!(
+        server.ok("POST", "/collections/c/points/count", Some(&count))["count"],
+        4
+    );
+}
