@@ -51,6 +51,15 @@ pub enum ServerError {
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Another node refused a request this node relayed: its code and message, unchanged, so
+    /// a client gets the status it would get from that node directly.
+    #[error("{message}")]
+    Relayed {
+        /// The other node's error code.
+        code: ErrorCode,
+        /// Its message.
+        message: String,
+    },
 }
 
 /// A Qdrant field Cairn refuses rather than ignore is an invalid request naming the field.
@@ -81,6 +90,7 @@ impl ServerError {
                 IndexError::Corrupt { .. } | IndexError::Io(_) => ErrorCode::Internal,
             },
             ServerError::Storage(_) | ServerError::Internal(_) => ErrorCode::Internal,
+            ServerError::Relayed { code, .. } => *code,
         }
     }
 }

@@ -94,7 +94,8 @@ struct Inner {
 pub struct QuantizedIndex {
     params: QuantizedParams,
     /// Trains the codebooks when the index is due (FAISS's, handed in through [`Trainers`]).
-    trainer: Arc<dyn CodebookTrainer>,
+    /// A file read without one still searches; it fails only when training falls due.
+    trainer: Option<Arc<dyn CodebookTrainer>>,
     /// The vectors' dimension, outside the lock: training and coding need it.
     dim: usize,
     inner: ReadMostly<Inner>,
@@ -105,7 +106,7 @@ impl QuantizedIndex {
     /// An empty index, trained when due by `trainers`' codebook trainer (which it needs).
     pub fn new(params: QuantizedParams, dim: usize, trainers: &Trainers) -> Result<Self> {
         params.validate()?;
-        let trainer = trainers.codebooks()?;
+        let trainer = Some(trainers.codebooks()?);
         if dim == 0 {
             return Err(IndexError::InvalidParams(
                 "dimension must be at least 1".into(),
@@ -124,9 +125,18 @@ impl QuantizedIndex {
         ))
     }
 
+    /// The codebook trainer, or why there is none.
+    fn trainer(&self) -> Result<&dyn CodebookTrainer> {
+        self.trainer.as_deref().ok_or_else(|| {
+            IndexError::InvalidParams(
+                "this process has no codebook trainer, so it cannot train quantized indexes".into(),
+            )
+        })
+    }
+
     fn from_inner(
         params: QuantizedParams,
-        trainer: Arc<dyn CodebookTrainer>,
+        trainer: Option<Arc<dyn CodebookTrainer>>,
         dim: usize,
         inner: Inner,
     ) -> Self {
@@ -227,7 +237,7 @@ impl VectorIndex for QuantizedIndex {
             let mut all = self.inner.read().store.clone();
             all.append(vectors)?;
             let sample = &all.as_flat()[..n.min(self.params.train_size) * self.dim];
-            let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, &*self.trainer)?;
+            let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, self.trainer()?)?;
             let codes = codec.encode(all.as_flat());
             let mut inner = self.inner.write();
             inner.store = all;
@@ -312,7 +322,7 @@ fn quantizer_bytes(q: Quantizer) -> Vec<u8> {
 impl QuantizedIndex {
     /// Reads what [`VectorIndex::write_to`] wrote; `trainers` retrain it when due.
     pub fn read_from(bytes: &[u8], trainers: &Trainers) -> Result<Self> {
-        let trainer = trainers.codebooks()?;
+        let trainer = trainers.codebooks.clone();
         let mut d = Decoder::new(bytes);
         let oversampling = f32::from_bits(d.u32()?);
         let train_threshold = d.usize()?;

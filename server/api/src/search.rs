@@ -206,9 +206,15 @@ pub struct QueryRequest {
 
 impl RefuseUnsupported for QueryRequest {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        // An empty prefetch list asks for no sub-query: the query runs as it is.
+        let prefetch = self
+            .prefetch
+            .as_ref()
+            .filter(|p| p.as_array().is_none_or(|list| !list.is_empty()))
+            .cloned();
         refuse_set(&[
             ("shard_key", &self.shard_key),
-            ("prefetch", &self.prefetch),
+            ("prefetch", &prefetch),
             ("lookup_from", &self.lookup_from),
         ])?;
         refuse_within("filter", self.filter.as_ref())
@@ -489,7 +495,7 @@ mod tests {
         );
         assert_eq!(
             refused_path::<QueryBatchRequest>(
-                r#"{"searches": [{"query": [1]}, {"query": [1], "prefetch": []}]}"#
+                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"limit": 5}]}]}"#
             )
             .as_deref(),
             Some("searches[1].prefetch")

@@ -16,12 +16,18 @@ use crate::error::{Result, ServerError};
 /// Op-log entries moved per catch-up call.
 const CATCH_UP_BATCH: usize = 512;
 
-/// Starts the prober; it runs for the life of the process (a router's cluster lives as long).
-pub fn spawn(cluster: Arc<Cluster>) -> std::io::Result<JoinHandle<()>> {
+/// Starts the prober; it ends once the cluster is dropped (it holds only a weak reference, so
+/// it never keeps the cluster, nor its HTTP client, alive past shutdown).
+pub fn spawn(cluster: &Arc<Cluster>) -> std::io::Result<JoinHandle<()>> {
+    let weak = Arc::downgrade(cluster);
+    let interval = cluster.probe_interval;
     std::thread::Builder::new()
         .name("health-prober".into())
         .spawn(move || loop {
-            std::thread::sleep(cluster.probe_interval);
+            std::thread::sleep(interval);
+            let Some(cluster) = weak.upgrade() else {
+                return;
+            };
             cluster.probe();
             for partition in cluster.open_partitions() {
                 recover(&partition);

@@ -380,7 +380,14 @@ impl RemotePartition {
                         replica.set_state(ReplicaState::Dead, &self.name);
                     }
                 },
-                Err(CallError::Request(e)) => return Err(e),
+                // Nothing applied yet: the request is at fault, and every replica would refuse.
+                Err(CallError::Request(e)) if first.is_none() => return Err(e),
+                // Another replica applied it: this one diverged, and catch-up brings it back.
+                Err(CallError::Request(e)) => {
+                    tracing::warn!(partition = %self.name, node = %replica.node.url, error = %e,
+                        "replica refused a write another applied; recovering it");
+                    replica.set_state(ReplicaState::Dead, &self.name);
+                }
                 Err(CallError::Replica(m)) => {
                     tracing::warn!(partition = %self.name, error = %m, "replica failed a write; marking it dead");
                     replica.set_state(ReplicaState::Dead, &self.name);

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use cairn_api::internal::PartitionCall;
+use cairn_api::ErrorCode;
 use reqwest::blocking::Client;
 use reqwest::{Method, StatusCode};
 
@@ -37,12 +38,15 @@ impl HttpTransport {
         Ok(Self { http, slow_timeout })
     }
 
+    /// Creates (`PUT`) or drops (`DELETE`) a partition on a node. `missing_ok`: a 404 counts
+    /// as done (dropping what is not there); creating on a node that answers 404 is not.
     fn admin(
         &self,
         node: &str,
         method: Method,
         partition: &str,
         body: Option<&CollectionSettings>,
+        missing_ok: bool,
     ) -> Result<(), ServerError> {
         let url = format!("{node}/internal/partitions/{partition}");
         let mut request = self.http.request(method, &url).timeout(self.slow_timeout);
@@ -53,7 +57,7 @@ impl HttpTransport {
             .send()
             .map_err(|e| ServerError::Unavailable(format!("{url}: {e}")))?;
         let status = response.status();
-        if status.is_success() || status == StatusCode::NOT_FOUND {
+        if status.is_success() || (missing_ok && status == StatusCode::NOT_FOUND) {
             Ok(())
         } else {
             Err(ServerError::Unavailable(format!(
@@ -83,17 +87,27 @@ impl Transport for HttpTransport {
         let mut body: serde_json::Value = response
             .json()
             .map_err(|e| CallError::Replica(format!("{url}: unreadable answer: {e}")))?;
-        if status.is_server_error() {
+        if status.is_success() {
+            return Ok(body["result"].take());
+        }
+        // The node's own limits (body size, rate) and failures are the node's fault: another
+        // replica may take the call. Any other refusal is the request's, and every replica
+        // would refuse it alike.
+        let code = serde_json::from_value::<ErrorCode>(body["status"]["code"].clone())
+            .unwrap_or(ErrorCode::Internal);
+        let node_fault = status.is_server_error()
+            || matches!(
+                code,
+                ErrorCode::PayloadTooLarge | ErrorCode::RateLimited | ErrorCode::Unavailable
+            );
+        if node_fault || !status.is_client_error() {
             return Err(CallError::Replica(format!("{url}: {status} {body}")));
         }
-        if !status.is_success() {
-            let message = body["status"]["error"]
-                .as_str()
-                .unwrap_or("shard refused the request")
-                .to_owned();
-            return Err(CallError::Request(ServerError::InvalidRequest(message)));
-        }
-        Ok(body["result"].take())
+        let message = body["status"]["error"]
+            .as_str()
+            .unwrap_or("shard refused the request")
+            .to_owned();
+        Err(CallError::Request(ServerError::Relayed { code, message }))
     }
 
     fn create(
@@ -102,11 +116,11 @@ impl Transport for HttpTransport {
         partition: &str,
         settings: &CollectionSettings,
     ) -> Result<(), ServerError> {
-        self.admin(node, Method::PUT, partition, Some(settings))
+        self.admin(node, Method::PUT, partition, Some(settings), false)
     }
 
     fn drop_partition(&self, node: &str, partition: &str) -> Result<(), ServerError> {
-        self.admin(node, Method::DELETE, partition, None)
+        self.admin(node, Method::DELETE, partition, None, true)
     }
 
     fn is_ready(&self, node: &str) -> bool {

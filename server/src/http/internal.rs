@@ -53,7 +53,12 @@ pub(super) async fn call(
     ApiJson(call): ApiJson<PartitionCall>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let collection = state.catalog()?.get(&name)?;
+    // A partition missing here is this node's fault (wiped, or never created), not the
+    // request's: 503, so the router fails over and marks this replica dead.
+    let collection = state
+        .catalog()?
+        .get(&name)
+        .map_err(|_| ServerError::Unavailable(format!("partition {name} is not on this node")))?;
     let answer = blocking(move || {
         let partition = collection
             .partitions()

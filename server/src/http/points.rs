@@ -135,10 +135,9 @@ pub(super) async fn get_many(
     let ids = prepare_delete_ids(request.ids, &state.limits)?;
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
     let with_vector = request.with_vector.is_some_and(|w| w.enabled());
-    Ok(ok(
-        collection.get_points(&ids, &with_payload, with_vector)?,
-        t,
-    ))
+    // A router's collection asks its shards: off the async workers.
+    let records = blocking(move || collection.get_points(&ids, &with_payload, with_vector)).await?;
+    Ok(ok(records, t))
 }
 
 pub(super) async fn scroll(

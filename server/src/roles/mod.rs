@@ -15,6 +15,8 @@ pub mod serve;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_index::Trainers;
+
 use crate::cluster::host::ClusterHost;
 use crate::cluster::Cluster;
 use crate::collection::local::LocalHost;
@@ -26,6 +28,8 @@ use crate::http::client::HttpTransport;
 pub struct Wiring {
     /// Where partitions live.
     pub host: Arc<dyn PartitionHost>,
+    /// What meta-indexes and quantized indexes train with (FAISS).
+    pub trainers: Trainers,
     /// Serve a shard's internal API.
     pub shard_api: bool,
     /// A router's cluster, whose health prober starts once collections are loaded.
@@ -34,20 +38,23 @@ pub struct Wiring {
 
 /// Runs the configured role until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    let trainers = cairn_faiss::trainers();
     let local = || -> Arc<dyn PartitionHost> {
         Arc::new(LocalHost {
             storage: config.storage,
-            trainers: cairn_faiss::trainers(),
+            trainers: trainers.clone(),
         })
     };
     let wiring = match config.cluster.role {
         Role::Standalone => Wiring {
             host: local(),
+            trainers: trainers.clone(),
             shard_api: false,
             cluster: None,
         },
         Role::Shard => Wiring {
             host: local(),
+            trainers: trainers.clone(),
             shard_api: true,
             cluster: None,
         },
@@ -71,6 +78,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 host: Arc::new(ClusterHost {
                     cluster: cluster.clone(),
                 }),
+                trainers: trainers.clone(),
                 shard_api: false,
                 cluster: Some(cluster),
             }

@@ -18,6 +18,7 @@ use crate::http::{router, AppState};
 pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let Wiring {
         host,
+        trainers,
         shard_api,
         cluster,
     } = wiring;
@@ -42,12 +43,12 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 
     let data_dir = config.node.data_dir.clone();
     let catalog = tokio::task::spawn_blocking(move || {
-        Catalog::open(&data_dir, config.limits, cairn_faiss::trainers(), host)
+        Catalog::open(&data_dir, config.limits, trainers, host)
     })
     .await?
     .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
-    if let Some(cluster) = cluster {
+    if let Some(cluster) = &cluster {
         crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
     state.set_ready(catalog.clone());
@@ -59,10 +60,12 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     server.await?.context("http server failed")?;
     tracing::info!("shutting down: writing index snapshots");
     // Dropped off the async workers too: a router's HTTP client must not be dropped on them.
+    // The last `Arc<Cluster>` goes with them, which stops the prober.
     tokio::task::spawn_blocking(move || {
         catalog.close_all();
         drop(catalog);
         drop(state);
+        drop(cluster);
     })
     .await?;
     tracing::info!("stopped");

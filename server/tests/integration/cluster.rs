@@ -415,3 +415,86 @@ fn collection_info_tells_replication_and_health_as_they_are() {
     let router = &cluster.router;
     wait_for("green", 60, || status(router, "rf") == "green");
 }
+
+#[test]
+fn concurrent_writes_reach_every_replica_in_one_order() {
+    let cluster = start_cluster(2);
+    let router = &cluster.router;
+    router.create("race", 4, "Euclid", json!({"replication_factor": 2}));
+    // Two writers overwrite the same 20 ids, round after round: if the replicas applied
+    // the writes in different orders, they would end with different values.
+    let url = router.url("/collections/race/points?wait=true");
+    let writers: Vec<_> = (0..2)
+        .map(|writer| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                for round in 0..40 {
+                    let points: Vec<Value> = (0..20)
+                        .map(|id| {
+                            json!({"id": id, "vector": [writer as f32, round as f32, id as f32, 1.0]})
+                        })
+                        .collect();
+                    let response = client.put(&url).json(&json!({"points": points})).send();
+                    assert!(response.unwrap().status().is_success());
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let state = |shard: &Server| {
+        shard.ok(
+            "POST",
+            "/internal/partitions/race.p0",
+            Some(&json!({"call": "state"})),
+        )["last_seq"]
+            .clone()
+    };
+    let values = |shard: &Server| -> Vec<Value> {
+        (0..20)
+            .map(|id| {
+                shard.ok("GET", &format!("/collections/race.p0/points/{id}"), None)["vector"]
+                    .clone()
+            })
+            .collect()
+    };
+    let (a, b) = (&cluster.shards[0], &cluster.shards[1]);
+    assert_eq!(state(a), json!(80));
+    assert_eq!(state(a), state(b));
+    assert_eq!(values(a), values(b));
+    assert_eq!(status(router, "race"), "green");
+}
+
+#[test]
+fn a_replica_whose_partition_is_gone_is_routed_around_not_trusted() {
+    let cluster = start_cluster(2);
+    let router = &cluster.router;
+    router.create("gone", 4, "Euclid", json!({"replication_factor": 2}));
+    let vectors: Vec<f32> = (0..40).map(|i| i as f32).collect();
+    router.upsert_vectors("gone", 4, &vectors, 0, 10);
+    // Shard 1 loses the partition (as if its data were wiped) while its node stays up.
+    cluster.shards[1].ok("DELETE", "/collections/gone.p0", None);
+    // Writes go on through the other replica; the one without the partition is dead, not a
+    // reason to fail the write, and not trusted for reads.
+    router.upsert_vectors("gone", 4, &vectors, 100, 10);
+    for _ in 0..5 {
+        assert_eq!(
+            router.ok("POST", "/collections/gone/points/count", Some(&json!({})))["count"],
+            20
+        );
+    }
+    assert_eq!(status(router, "gone"), "yellow");
+    // A point that does not exist is a 404 through the router, as on one node, whether the
+    // router or the shard finds it missing.
+    let (code, body) = router.call("GET", "/collections/gone/points/999", None);
+    assert_eq!(code, 404, "{body}");
+    let (code, body) = router.call(
+        "POST",
+        "/collections/gone/points/query",
+        Some(&json!({"query": 999})),
+    );
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(body["status"]["code"], "not_found", "{body}");
+}
