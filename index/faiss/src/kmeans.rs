@@ -97,7 +97,7 @@ mod tests {
     /// partitioner bounds parts from above and below by 3% of the sample weights, which here are
     /// the items themselves.
     #[test]
-    fn faiss_trained_router_finds_siftsmall_neighbours_in_few_partitions() {
+    fn faiss_trained_meta_index_finds_siftsmall_neighbours_in_few_partitions() {
         use cairn_index::dataset::{load_dataset, shared_data_dir};
         use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
         use cairn_index::Metric;
@@ -118,7 +118,7 @@ mod tests {
             .rows()
             .map(|v| match meta_index.assign(v).unwrap() {
                 Assignment::One(p) => p,
-                Assignment::All => unreachable!("L2 routers never replicate"),
+                Assignment::All => unreachable!("L2 meta-indexes never replicate"),
             })
             .collect();
         let mut sizes = [0usize; 8];

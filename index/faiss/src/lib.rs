@@ -3,9 +3,10 @@
 //! FAISS is a large C++ build (about 15 CPU-minutes from source), so it sits in this leaf
 //! crate and nowhere else: `cargo test -p cairn-index` never compiles it. It gives Cairn
 //!
-//! - [`kmeans`]: k-means training (Pyramid's router samples and clusters with it);
+//! - [`kmeans`]: k-means training (Pyramid's meta-index samples and clusters with it);
 //! - [`FaissTrainer`]: both of the above behind `cairn-index`'s training traits
-//!   (`CentroidTrainer` for routers, `CodebookTrainer` for quantized indexes);
+//!   (`CentroidTrainer` for meta-indexes, `CodebookTrainer` for quantized indexes);
+//!   [`trainers`] hands both over as one `cairn_index::Trainers`;
 //! - [`codec`]: PQ, OPQ and RQ vector codecs, trained, encoding and decoding (the direction
 //!   codecs of norm-explicit quantization);
 //! - [`baseline`]: FAISS's own Flat and HNSW indexes, for benchmarks that put Cairn's indexes

@@ -6,7 +6,7 @@
 //!     ▲                                        │ node answers its probe again
 //!     │   op log replayed from a live peer,    ▼
 //!     └──────── equal sequence numbers ◀── Recovering
-//!               (under the collection's write lock)
+//!               (under the partition's write lock)
 //! ```
 //!
 //! Reads go to the `Active` replica with the fewest requests in flight, then the lowest recent

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use super::State;
 use crate::catalog::Catalog;
+use crate::collection::PartitionHealth;
 
 /// (method, route template, status).
 type RequestKey = (String, String, u16);
@@ -68,6 +69,19 @@ impl Metrics {
                     "cairn_collection_points{{collection=\"{}\"}} {}",
                     c.name(),
                     c.points()
+                );
+            }
+            out.push_str("# HELP cairn_collection_status 0 green (every partition fully served), 1 yellow (a partition under-replicated), 2 red (a partition with no serving copy).\n# TYPE cairn_collection_status gauge\n");
+            for c in catalog.all() {
+                let status = match c.health() {
+                    PartitionHealth::Healthy => 0,
+                    PartitionHealth::UnderReplicated => 1,
+                    PartitionHealth::Unavailable => 2,
+                };
+                let _ = writeln!(
+                    out,
+                    "cairn_collection_status{{collection=\"{}\"}} {status}",
+                    c.name()
                 );
             }
             out.push_str("# HELP cairn_collection_applied_seq Last op applied to the index.\n# TYPE cairn_collection_applied_seq gauge\n");

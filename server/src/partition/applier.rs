@@ -1,4 +1,4 @@
-//! The applier thread: the only code that mutates a collection's index. It applies ops in
+//! The applier thread: the only code that mutates a partition's index. It applies ops in
 //! sequence order, publishes `applied_seq`, writes snapshots and runs vacuums.
 //!
 //! An upsert reaches the applier *while* its RocksDB batch is being written and synced, and

@@ -13,7 +13,7 @@
 //! (searchable); `wait=false` returns once durable. The applier also writes index snapshots
 //! and vacuums dead slots.
 //!
-//! Read path. Searches take an `Arc` of the current [`table::LiveIndex`] and read it without
+//! Read path. Searches take an `Arc` of the current [`live::LiveIndex`] and read it without
 //! ever waiting on an index rebuild (a vacuum builds a new one and swaps the `Arc`).
 //!
 //! ```text
@@ -73,7 +73,7 @@ impl Durable {
     }
 }
 
-/// How a collection's index came to be at start-up (reported in collection info and logs).
+/// How a partition's index came to be at start-up (reported in collection info and logs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LoadReport {
     /// `new`, `snapshot` (index file loaded) or `rebuilt` (from RocksDB).
@@ -155,7 +155,7 @@ struct Writer {
     queue: Option<SyncSender<ApplyJob>>,
 }
 
-/// One collection; see the module docs.
+/// One partition; see the module docs.
 pub struct Partition {
     shared: Arc<Shared>,
     writer: Mutex<Writer>,
@@ -166,7 +166,8 @@ pub struct Partition {
 const APPLY_QUEUE: usize = 64;
 
 impl Partition {
-    /// Opens a collection whose partition lives in `dir`, loading or rebuilding its index.
+    /// Opens the partition in `dir`, loading or rebuilding its index; `name` labels it in logs
+    /// and errors (the collection's name, with `/p{i}` for partitions after the first).
     pub fn open(
         name: &str,
         dir: &Path,
@@ -241,7 +242,7 @@ impl Partition {
         Ok(())
     }
 
-    /// The collection's name.
+    /// The partition's label (see [`Partition::open`]).
     pub fn name(&self) -> &str {
         &self.shared.name
     }

@@ -400,6 +400,14 @@ fn collection_info_tells_replication_and_health_as_they_are() {
     cluster.shards[1].kill9();
     let router = &cluster.router;
     wait_for("yellow", 10, || status(router, "rf") == "yellow");
+    let metrics = reqwest::blocking::get(router.url("/metrics"))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("cairn_collection_status{collection=\"rf\"} 1"),
+        "{metrics}"
+    );
     assert_eq!(
         router.ok("POST", "/collections/rf/points/count", Some(&json!({})))["count"],
         100
