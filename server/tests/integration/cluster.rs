@@ -13,13 +13,13 @@ use serde_json::{json, Value};
 
 use crate::harness::{ids, Server};
 
-struct Cluster {
-    shards: Vec<Server>,
-    router: Server,
+pub(crate) struct Cluster {
+    pub(crate) shards: Vec<Server>,
+    pub(crate) router: Server,
     _dirs: Vec<tempfile::TempDir>,
 }
 
-fn start_cluster(n: usize) -> Cluster {
+pub(crate) fn start_cluster(n: usize) -> Cluster {
     let mut dirs = Vec::new();
     let mut shards = Vec::new();
     for _ in 0..n {
@@ -56,7 +56,7 @@ fn start_cluster(n: usize) -> Cluster {
     }
 }
 
-fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");

@@ -115,6 +115,18 @@ impl Server {
         }
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): the process stays, frozen, as a stalled VM or a
+    /// long GC pause would leave it.
+    pub fn freeze(&self, frozen: bool) {
+        let child = self.child.as_ref().expect("the server is running");
+        let pid = i32::try_from(child.id()).unwrap();
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: sending a signal to our own child process has no memory-safety impact.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+
     /// Starts the process again over the same data.
     pub fn restart(&mut self) {
         self.kill9();

@@ -16,4 +16,5 @@ mod qdrant_client;
 mod recall;
 mod refused_fields;
 mod restart;
+mod review_faults;
 mod vacuum;
