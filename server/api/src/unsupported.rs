@@ -115,8 +115,10 @@ pub(crate) fn refuse_each<T: RefuseUnsupported>(
     parent: &str,
     items: &[T],
 ) -> Result<(), Unsupported> {
+    // The path is built only for a refusal: this runs on every request, for every condition.
     for (i, item) in items.iter().enumerate() {
-        refuse_within(&format!("{parent}[{i}]"), Some(item))?;
+        item.refuse_unsupported()
+            .map_err(|e| e.within(&format!("{parent}[{i}]")))?;
     }
     Ok(())
 }

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_api::internal::PartitionCall;
 use cairn_storage::{PartitionStore, StoreOptions};
 
 use super::Cluster;
@@ -69,9 +68,7 @@ impl PartitionHost for ClusterHost {
                 .cluster
                 .open_partition(name, i, settings.replication_factor)?;
             // Operation ids continue from what the replicas hold.
-            if let Ok(state) =
-                remote.read::<cairn_api::internal::PartitionState>(&PartitionCall::State)
-            {
+            if let Ok(state) = PartitionHandle::state(&*remote) {
                 remote.observe_seq(state.last_seq);
             }
             partitions.push(remote);

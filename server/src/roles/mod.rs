@@ -39,50 +39,46 @@ pub struct Wiring {
 /// Runs the configured role until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let trainers = cairn_faiss::trainers();
-    let local = || -> Arc<dyn PartitionHost> {
-        Arc::new(LocalHost {
-            storage: config.storage,
-            trainers: trainers.clone(),
-        })
+    let local = LocalHost {
+        storage: config.storage,
+        trainers: trainers.clone(),
     };
-    let wiring = match config.cluster.role {
-        Role::Standalone => Wiring {
-            host: local(),
-            trainers: trainers.clone(),
-            shard_api: false,
-            cluster: None,
-        },
-        Role::Shard => Wiring {
-            host: local(),
-            trainers: trainers.clone(),
-            shard_api: true,
-            cluster: None,
-        },
-        Role::Router => {
-            // The blocking HTTP client runs a runtime of its own: built (and dropped) off the
-            // async workers.
-            let c = config.cluster.clone();
-            let cluster = tokio::task::spawn_blocking(move || {
-                let request_timeout = Duration::from_millis(c.request_timeout_ms);
-                let transport =
-                    HttpTransport::new(request_timeout, Duration::from_millis(c.write_timeout_ms))?;
-                Ok::<_, crate::error::ServerError>(Arc::new(Cluster::new(
-                    &c.shards,
-                    Arc::new(transport),
-                    request_timeout,
-                    Duration::from_millis(c.probe_interval_ms),
-                )))
-            })
-            .await??;
-            Wiring {
-                host: Arc::new(ClusterHost {
+    let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
+        match config.cluster.role {
+            Role::Standalone => (Arc::new(local), false, None),
+            Role::Shard => (Arc::new(local), true, None),
+            Role::Router => {
+                let cluster = connect(&config).await?;
+                let host = ClusterHost {
                     cluster: cluster.clone(),
-                }),
-                trainers: trainers.clone(),
-                shard_api: false,
-                cluster: Some(cluster),
+                };
+                (Arc::new(host), false, Some(cluster))
             }
-        }
+        };
+    let wiring = Wiring {
+        host,
+        trainers,
+        shard_api,
+        cluster,
     };
     serve::serve(config, wiring).await
+}
+
+/// A router's cluster of shard nodes. The blocking HTTP client runs a runtime of its own, so
+/// it is built (and later dropped) off the async workers.
+async fn connect(config: &Config) -> anyhow::Result<Arc<Cluster>> {
+    let c = config.cluster.clone();
+    let cluster = tokio::task::spawn_blocking(move || {
+        let request_timeout = Duration::from_millis(c.request_timeout_ms);
+        let transport =
+            HttpTransport::new(request_timeout, Duration::from_millis(c.write_timeout_ms))?;
+        Ok::<_, crate::error::ServerError>(Arc::new(Cluster::new(
+            &c.shards,
+            Arc::new(transport),
+            request_timeout,
+            Duration::from_millis(c.probe_interval_ms),
+        )))
+    })
+    .await??;
+    Ok(cluster)
 }

@@ -6,7 +6,26 @@
 
 use serde_json::json;
 
-use crate::cluster::{start_cluster, wait_for};
+use crate::cluster::{start_cluster, wait_for, Cluster};
+
+/// `n` 4-d vectors.
+fn vectors(n: usize) -> Vec<f32> {
+    (0..n * 4).map(|i| i as f32).collect()
+}
+
+/// Two shard nodes and one partition on both (R = 2, replica B on shard 0, A on shard 1):
+/// 100 points written to both, then B SIGKILLed and 50 more acknowledged by A alone.
+fn b_misses_fifty_writes(name: &str) -> Cluster {
+    let mut cluster = start_cluster(2);
+    let router = &cluster.router;
+    router.create(name, 4, "Euclid", json!({"replication_factor": 2}));
+    router.upsert_vectors(name, 4, &vectors(100), 0, 50);
+    cluster.shards[0].kill9();
+    cluster
+        .router
+        .upsert_vectors(name, 4, &vectors(50), 100, 50);
+    cluster
+}
 
 /// Scenario 1: a stale replica is promoted and acknowledged writes vanish. One partition on
 /// two shard nodes (R = 2); replica B (shard 0) is SIGKILLed while replica A (shard 1) alone
@@ -15,19 +34,7 @@ use crate::cluster::{start_cluster, wait_for};
 #[test]
 #[ignore = "fails until #22: a stale replica is promoted and acknowledged writes vanish"]
 fn scenario_1_a_stale_replica_is_never_promoted() {
-    let mut cluster = start_cluster(2);
-    cluster
-        .router
-        .create("stale", 4, "Euclid", json!({"replication_factor": 2}));
-    let vectors = |n: usize| -> Vec<f32> { (0..n * 4).map(|i| i as f32).collect() };
-    cluster
-        .router
-        .upsert_vectors("stale", 4, &vectors(100), 0, 50);
-
-    cluster.shards[0].kill9();
-    cluster
-        .router
-        .upsert_vectors("stale", 4, &vectors(50), 100, 50);
+    let mut cluster = b_misses_fifty_writes("stale");
 
     cluster.shards[1].freeze(true);
     cluster.shards[0].restart();
@@ -57,19 +64,7 @@ fn scenario_1_a_stale_replica_is_never_promoted() {
 #[test]
 #[ignore = "fails until #22: a router restart forgets which replicas were dead"]
 fn scenario_2_a_router_restart_keeps_replica_states() {
-    let mut cluster = start_cluster(2);
-    cluster
-        .router
-        .create("forget", 4, "Euclid", json!({"replication_factor": 2}));
-    let vectors = |n: usize| -> Vec<f32> { (0..n * 4).map(|i| i as f32).collect() };
-    cluster
-        .router
-        .upsert_vectors("forget", 4, &vectors(100), 0, 50);
-
-    cluster.shards[0].kill9();
-    cluster
-        .router
-        .upsert_vectors("forget", 4, &vectors(50), 100, 50);
+    let mut cluster = b_misses_fifty_writes("forget");
     // B comes back with its old data, and the router restarts before it is caught up.
     cluster.router.kill9();
     cluster.shards[0].restart();
