@@ -227,6 +227,7 @@ fn crate_sources() -> Vec<PathBuf> {
         "server/src",
         "server/api/src",
         "server/storage/src",
+        "server/consensus/src",
         "server/testkit/src",
         "index/src",
         "index/faiss/src",

@@ -22,7 +22,7 @@ pub struct ClusterHost {
 fn meta_store(dir: &Path) -> Result<PartitionStore> {
     Ok(PartitionStore::open(
         &dir.join("meta"),
-        StoreOptions { sync_writes: true },
+        StoreOptions::default(),
     )?)
 }
 

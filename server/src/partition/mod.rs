@@ -178,6 +178,7 @@ impl Partition {
             &paths::db(dir),
             StoreOptions {
                 sync_writes: storage.sync_writes,
+                ..StoreOptions::default()
             },
         )?;
         let settings: CollectionSettings = match store.get_meta(settings::META_KEY)? {
@@ -234,6 +235,7 @@ impl Partition {
             &paths::db(dir),
             StoreOptions {
                 sync_writes: storage.sync_writes,
+                ..StoreOptions::default()
             },
         )?;
         let bytes =

@@ -1,7 +1,7 @@
 //! cairn-storage: the durable store of one partition, and the only crate that links RocksDB.
 //!
 //! RocksDB is Cairn's source of truth; in-memory indexes are derived from it and rebuildable.
-//! A partition's database has three column families:
+//! A partition's database has four column families:
 //!
 //! | family   | key                      | value                                  |
 //! |----------|--------------------------|----------------------------------------|
@@ -22,6 +22,12 @@
 //! Vectors sit apart from payloads so that a restart whose index comes from a snapshot file
 //! reads only the small payload records, and fetches vectors just for the ops after the snapshot.
 //!
+//! A partition that is a replica in a cluster (`StoreOptions::replicated`) adds two families,
+//! `log` and `log_state`, holding its replicated log (`store/replication.rs`); its writes are
+//! applied from that log with [`PartitionStore::write_many`], unsynced, since the log's own
+//! synced appends share the WAL. Its whole state can be exported as table files and swapped in
+//! on another replica (`store/transfer.rs`), for replicas the log no longer reaches back to.
+//!
 //! Keys are opaque bytes; the server owns their encoding (order-preserving, so scans return
 //! points in id order).
 
@@ -29,6 +35,7 @@ mod error;
 mod store;
 
 pub use error::{Result, StorageError};
+pub use store::transfer::{StateExport, StateFile};
 pub use store::{
     MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, WriteOp,
 };

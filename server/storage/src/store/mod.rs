@@ -8,11 +8,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Result, StorageError};
 
+pub(crate) mod replication;
+pub(crate) mod transfer;
+
 const CF_POINTS: &str = "points";
 const CF_VECTORS: &str = "vectors";
 const CF_OPLOG: &str = "oplog";
 const CF_META: &str = "meta";
 const LAST_SEQ: &[u8] = b"last_seq";
+/// The families that make up a partition's state: what a snapshot carries and an install
+/// replaces. The replicated log's own families (`replication`) are never part of it.
+const STATE_FAMILIES: [&str; 4] = [CF_POINTS, CF_VECTORS, CF_OPLOG, CF_META];
 
 /// How the store commits.
 #[derive(Debug, Clone, Copy)]
@@ -20,11 +26,18 @@ pub struct StoreOptions {
     /// fsync the WAL before a write returns. Only tests of throughput turn this off; with it
     /// off an acknowledged write can be lost on power failure (not on a process crash).
     pub sync_writes: bool,
+    /// Whether the partition is a replica in a cluster: its writes arrive through a replicated
+    /// log, kept in two more families of the same database (see `replication`). A standalone
+    /// partition leaves this off and never creates them, so it pays nothing for consensus.
+    pub replicated: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { sync_writes: true }
+        Self {
+            sync_writes: true,
+            replicated: false,
+        }
     }
 }
 
@@ -93,15 +106,25 @@ impl PartitionStore {
             o.set_write_buffer_size(16 << 20);
             ColumnFamilyDescriptor::new(name, o)
         };
-        let db = DB::open_cf_descriptors(
-            &db_opts,
-            path,
-            [cf(CF_POINTS), cf(CF_VECTORS), cf(CF_OPLOG), cf(CF_META)],
-        )
-        .map_err(|source| StorageError::Rocks {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // Every family the database already has must be opened, so a partition that was once
+        // replicated still opens when `replicated` is off (and the other way round).
+        let mut families: Vec<String> = STATE_FAMILIES.iter().map(|s| (*s).to_owned()).collect();
+        if options.replicated {
+            families.extend(replication::FAMILIES.iter().map(|s| (*s).to_owned()));
+        }
+        if let Ok(existing) = DB::list_cf(&db_opts, path) {
+            for name in existing {
+                if name != rocksdb::DEFAULT_COLUMN_FAMILY_NAME && !families.contains(&name) {
+                    families.push(name);
+                }
+            }
+        }
+        let db = DB::open_cf_descriptors(&db_opts, path, families.iter().map(|n| cf(n))).map_err(
+            |source| StorageError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(options.sync_writes);
         Ok(Self {
@@ -161,9 +184,48 @@ impl PartitionStore {
         if seq <= last {
             return Err(StorageError::OutOfOrder { last, got: seq });
         }
+        let mut batch = WriteBatch::default();
+        self.stage(&mut batch, seq, op)?;
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(|e| self.rocks(e))
+    }
+
+    /// Commits several ops, each under its own sequence number (increasing, above
+    /// [`Self::last_seq`], not necessarily contiguous), and the small named `meta` values, in one
+    /// atomic batch. `sync` says whether the WAL is fsynced before returning: a replica's ops are
+    /// already durable in its replicated log, so it applies them without a sync of its own and,
+    /// after a crash, applies them again from the log.
+    pub fn write_many(
+        &self,
+        ops: &[(u64, &WriteOp)],
+        meta: &[(&str, &[u8])],
+        sync: bool,
+    ) -> Result<()> {
+        let mut last = self.last_seq()?;
+        let mut batch = WriteBatch::default();
+        for (seq, op) in ops {
+            if *seq <= last {
+                return Err(StorageError::OutOfOrder { last, got: *seq });
+            }
+            self.stage(&mut batch, *seq, op)?;
+            last = *seq;
+        }
+        let meta_cf = self.cf(CF_META)?;
+        for (name, value) in meta {
+            batch.put_cf(meta_cf, name.as_bytes(), value);
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(sync);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|e| self.rocks(e))
+    }
+
+    /// Adds `op`'s point changes, its op-log entry and the new `last_seq` to `batch`.
+    fn stage(&self, batch: &mut WriteBatch, seq: u64, op: &WriteOp) -> Result<()> {
         let points = self.cf(CF_POINTS)?;
         let vectors = self.cf(CF_VECTORS)?;
-        let mut batch = WriteBatch::default();
         let entry = match op {
             WriteOp::Upsert(items) => {
                 for (key, point) in items {
@@ -192,9 +254,7 @@ impl PartitionStore {
         };
         batch.put_cf(self.cf(CF_OPLOG)?, seq.to_be_bytes(), encode(&entry));
         batch.put_cf(self.cf(CF_META)?, LAST_SEQ, seq.to_be_bytes());
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(|e| self.rocks(e))
+        Ok(())
     }
 
     /// One point by key.

@@ -1,0 +1,58 @@
+//! What a partition's log holds: one write per entry.
+
+use cairn_storage::{StoredPoint, WriteOp};
+use serde::{Deserialize, Serialize};
+
+/// One write, as an entry of the partition's log. Everything in it is already validated and
+/// in stored form (encoded keys, preprocessed vectors, payload JSON text), so applying it is
+/// deterministic: every replica derives the same state from the same entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PartitionCommand {
+    /// Insert or replace these points.
+    Upsert(Vec<Row>),
+    /// Remove these keys (absent keys are fine).
+    Delete(Vec<Vec<u8>>),
+}
+
+/// One point of an upsert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The encoded point id.
+    pub key: Vec<u8>,
+    /// The vector, after the metric's preprocessing.
+    pub vector: Vec<f32>,
+    /// The payload as JSON text.
+    pub payload: Option<String>,
+}
+
+/// What applying one entry answers: the log index it was applied at, which is the write's
+/// sequence number on every replica (`wait=true` waits for the index to reach it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The entry's log index.
+    pub index: u64,
+}
+
+impl PartitionCommand {
+    /// The storage batch that applies this entry at `index` (points take the index as their
+    /// version).
+    pub(crate) fn to_write_op(&self, index: u64) -> WriteOp {
+        match self {
+            PartitionCommand::Upsert(rows) => WriteOp::Upsert(
+                rows.iter()
+                    .map(|row| {
+                        (
+                            row.key.clone(),
+                            StoredPoint {
+                                version: index,
+                                vector: row.vector.clone(),
+                                payload: row.payload.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            PartitionCommand::Delete(keys) => WriteOp::Delete(keys.clone()),
+        }
+    }
+}

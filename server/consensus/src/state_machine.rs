@@ -1,0 +1,397 @@
+//! openraft's state machine over the partition's state families (`cairn-storage`).
+//!
+//! Applying entries is one storage batch: the points of every data entry (each at its own log
+//! index), the new `applied` id and, for a membership entry, the membership, all together and
+//! without an fsync of its own (the entries are already durable in the log, and the log's next
+//! synced append covers this batch, since both share the WAL). After a crash openraft applies
+//! again from the stored `applied`, which always matches the state beside it.
+//!
+//! Snapshots are built from a point-in-time view of the state (no lock on writers) and
+//! installed by swapping the state's table files in; see `snapshot.rs` for the layout. An
+//! install that a crash interrupts leaves an `installing` record behind; on the next open the
+//! half-replaced state is cleared, `applied` becomes none, and the leader sends the snapshot
+//! again.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cairn_storage::{PartitionStore, WriteOp};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, SnapshotMeta,
+    StoredMembership,
+};
+use parking_lot::Mutex;
+
+use crate::error::{blocking, decode, encode, failed, RaftResult};
+use crate::snapshot::{self, Manifest, SnapshotDir};
+use crate::{Applied, PartTypes, PartitionCommand, ReplicaAddr, ReplicaId};
+
+/// `meta` keys this crate adds to the state (so a snapshot carries them).
+const APPLIED: &str = "raft_applied";
+const MEMBERSHIP: &str = "raft_membership";
+/// The log record that marks an install in progress.
+const INSTALLING: &str = "installing";
+/// Table files of a snapshot are cut at this size, so a transfer resumes file by file.
+const SNAPSHOT_FILE_BYTES: u64 = 1 << 30;
+
+/// What the partition above does as the state machine moves. Every method has a do-nothing
+/// default, so a test can pass `()`.
+pub trait Observer: Send + Sync + 'static {
+    /// The entry at `index` has been applied to the state (the partition queues it for its
+    /// index). Called in log order, after the batch holding it is written.
+    fn applied(&self, index: u64, command: &PartitionCommand) {
+        let _ = (index, command);
+    }
+
+    /// A snapshot is being built in `dir`: write the partition's own files there (its index
+    /// file) and return their names. They must reflect a log index at or before the state's
+    /// at the time of the call (the state's view is taken right after), and the partition's op
+    /// log must keep the entries after that index until the snapshot is built.
+    fn add_to_snapshot(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        let _ = dir;
+        Ok(Vec::new())
+    }
+
+    /// The state was replaced by the snapshot in `dir` (which holds the files added by
+    /// [`Self::add_to_snapshot`] on the sender): reload from it.
+    fn state_replaced(&self, dir: &Path) -> std::io::Result<()> {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+impl Observer for () {}
+
+struct Inner<O> {
+    store: Arc<PartitionStore>,
+    /// `<partition>/snapshots`.
+    snapshots: PathBuf,
+    observer: O,
+    /// The newest complete snapshot, served to replicas that need one.
+    current: Mutex<Option<(PathBuf, Manifest)>>,
+    /// Makes snapshot ids and scratch directory names unique.
+    nonce: AtomicU64,
+}
+
+/// A replica's state machine: cheap to clone (clones share everything), which is also how
+/// openraft gets a snapshot builder.
+pub struct StateMachine<O: Observer> {
+    inner: Arc<Inner<O>>,
+}
+
+impl<O: Observer> Clone for StateMachine<O> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<O: Observer> StateMachine<O> {
+    /// The state machine of the partition whose store is `store` (opened with `replicated`)
+    /// and whose directory is `dir` (snapshots go to `dir/snapshots`). Finishes what a crash
+    /// interrupted: an install that did not complete clears the state.
+    pub fn open(store: Arc<PartitionStore>, dir: &Path, observer: O) -> std::io::Result<Self> {
+        let snapshots = dir.join("snapshots");
+        fs_err::create_dir_all(&snapshots)?;
+        if store
+            .log_record(INSTALLING)
+            .map_err(std::io::Error::other)?
+            .is_some()
+        {
+            tracing::warn!(dir = %dir.display(), "an interrupted snapshot install: clearing the state");
+            store.clear_state().map_err(std::io::Error::other)?;
+            store
+                .put_log_record(INSTALLING, None)
+                .map_err(std::io::Error::other)?;
+        }
+        let current = snapshot::newest(&snapshots)?;
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store,
+                snapshots,
+                observer,
+                current: Mutex::new(current),
+                nonce: AtomicU64::new(nonce),
+            }),
+        })
+    }
+
+    fn next_nonce(&self) -> u64 {
+        self.inner.nonce.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The last applied log index (0 before any entry): the partition's `last_seq`.
+    pub fn applied_index(&self) -> std::io::Result<u64> {
+        let bytes = self
+            .inner
+            .store
+            .get_meta(APPLIED)
+            .map_err(std::io::Error::other)?;
+        let applied: Option<LogId<ReplicaId>> = match bytes {
+            Some(b) => bincode::deserialize(&b).map_err(std::io::Error::other)?,
+            None => None,
+        };
+        Ok(applied.map_or(0, |id| id.index))
+    }
+
+    fn snapshot_of(&self, path: &Path, manifest: &Manifest) -> Snapshot<PartTypes> {
+        Snapshot {
+            meta: manifest.meta.clone(),
+            snapshot: Box::new(SnapshotDir {
+                path: path.to_path_buf(),
+            }),
+        }
+    }
+
+    /// Makes `(path, manifest)` the current snapshot and removes every other one.
+    fn set_current(&self, path: PathBuf, manifest: Manifest) -> std::io::Result<()> {
+        *self.inner.current.lock() = Some((path, manifest));
+        // `newest` keeps the newest complete snapshot, which is the one just set.
+        snapshot::newest(&self.inner.snapshots).map(|_| ())
+    }
+}
+
+impl<O: Observer> RaftSnapshotBuilder<PartTypes> for StateMachine<O> {
+    async fn build_snapshot(&mut self) -> RaftResult<Snapshot<PartTypes>> {
+        let this = self.clone();
+        let scratch = self
+            .inner
+            .snapshots
+            .join(format!("building-{}", self.next_nonce()));
+        let nonce = self.next_nonce();
+        let (path, manifest) = blocking(
+            ErrorSubject::Snapshot(None),
+            ErrorVerb::Write,
+            move || -> std::io::Result<(PathBuf, Manifest)> {
+                fs_err::create_dir_all(&scratch)?;
+                // The partition's own files first, the state's view second: the index file
+                // then reflects an index at or before the view's, and the view's op log holds
+                // the entries after it, which the receiver replays (an index file from after
+                // the view would hold points the state does not).
+                let extras = this
+                    .inner
+                    .observer
+                    .add_to_snapshot(&scratch)?
+                    .iter()
+                    .map(|name| snapshot::extra_file(&scratch, name))
+                    .collect::<std::io::Result<Vec<_>>>()?;
+                let export = this
+                    .inner
+                    .store
+                    .export_state(&scratch, SNAPSHOT_FILE_BYTES)
+                    .map_err(std::io::Error::other)?;
+                let last_log_id: Option<LogId<ReplicaId>> = match export.meta.get(APPLIED) {
+                    Some(b) => bincode::deserialize(b).map_err(std::io::Error::other)?,
+                    None => None,
+                };
+                let last_membership: StoredMembership<ReplicaId, ReplicaAddr> =
+                    match export.meta.get(MEMBERSHIP) {
+                        Some(b) => bincode::deserialize(b).map_err(std::io::Error::other)?,
+                        None => StoredMembership::default(),
+                    };
+                let snapshot_id = match last_log_id {
+                    Some(id) => format!("{}-{}-{nonce}", id.leader_id.term, id.index),
+                    None => format!("0-0-{nonce}"),
+                };
+                let manifest = Manifest {
+                    meta: SnapshotMeta {
+                        last_log_id,
+                        last_membership,
+                        snapshot_id: snapshot_id.clone(),
+                    },
+                    state: export.files,
+                    extras,
+                };
+                manifest.write(&scratch)?;
+                let path = this.inner.snapshots.join(&snapshot_id);
+                fs_err::rename(&scratch, &path)?;
+                snapshot::sync_dir(&this.inner.snapshots)?;
+                this.set_current(path.clone(), manifest.clone())?;
+                Ok((path, manifest))
+            },
+        )
+        .await?;
+        tracing::info!(snapshot = %manifest.meta.snapshot_id, files = manifest.state.len() + manifest.extras.len(), "snapshot built");
+        Ok(self.snapshot_of(&path, &manifest))
+    }
+}
+
+impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> RaftResult<(
+        Option<LogId<ReplicaId>>,
+        StoredMembership<ReplicaId, ReplicaAddr>,
+    )> {
+        let store = self.inner.store.clone();
+        let (applied, membership) = blocking(
+            ErrorSubject::StateMachine,
+            ErrorVerb::Read,
+            move || -> cairn_storage::Result<_> {
+                Ok((store.get_meta(APPLIED)?, store.get_meta(MEMBERSHIP)?))
+            },
+        )
+        .await?;
+        let applied = match applied {
+            Some(b) => decode(ErrorSubject::StateMachine, &b)?,
+            None => None,
+        };
+        let membership = match membership {
+            Some(b) => decode(ErrorSubject::StateMachine, &b)?,
+            None => StoredMembership::default(),
+        };
+        Ok((applied, membership))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> RaftResult<Vec<Applied>>
+    where
+        I: IntoIterator<Item = Entry<PartTypes>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut replies = Vec::new();
+        let mut commands: Vec<(u64, PartitionCommand)> = Vec::new();
+        let mut last: Option<LogId<ReplicaId>> = None;
+        let mut membership = None;
+        for entry in entries {
+            let index = entry.log_id.index;
+            last = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(command) => commands.push((index, command)),
+                EntryPayload::Membership(m) => {
+                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                }
+            }
+            replies.push(Applied { index });
+        }
+        let Some(last) = last else {
+            return Ok(replies);
+        };
+        let store = self.inner.store.clone();
+        let applied = encode(&Some(last));
+        let membership = membership.as_ref().map(encode);
+        let commands = Arc::new(commands);
+        let to_write = commands.clone();
+        blocking(ErrorSubject::Apply(last), ErrorVerb::Write, move || {
+            let ops: Vec<(u64, WriteOp)> = to_write
+                .iter()
+                .map(|(index, command)| (*index, command.to_write_op(*index)))
+                .collect();
+            let op_refs: Vec<(u64, &WriteOp)> = ops.iter().map(|(i, op)| (*i, op)).collect();
+            let mut meta: Vec<(&str, &[u8])> = vec![(APPLIED, &applied)];
+            if let Some(m) = &membership {
+                meta.push((MEMBERSHIP, m));
+            }
+            store.write_many(&op_refs, &meta, false)
+        })
+        .await?;
+        for (index, command) in commands.iter() {
+            self.inner.observer.applied(*index, command);
+        }
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> RaftResult<Box<SnapshotDir>> {
+        let path = self
+            .inner
+            .snapshots
+            .join(format!("incoming-{}", self.next_nonce()));
+        fs_err::create_dir_all(&path)
+            .map_err(|e| failed(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
+        Ok(Box::new(SnapshotDir { path }))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<ReplicaId, ReplicaAddr>,
+        snapshot: Box<SnapshotDir>,
+    ) -> RaftResult<()> {
+        let this = self.clone();
+        let meta = meta.clone();
+        let subject = ErrorSubject::Snapshot(Some(meta.signature()));
+        blocking(subject, ErrorVerb::Write, move || {
+            this.install(&meta, &snapshot.path)
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> RaftResult<Option<Snapshot<PartTypes>>> {
+        Ok(self
+            .inner
+            .current
+            .lock()
+            .as_ref()
+            .map(|(path, manifest)| self.snapshot_of(path, manifest)))
+    }
+}
+
+impl<O: Observer> StateMachine<O> {
+    /// Installs the snapshot in `from` (see the module docs for the crash story).
+    fn install(
+        &self,
+        meta: &SnapshotMeta<ReplicaId, ReplicaAddr>,
+        from: &Path,
+    ) -> std::io::Result<()> {
+        let manifest = Manifest::read(from)?;
+        if manifest.meta != *meta {
+            return Err(std::io::Error::other(format!(
+                "snapshot {} holds {}, not the snapshot announced",
+                from.display(),
+                manifest.meta.snapshot_id
+            )));
+        }
+        for extra in &manifest.extras {
+            if snapshot::extra_file(from, &extra.name)? != *extra {
+                return Err(std::io::Error::other(format!(
+                    "snapshot file {} is damaged",
+                    extra.name
+                )));
+            }
+        }
+        // Keep the snapshot as this replica's own (it may serve it to others in turn): a
+        // directory received here moves; one from elsewhere is copied.
+        let path = self.inner.snapshots.join(&meta.snapshot_id);
+        if from != path {
+            if from.parent() == Some(self.inner.snapshots.as_path()) {
+                fs_err::rename(from, &path)?;
+            } else {
+                copy_dir(from, &path)?;
+            }
+            snapshot::sync_dir(&self.inner.snapshots)?;
+        }
+        let store = &self.inner.store;
+        let io = std::io::Error::other;
+        store
+            .put_log_record(INSTALLING, Some(meta.snapshot_id.as_bytes()))
+            .map_err(io)?;
+        store.replace_state(&path, &manifest.state).map_err(io)?;
+        self.inner.observer.state_replaced(&path)?;
+        store.put_log_record(INSTALLING, None).map_err(io)?;
+        self.set_current(path, manifest)?;
+        tracing::info!(snapshot = %meta.snapshot_id, "snapshot installed");
+        Ok(())
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    let scratch = to.with_extension("copying");
+    fs_err::create_dir_all(&scratch)?;
+    for entry in fs_err::read_dir(from)? {
+        let entry = entry?;
+        fs_err::copy(entry.path(), scratch.join(entry.file_name()))?;
+    }
+    fs_err::rename(&scratch, to)
+}
