@@ -13,6 +13,9 @@
 //! - [`StateMachine`] is openraft's `RaftStateMachine` over its state families, with snapshots
 //!   that are the state's table files plus whatever the partition adds (its index file), so a
 //!   new or far-behind replica takes them in without rebuilding anything.
+//! - [`Network`] carries a group's messages over the node's one [`Transport`] (the server's
+//!   HTTP client), each naming its [`GroupId`]; [`Groups`] hands a peer's messages to the
+//!   group they name. Snapshots travel file by file and resume after a broken link.
 //! - The partition above hears of each applied entry, and adds to or takes files from a
 //!   snapshot, through the [`Observer`] it passes in; it never sees an openraft type.
 //!
@@ -25,12 +28,16 @@
 
 mod command;
 mod error;
+mod groups;
 mod log_store;
+mod network;
 mod snapshot;
 mod state_machine;
 
 pub use command::{Applied, PartitionCommand, Row};
+pub use groups::{Groups, HandleError};
 pub use log_store::LogStore;
+pub use network::{GroupId, Network, Rpc, Transport, TransportError, SNAPSHOT_CHUNK_BYTES};
 pub use snapshot::{Manifest, SnapshotDir};
 pub use state_machine::{Observer, StateMachine};
 

@@ -16,6 +16,9 @@ use crate::{ReplicaAddr, ReplicaId};
 
 /// The manifest's file name inside a snapshot directory.
 pub const MANIFEST: &str = "manifest.json";
+/// Directories named with this prefix hold a snapshot being received (see `groups.rs`); they
+/// are kept across restarts so a transfer resumes.
+pub const INCOMING: &str = "incoming-";
 
 /// openraft's handle on a snapshot: the directory that holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,13 +74,29 @@ pub fn extra_file(dir: &Path, name: &str) -> std::io::Result<StateFile> {
     })
 }
 
+/// Checks every file the manifest lists (size and CRC-32) in `dir`; a damaged file is removed,
+/// so a resumed transfer sends it again.
+pub fn check_files(dir: &Path, manifest: &Manifest) -> std::io::Result<()> {
+    for file in manifest.state.iter().chain(&manifest.extras) {
+        let found = extra_file(dir, &file.name)?;
+        if (found.bytes, found.crc32) != (file.bytes, file.crc32) {
+            remove(&dir.join(&file.name))?;
+            return Err(std::io::Error::other(format!(
+                "snapshot file {} has {} bytes, CRC {:08x}; expected {} bytes, CRC {:08x}",
+                file.name, found.bytes, found.crc32, file.bytes, file.crc32
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// fsyncs a directory, so a rename or a new file in it survives a crash.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     fs_err::File::open(dir)?.sync_all()
 }
 
 /// The newest complete snapshot under `root`; every other directory there (older snapshots,
-/// incomplete ones) is removed.
+/// incomplete ones) is removed, except transfers being received.
 pub fn newest(root: &Path) -> std::io::Result<Option<(PathBuf, Manifest)>> {
     if !root.is_dir() {
         return Ok(None);
@@ -86,6 +105,10 @@ pub fn newest(root: &Path) -> std::io::Result<Option<(PathBuf, Manifest)>> {
     let mut others = Vec::new();
     for entry in fs_err::read_dir(root)? {
         let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if name.is_some_and(|n| n.starts_with(INCOMING)) {
+            continue;
+        }
         match Manifest::read(&path) {
             Ok(manifest) => {
                 let newer = best

@@ -122,6 +122,11 @@ impl<O: Observer> StateMachine<O> {
         })
     }
 
+    /// Where this replica keeps its snapshots (and assembles ones it receives).
+    pub fn snapshots_dir(&self) -> &Path {
+        &self.inner.snapshots
+    }
+
     fn next_nonce(&self) -> u64 {
         self.inner.nonce.fetch_add(1, Ordering::Relaxed)
     }
@@ -304,10 +309,10 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> RaftResult<Box<SnapshotDir>> {
-        let path = self
-            .inner
-            .snapshots
-            .join(format!("incoming-{}", self.next_nonce()));
+        let path =
+            self.inner
+                .snapshots
+                .join(format!("{}local-{}", snapshot::INCOMING, self.next_nonce()));
         fs_err::create_dir_all(&path)
             .map_err(|e| failed(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
         Ok(Box::new(SnapshotDir { path }))

@@ -7,47 +7,40 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    LogStore, PartTypes, PartitionCommand, ReplicaAddr, ReplicaId, Row, StateMachine,
+    GroupId, Groups, LogStore, Network, PartTypes, PartitionCommand, ReplicaAddr, ReplicaId, Row,
+    Rpc, StateMachine, Transport, TransportError,
 };
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint};
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed,
-    StreamingError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
-use openraft::{Config, Raft, ServerState, Snapshot, SnapshotPolicy, Vote};
+use openraft::{Config, Raft, ServerState, SnapshotPolicy};
 use parking_lot::Mutex;
 use tempfile::TempDir;
 
-type Fatal = openraft::error::Fatal<ReplicaId>;
-
-/// The replicas and which links are cut; cloned into every replica's network.
-#[derive(Clone, Default)]
-struct Net {
-    rafts: Arc<Mutex<BTreeMap<ReplicaId, Raft<PartTypes>>>>,
-    cut: Arc<Mutex<BTreeSet<(ReplicaId, ReplicaId)>>>,
+/// The nodes (each hosting its groups) and which links are cut: the in-process stand-in for
+/// the server's HTTP transport, so these tests run the crate's own network and dispatch
+/// (message encoding, snapshot chunks) without sockets.
+#[derive(Default)]
+struct Mesh {
+    nodes: Mutex<BTreeMap<u64, Arc<Groups>>>,
+    cut: Mutex<BTreeSet<(u64, u64)>>,
 }
 
-impl Net {
-    fn reach(&self, from: ReplicaId, to: ReplicaId) -> Result<Raft<PartTypes>, Unreachable> {
-        let unreachable =
-            || Unreachable::new(&std::io::Error::other(format!("{from} -> {to} is cut")));
+impl Mesh {
+    fn open(&self, from: u64, to: u64) -> Result<(), TransportError> {
         if self.cut.lock().contains(&(from, to)) {
-            return Err(unreachable());
+            return Err(TransportError::Unreachable {
+                node: to,
+                reason: format!("{from} -> {to} is cut"),
+            });
         }
-        self.rafts.lock().get(&to).cloned().ok_or_else(unreachable)
+        Ok(())
     }
 
-    fn isolate(&self, id: ReplicaId) {
-        let ids: Vec<ReplicaId> = self.rafts.lock().keys().copied().collect();
+    fn isolate(&self, id: u64) {
+        let ids: Vec<u64> = self.nodes.lock().keys().copied().collect();
         let mut cut = self.cut.lock();
         for other in ids.into_iter().filter(|o| *o != id) {
             cut.insert((id, other));
@@ -60,81 +53,44 @@ impl Net {
     }
 }
 
-struct Link {
-    net: Net,
-    from: ReplicaId,
-    to: ReplicaId,
+/// One node's end of the mesh.
+struct NodeTransport {
+    from: u64,
+    mesh: Arc<Mesh>,
 }
 
-struct Factory {
-    net: Net,
-    from: ReplicaId,
-}
-
-impl RaftNetworkFactory<PartTypes> for Factory {
-    type Network = Link;
-
-    async fn new_client(&mut self, target: ReplicaId, _node: &ReplicaAddr) -> Link {
-        Link {
-            net: self.net.clone(),
-            from: self.from,
-            to: target,
-        }
-    }
-}
-
-type Rpc<T> = Result<T, RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId>>>;
-
-impl RaftNetwork<PartTypes> for Link {
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<PartTypes>,
-        _option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<ReplicaId>> {
-        let raft = self.net.reach(self.from, self.to)?;
-        let answer = raft.append_entries(rpc).await;
-        // The answer crosses the same link back.
-        self.net.reach(self.to, self.from)?;
-        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<ReplicaId>,
-        _option: RPCOption,
-    ) -> Rpc<VoteResponse<ReplicaId>> {
-        let raft = self.net.reach(self.from, self.to)?;
-        let answer = raft.vote(rpc).await;
-        self.net.reach(self.to, self.from)?;
-        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        _rpc: openraft::raft::InstallSnapshotRequest<PartTypes>,
-        _option: RPCOption,
-    ) -> Result<
-        openraft::raft::InstallSnapshotResponse<ReplicaId>,
-        RPCError<ReplicaId, ReplicaAddr, RaftError<ReplicaId, InstallSnapshotError>>,
-    > {
-        Err(RPCError::Network(NetworkError::new(
-            &std::io::Error::other("snapshots go whole, through full_snapshot"),
-        )))
-    }
-
-    async fn full_snapshot(
-        &mut self,
-        vote: Vote<ReplicaId>,
-        snapshot: Snapshot<PartTypes>,
-        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<ReplicaId>, StreamingError<PartTypes, Fatal>> {
-        let raft = self.net.reach(self.from, self.to)?;
-        raft.install_full_snapshot(vote, snapshot)
+impl Transport for NodeTransport {
+    async fn call(
+        &self,
+        node: u64,
+        group: GroupId,
+        rpc: Rpc,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
+        self.mesh.open(self.from, node)?;
+        let groups = self.mesh.nodes.lock().get(&node).cloned();
+        let groups = groups.ok_or(TransportError::Unreachable {
+            node,
+            reason: "no such node".into(),
+        })?;
+        let answer = tokio::time::timeout(timeout, groups.handle(group, rpc, &body))
             .await
-            .map_err(|e| StreamingError::RemoteError(RemoteError::new(self.to, e)))
+            .map_err(|_| TransportError::TimedOut { node })?
+            .map_err(|e| TransportError::Refused {
+                node,
+                reason: e.to_string(),
+            })?;
+        // The answer crosses the same link back.
+        self.mesh.open(node, self.from)?;
+        Ok(answer)
     }
 }
+
+const GROUP: GroupId = GroupId::Partition {
+    collection: 7,
+    partition: 0,
+};
 
 /// One replica: its directory, store and Raft.
 struct Replica {
@@ -157,7 +113,8 @@ fn config() -> Arc<Config> {
     Arc::new(config.validate().unwrap())
 }
 
-async fn replica(net: &Net, id: ReplicaId) -> Replica {
+/// Replica `id` of the group, alone on node `id`.
+async fn replica(mesh: &Arc<Mesh>, id: ReplicaId) -> Replica {
     let dir = TempDir::new().unwrap();
     let options = StoreOptions {
         replicated: true,
@@ -165,14 +122,18 @@ async fn replica(net: &Net, id: ReplicaId) -> Replica {
     };
     let store = Arc::new(PartitionStore::open(&dir.path().join("db"), options).unwrap());
     let state = StateMachine::open(store.clone(), dir.path(), ()).unwrap();
-    let factory = Factory {
-        net: net.clone(),
+    let snapshots = state.snapshots_dir().to_path_buf();
+    let transport = Arc::new(NodeTransport {
         from: id,
-    };
-    let raft = Raft::new(id, config(), factory, LogStore::new(store.clone()), state)
+        mesh: mesh.clone(),
+    });
+    let network = Network::new(transport, GROUP);
+    let raft = Raft::new(id, config(), network, LogStore::new(store.clone()), state)
         .await
         .unwrap();
-    net.rafts.lock().insert(id, raft.clone());
+    let groups = Arc::new(Groups::default());
+    groups.insert(GROUP, raft.clone(), &snapshots);
+    mesh.nodes.lock().insert(id, groups);
     Replica {
         _dir: dir,
         store,
@@ -229,10 +190,10 @@ async fn writes_commit_everywhere_a_fenced_leader_cannot_acknowledge_and_a_newco
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let net = Net::default();
+    let mesh = Arc::new(Mesh::default());
     let mut replicas = BTreeMap::new();
     for id in 1..=3 {
-        replicas.insert(id, replica(&net, id).await);
+        replicas.insert(id, replica(&mesh, id).await);
     }
     let members: BTreeMap<ReplicaId, ReplicaAddr> =
         (1..=3).map(|id| (id, ReplicaAddr { node: id })).collect();
@@ -260,7 +221,7 @@ async fn writes_commit_everywhere_a_fenced_leader_cannot_acknowledge_and_a_newco
 
     // 2. The leader is cut off. A write sent to it is never acknowledged; the other two elect
     //    a leader with a higher term that acknowledges writes of its own.
-    net.isolate(leader);
+    mesh.isolate(leader);
     let old = replicas[&leader].raft.clone();
     let fenced = tokio::spawn(async move { old.client_write(upsert(0, "lost")).await });
     let others: Vec<ReplicaId> = (1..=3).filter(|id| *id != leader).collect();
@@ -281,7 +242,7 @@ async fn writes_commit_everywhere_a_fenced_leader_cannot_acknowledge_and_a_newco
     );
 
     // Healed, the old leader learns the new term; its entry is replaced, never applied.
-    net.heal();
+    mesh.heal();
     let answer = tokio::time::timeout(Duration::from_secs(10), fenced)
         .await
         .unwrap()
@@ -318,7 +279,7 @@ async fn writes_commit_everywhere_a_fenced_leader_cannot_acknowledge_and_a_newco
         .await
         .unwrap();
 
-    replicas.insert(4, replica(&net, 4).await);
+    replicas.insert(4, replica(&mesh, 4).await);
     leader_raft
         .add_learner(4, ReplicaAddr { node: 4 }, true)
         .await
