@@ -251,6 +251,7 @@ fn server_error(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>)
 /// The code a status implies, for error bodies that carry none.
 fn code_for(status: StatusCode) -> ErrorCode {
     match status.as_u16() {
+        401 => ErrorCode::Unauthorized,
         404 => ErrorCode::NotFound,
         409 => ErrorCode::AlreadyExists,
         413 => ErrorCode::PayloadTooLarge,

@@ -43,6 +43,9 @@ pub enum Role {
     Router,
     /// Partition replicas for a router.
     Shard,
+    /// A peer of a Raft-replicated cluster (issue #22, being built): cluster metadata in a
+    /// Raft group over every node's internal port. It does not host collections yet.
+    Node,
 }
 
 impl Role {
@@ -52,6 +55,7 @@ impl Role {
             Role::Standalone => "standalone",
             Role::Router => "router",
             Role::Shard => "shard",
+            Role::Node => "node",
         }
     }
 }
@@ -75,6 +79,62 @@ pub struct ClusterConfig {
     /// Shard, **tests only**: serve `POST /internal/fault` to add latency to this node's
     /// partition calls. Off by default; never turn it on in production.
     pub fault_injection: bool,
+    /// Node: this node's id (at least 1), stable for the life of its data directory.
+    pub node_id: u64,
+    /// Node: every first voter of the cluster's metadata group as `ID=INTERNAL_URL`, this node
+    /// included; the same list on every node.
+    pub peers: Vec<String>,
+    /// Node: listen address of the internal API (Raft messages between nodes), which the
+    /// public address never serves.
+    pub internal_addr: String,
+    /// Node: the secret every node presents to another's internal API (required; the same on
+    /// every node). Never logged.
+    pub secret: Secret,
+    /// Node: create the metadata group with `peers` as its voters if this node's group has
+    /// never been initialized. Set it on one node, for the cluster's first start only.
+    pub bootstrap: bool,
+}
+
+impl ClusterConfig {
+    /// `peers` as `(id, internal URL)` pairs, or why they do not parse.
+    pub fn peer_list(&self) -> Result<Vec<(u64, String)>, String> {
+        self.peers
+            .iter()
+            .map(|peer| {
+                let (id, url) = peer
+                    .split_once('=')
+                    .ok_or_else(|| format!("cluster.peers entry {peer:?} is not ID=URL"))?;
+                let id: u64 = id.trim().parse().map_err(|_| {
+                    format!("cluster.peers entry {peer:?}: {id:?} is not a node id")
+                })?;
+                if id == 0 || !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "cluster.peers entry {peer:?} needs an id of at least 1 and an http(s) URL"
+                    ));
+                }
+                Ok((id, url.trim_end_matches('/').to_owned()))
+            })
+            .collect()
+    }
+}
+
+/// A secret from the configuration. Its `Debug` form is `"***"`, so printing the
+/// configuration (a log line, an error) never shows it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that presents or compares it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
+    }
 }
 
 /// This node.
@@ -247,6 +307,25 @@ impl Config {
             problems
                 .push("cluster.probe_interval_ms and request_timeout_ms must be at least 1".into());
         }
+        if self.cluster.role == Role::Node {
+            let c = &self.cluster;
+            match c.peer_list() {
+                Err(problem) => problems.push(problem),
+                Ok(peers) if !peers.iter().any(|(id, _)| *id == c.node_id) => problems.push(
+                    format!("cluster.node_id {} is not among cluster.peers", c.node_id),
+                ),
+                Ok(_) => {}
+            }
+            if c.secret.expose().is_empty() {
+                problems.push("cluster.secret must be set on a node".into());
+            }
+            if c.internal_addr.parse::<SocketAddr>().is_err() {
+                problems.push(format!(
+                    "cluster.internal_addr must be HOST:PORT with an IP host, got {:?}",
+                    c.internal_addr
+                ));
+            }
+        }
         if self.log.level.is_empty() {
             problems.push("log.level must not be empty".to_owned());
         }
@@ -326,6 +405,31 @@ mod tests {
         figment::Jail::expect_with(|jail| {
             jail.set_env("CAIRN__HTTP__TYPO", "1");
             assert!(Config::load(None, &CliOverrides::default()).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_node_needs_its_id_among_the_peers_a_secret_and_an_internal_address() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("CAIRN__CLUSTER__ROLE", "node");
+            jail.set_env("CAIRN__CLUSTER__NODE_ID", "4");
+            jail.set_env("CAIRN__CLUSTER__PEERS", "[\"1=http://10.0.0.1:6335\"]");
+            jail.set_env("CAIRN__CLUSTER__INTERNAL_ADDR", "nowhere");
+            let err = Config::load(None, &CliOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("node_id 4 is not among"), "{err}");
+            assert!(err.contains("cluster.secret"), "{err}");
+            assert!(err.contains("cluster.internal_addr"), "{err}");
+            jail.set_env("CAIRN__CLUSTER__NODE_ID", "1");
+            jail.set_env("CAIRN__CLUSTER__SECRET", "s3cret");
+            jail.set_env("CAIRN__CLUSTER__INTERNAL_ADDR", "127.0.0.1:6335");
+            let config = Config::load(None, &CliOverrides::default()).unwrap();
+            assert!(!format!("{config:?}").contains("s3cret"));
+            jail.set_env("CAIRN__CLUSTER__PEERS", "[\"one=http://x\"]");
+            let err = Config::load(None, &CliOverrides::default()).unwrap_err();
+            assert!(err.to_string().contains("not a node id"), "{err}");
             Ok(())
         });
     }

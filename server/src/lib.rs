@@ -19,6 +19,7 @@ pub mod collection;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod node;
 pub mod partition;
 pub mod request;
 pub mod roles;

@@ -267,11 +267,14 @@ const LAYERS: &[(&str, &[&str])] = &[
         "cluster",
         &["collection", "partition", "request", "config", "error"],
     ),
+    // A peer node of the Raft-replicated cluster: beside `cluster`, above `collection`.
+    ("node", &["collection", "request", "config", "error"]),
     (
         "http",
         &[
             "catalog",
             "cluster",
+            "node",
             "collection",
             "partition",
             "request",
@@ -285,6 +288,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "http",
             "catalog",
             "cluster",
+            "node",
             "collection",
             "partition",
             "request",

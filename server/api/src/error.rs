@@ -13,6 +13,8 @@ pub enum ErrorCode {
     InvalidVector,
     /// `limit`, `ef`, batch size or dimension above the documented maximum (400).
     LimitExceeded,
+    /// No credentials, or wrong ones (401).
+    Unauthorized,
     /// No such collection or point (404).
     NotFound,
     /// A collection with that name exists already (409).

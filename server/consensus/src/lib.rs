@@ -28,6 +28,7 @@
 
 mod command;
 mod error;
+mod group;
 mod groups;
 mod log_store;
 mod network;
@@ -35,6 +36,7 @@ mod snapshot;
 mod state_machine;
 
 pub use command::{Applied, PartitionCommand, Row};
+pub use group::{Group, GroupError, GroupStatus, Role, Timing};
 pub use groups::{Groups, HandleError};
 pub use log_store::LogStore;
 pub use network::{GroupId, Network, Rpc, Transport, TransportError, SNAPSHOT_CHUNK_BYTES};

@@ -13,6 +13,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::WrongDimension
         | ErrorCode::InvalidVector
         | ErrorCode::LimitExceeded => StatusCode::BAD_REQUEST,
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::AlreadyExists => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -13,6 +13,7 @@ pub mod error;
 mod internal;
 mod json;
 pub mod metrics;
+pub mod peer;
 mod points;
 mod query;
 mod service;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub shard_api: bool,
     /// Tests only (`cluster.fault_injection`): latency added to partition calls, ms.
     pub fault_delay_ms: Option<std::sync::atomic::AtomicU64>,
+    /// A peer node's own state (`cluster.role = "node"`), for `GET /cluster`.
+    pub node: Option<Arc<crate::node::Node>>,
 }
 
 impl AppState {
@@ -62,6 +65,7 @@ impl AppState {
             metrics: Default::default(),
             shard_api,
             fault_delay_ms: fault_injection.then(|| std::sync::atomic::AtomicU64::new(0)),
+            node: None,
         }
     }
 
@@ -138,6 +142,7 @@ pub fn router(state: State) -> Router {
         .route("/healthz", get(service::healthz))
         .route("/readyz", get(service::readyz))
         .route("/metrics", get(service::metrics))
+        .route("/cluster", get(service::cluster))
         .route("/collections", get(collections::list))
         .route(
             "/collections/{collection}",

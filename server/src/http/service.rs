@@ -37,6 +37,16 @@ pub(super) async fn readyz(AxState(state): AxState<State>) -> Response {
     }
 }
 
+/// `GET /cluster`: the metadata group on a peer node (`crate::node`); `disabled` otherwise, as
+/// Qdrant answers when it runs without consensus.
+pub(super) async fn cluster(AxState(state): AxState<State>) -> Response {
+    let started = Instant::now();
+    match &state.node {
+        Some(node) => ok(node.status(), started).into_response(),
+        None => ok(serde_json::json!({ "status": "disabled" }), started).into_response(),
+    }
+}
+
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
     // A router's collections ask their shards for counters: off the async workers.
     let body = tokio::task::spawn_blocking(move || {

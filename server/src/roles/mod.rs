@@ -4,7 +4,9 @@
 //! - `router`: the same REST API, with each collection's routing here and its partitions'
 //!   replicas on the shard nodes of `cluster.shards` (`crate::cluster`);
 //! - `shard`: local partitions for a router, behind `/internal/partitions/…`, besides the
-//!   REST API (useful for looking at a shard directly).
+//!   REST API (useful for looking at a shard directly);
+//! - `node`: a peer of the Raft-replicated cluster being built for issue #22 (`crate::node`):
+//!   the metadata group over an internal port of its own; no collections yet.
 //!
 //! This is where the layers are wired: a role picks where partitions live (a
 //! [`PartitionHost`]) and how nodes are reached, and all three share one start-up and
@@ -23,6 +25,9 @@ use crate::collection::local::LocalHost;
 use crate::collection::PartitionHost;
 use crate::config::{Config, Role};
 use crate::http::client::HttpTransport;
+use crate::http::peer::PeerClient;
+use crate::node::host::NodeHost;
+use crate::node::Node;
 
 /// How a role wires the server.
 pub struct Wiring {
@@ -34,6 +39,8 @@ pub struct Wiring {
     pub shard_api: bool,
     /// A router's cluster, whose health prober starts once collections are loaded.
     pub cluster: Option<Arc<Cluster>>,
+    /// A peer node, whose internal API gets a listener of its own.
+    pub node: Option<Arc<Node>>,
 }
 
 /// Runs the configured role until SIGINT or SIGTERM.
@@ -43,6 +50,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         storage: config.storage,
         trainers: trainers.clone(),
     };
+    let mut node = None;
     let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
         match config.cluster.role {
             Role::Standalone => (Arc::new(local), false, None),
@@ -54,12 +62,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 };
                 (Arc::new(host), false, Some(cluster))
             }
+            Role::Node => {
+                let peers = Arc::new(PeerClient::new(&config.cluster)?);
+                node = Some(Node::start(&config.cluster, &config.node.data_dir, peers).await?);
+                (Arc::new(NodeHost), false, None)
+            }
         };
     let wiring = Wiring {
         host,
         trainers,
         shard_api,
         cluster,
+        node,
     };
     serve::serve(config, wiring).await
 }

@@ -13,6 +13,7 @@ use super::Wiring;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::http::{router, AppState};
+use crate::node::Node;
 
 /// Runs until SIGINT or SIGTERM, then drains requests and snapshots every collection.
 pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
@@ -21,6 +22,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         trainers,
         shard_api,
         cluster,
+        node,
     } = wiring;
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
@@ -28,13 +30,19 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = config.cluster.role.name(), "cairn listening");
 
-    let state = Arc::new(AppState::new(
+    let mut state = AppState::new(
         config.limits,
         config.http.max_body_bytes,
         shard_api,
         shard_api && config.cluster.fault_injection,
-    ));
+    );
+    state.node = node.clone();
+    let state = Arc::new(state);
     let app = router(state.clone());
+    let internal = match &node {
+        Some(node) => Some(serve_internal(&config, node).await?),
+        None => None,
+    };
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown_signal())
@@ -58,6 +66,14 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     }
 
     server.await?.context("http server failed")?;
+    if let Some(node) = &node {
+        // Stop the groups before the internal API: a group's last messages go out, and no
+        // peer's message reaches a group half stopped.
+        node.shutdown().await;
+    }
+    if let Some(internal) = internal {
+        internal.abort();
+    }
     tracing::info!("shutting down: writing index snapshots");
     // Dropped off the async workers too: a router's HTTP client must not be dropped on them.
     // The last `Arc<Cluster>` goes with them, which stops the prober.
@@ -70,6 +86,23 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     .await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts a node's internal API on `cluster.internal_addr` (see `http::peer`).
+async fn serve_internal(
+    config: &Config,
+    node: &Arc<Node>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(&config.cluster.internal_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.cluster.internal_addr))?;
+    tracing::info!(addr = %listener.local_addr()?, "internal API listening");
+    let app = crate::http::peer::router(node.groups(), config.cluster.secret.expose());
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "internal API failed");
+        }
+    }))
 }
 
 /// Writes atomically so a watcher never reads a half-written address.

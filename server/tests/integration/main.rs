@@ -12,6 +12,7 @@ mod durability;
 mod harness;
 mod mips;
 mod partitions;
+mod peers;
 mod qdrant_client;
 mod recall;
 mod refused_fields;

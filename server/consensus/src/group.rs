@@ -1,0 +1,209 @@
+//! One replica of one group, opened and run: what the server holds, without naming openraft.
+//!
+//! [`Group::open`] puts together a replica's pieces (the log and state machine over the
+//! replica's store, the network over the node's transport), starts openraft, and registers the
+//! group with the node's [`Groups`] so peers' messages reach it. [`Group::status`] reads the
+//! replica's view of its group (term, role, leader, applied index, members) for status pages
+//! and metrics.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_storage::PartitionStore;
+use openraft::{Config, Raft, ServerState};
+
+use crate::{
+    GroupId, Groups, LogStore, Network, Observer, PartTypes, ReplicaAddr, ReplicaId, StateMachine,
+    Transport,
+};
+
+/// How often a group's leader sends heartbeats and how long followers wait before an election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Milliseconds between heartbeats.
+    pub heartbeat_ms: u64,
+    /// Shortest wait without a heartbeat before an election, in milliseconds.
+    pub election_min_ms: u64,
+    /// Longest such wait (each follower picks at random in between, so one usually wins).
+    pub election_max_ms: u64,
+}
+
+impl Timing {
+    /// The metadata group: heartbeats every 200 ms, elections after 0.75–1.5 s of silence.
+    /// openraft's defaults (50 ms heartbeats) cost too much once a node hosts hundreds of
+    /// groups; a 1.5 s pause of a leader (a stopped process) is still noticed.
+    pub const META: Timing = Timing {
+        heartbeat_ms: 200,
+        election_min_ms: 750,
+        election_max_ms: 1500,
+    };
+}
+
+/// Why a group could not be opened or asked something.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    /// The replica's files could not be opened.
+    #[error("group {group}: {reason}")]
+    Open {
+        /// The group.
+        group: GroupId,
+        /// What failed.
+        reason: String,
+    },
+    /// The group stopped (a storage failure, or shut down) or refused the request.
+    #[error("group {group}: {reason}")]
+    Failed {
+        /// The group.
+        group: GroupId,
+        /// What it said.
+        reason: String,
+    },
+}
+
+/// A replica's role in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Takes writes and replicates them.
+    Leader,
+    /// Follows a leader (or waits for one).
+    Follower,
+    /// Asking for votes.
+    Candidate,
+    /// Receives the log without voting.
+    Learner,
+    /// Stopped.
+    Shutdown,
+}
+
+impl Role {
+    /// The role's name, as status pages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Leader => "Leader",
+            Role::Follower => "Follower",
+            Role::Candidate => "Candidate",
+            Role::Learner => "Learner",
+            Role::Shutdown => "Shutdown",
+        }
+    }
+}
+
+/// A replica's view of its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// The current term.
+    pub term: u64,
+    /// The last log index applied here.
+    pub applied: u64,
+    /// The last log index held here.
+    pub last_log: u64,
+    /// The leader, if known.
+    pub leader: Option<ReplicaId>,
+    /// This replica's role.
+    pub role: Role,
+    /// The voting members.
+    pub voters: Vec<ReplicaId>,
+    /// Every member (voters and learners) and where it lives.
+    pub members: Vec<(ReplicaId, ReplicaAddr)>,
+}
+
+/// One running replica of one group.
+pub struct Group {
+    id: GroupId,
+    raft: Raft<PartTypes>,
+}
+
+impl Group {
+    /// Opens replica `replica` of group `id` over `store` (opened with `replicated`) in `dir`,
+    /// joins the group over `transport`, and registers it with `groups`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open<T: Transport, O: Observer>(
+        id: GroupId,
+        replica: ReplicaId,
+        timing: Timing,
+        dir: &Path,
+        store: Arc<PartitionStore>,
+        observer: O,
+        transport: Arc<T>,
+        groups: &Groups,
+    ) -> Result<Self, GroupError> {
+        let open = |reason: String| GroupError::Open { group: id, reason };
+        let state = StateMachine::open(store.clone(), dir, observer)
+            .map_err(|e| open(format!("state: {e}")))?;
+        let snapshots = state.snapshots_dir().to_path_buf();
+        let config = Config {
+            cluster_name: format!("cairn-{id}"),
+            heartbeat_interval: timing.heartbeat_ms,
+            election_timeout_min: timing.election_min_ms,
+            election_timeout_max: timing.election_max_ms,
+            ..Config::default()
+        }
+        .validate()
+        .map_err(|e| open(format!("timing: {e}")))?;
+        let raft = Raft::new(
+            replica,
+            Arc::new(config),
+            Network::new(transport, id),
+            LogStore::new(store),
+            state,
+        )
+        .await
+        .map_err(|e| open(e.to_string()))?;
+        groups.insert(id, raft.clone(), &snapshots);
+        Ok(Self { id, raft })
+    }
+
+    fn failed(&self, error: impl std::fmt::Display) -> GroupError {
+        GroupError::Failed {
+            group: self.id,
+            reason: error.to_string(),
+        }
+    }
+
+    /// Whether the group was ever initialized here (this replica holds any of its state).
+    pub async fn is_initialized(&self) -> Result<bool, GroupError> {
+        self.raft.is_initialized().await.map_err(|e| self.failed(e))
+    }
+
+    /// Creates the group with `voters` as its first members. Only ever on one replica, once:
+    /// a second initialization elsewhere would make a second group of the same name.
+    pub async fn initialize(
+        &self,
+        voters: BTreeMap<ReplicaId, ReplicaAddr>,
+    ) -> Result<(), GroupError> {
+        self.raft
+            .initialize(voters)
+            .await
+            .map_err(|e| self.failed(e))
+    }
+
+    /// This replica's view of its group.
+    pub fn status(&self) -> GroupStatus {
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        GroupStatus {
+            term: metrics.current_term,
+            applied: metrics.last_applied.map_or(0, |id| id.index),
+            last_log: metrics.last_log_index.unwrap_or(0),
+            leader: metrics.current_leader,
+            role: match metrics.state {
+                ServerState::Leader => Role::Leader,
+                ServerState::Follower => Role::Follower,
+                ServerState::Candidate => Role::Candidate,
+                ServerState::Learner => Role::Learner,
+                ServerState::Shutdown => Role::Shutdown,
+            },
+            voters: membership.voter_ids().collect(),
+            members: membership.nodes().map(|(id, addr)| (*id, *addr)).collect(),
+        }
+    }
+
+    /// Stops the replica (its messages to peers stop with it).
+    pub async fn shutdown(&self, groups: &Groups) {
+        groups.remove(self.id);
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(group = %self.id, error = %e, "group did not stop cleanly");
+        }
+    }
+}

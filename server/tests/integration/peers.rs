@@ -1,0 +1,201 @@
+//! Peer nodes (`cluster.role = "node"`, issue #22, being built): three real processes form the
+//! cluster's metadata group over their internal ports, elect a leader, elect another when it is
+//! SIGKILLed, and take the restarted node back. The internal API serves only callers with the
+//! cluster secret, and only on its own port.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::harness::Server;
+
+const SECRET: &str = "test-cluster-secret";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Three nodes, node 1 bootstrapping the group.
+fn start_nodes(root: &std::path::Path) -> Vec<Server> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = format!(
+        "[{}]",
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("\"{}=http://127.0.0.1:{port}\"", i + 1))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    (0..3)
+        .map(|i| {
+            let dir = root.join(format!("node-{}", i + 1));
+            std::fs::create_dir_all(&dir).unwrap();
+            let id = (i + 1).to_string();
+            let internal = format!("127.0.0.1:{}", ports[i]);
+            let bootstrap = if i == 0 { "true" } else { "false" };
+            Server::start(
+                &dir,
+                &[
+                    ("CAIRN__CLUSTER__ROLE", "node"),
+                    ("CAIRN__CLUSTER__NODE_ID", &id),
+                    ("CAIRN__CLUSTER__PEERS", &peers),
+                    ("CAIRN__CLUSTER__INTERNAL_ADDR", &internal),
+                    ("CAIRN__CLUSTER__SECRET", SECRET),
+                    ("CAIRN__CLUSTER__BOOTSTRAP", bootstrap),
+                ],
+            )
+        })
+        .collect()
+}
+
+fn raft_info(node: &Server) -> Value {
+    node.ok("GET", "/cluster", None)["raft_info"].clone()
+}
+
+/// Waits until every node in `nodes` names the same leader among them, in the same term;
+/// returns (leader, term).
+fn agreed_leader(nodes: &[&Server], among: &[u64]) -> (u64, u64) {
+    let started = Instant::now();
+    loop {
+        let infos: Vec<Value> = nodes.iter().map(|n| raft_info(n)).collect();
+        let leaders: Vec<Option<u64>> = infos.iter().map(|i| i["leader"].as_u64()).collect();
+        let terms: Vec<u64> = infos.iter().map(|i| i["term"].as_u64().unwrap()).collect();
+        if let Some(Some(leader)) = leaders.first() {
+            if among.contains(leader)
+                && leaders.iter().all(|l| *l == Some(*leader))
+                && terms.iter().all(|t| *t == terms[0])
+            {
+                return (*leader, terms[0]);
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no agreed leader among {among:?}: {infos:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn three_nodes_elect_a_leader_survive_its_loss_and_take_it_back() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    let (leader, term) = agreed_leader(&all, &[1, 2, 3]);
+    for node in &nodes {
+        let cluster = node.ok("GET", "/cluster", None);
+        assert_eq!(cluster["status"], "enabled");
+        assert_eq!(
+            cluster["raft_info"]["voters"],
+            json!([1, 2, 3]),
+            "{cluster}"
+        );
+        assert_eq!(cluster["peers"].as_object().unwrap().len(), 3, "{cluster}");
+    }
+
+    // The leader dies; the other two elect one of themselves in a later term.
+    let index = usize::try_from(leader - 1).unwrap();
+    nodes[index].kill9();
+    let rest: Vec<&Server> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .map(|(_, n)| n)
+        .collect();
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let (_, new_term) = agreed_leader(&rest, &others);
+    assert!(new_term > term, "term {new_term} after {term}");
+
+    // Back on the same data, it follows the new leader (no bootstrap again, no split).
+    nodes[index].restart();
+    let all: Vec<&Server> = nodes.iter().collect();
+    let (_, term_after) = agreed_leader(&all, &[1, 2, 3]);
+    assert!(term_after >= new_term, "term {term_after} after {new_term}");
+    // Its log catches up: every node applies the same last index (a new leader's first entry
+    // is in every log).
+    let started = Instant::now();
+    loop {
+        let applied: Vec<u64> = nodes
+            .iter()
+            .map(|n| raft_info(n)["commit"].as_u64().unwrap())
+            .collect();
+        if applied[0] > 0 && applied.iter().all(|a| *a == applied[0]) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "applied indexes never agreed: {applied:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_internal_api_needs_the_secret_and_its_own_port() {
+    let root = tempfile::tempdir().unwrap();
+    let nodes = start_nodes(root.path());
+    let node = &nodes[0];
+    let internal = node.ok("GET", "/cluster", None)["peers"]["1"]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = reqwest::blocking::Client::new();
+    let url = format!("{internal}/internal/raft/meta/vote");
+
+    let without = client.post(&url).body(vec![1, 2, 3]).send().unwrap();
+    assert_eq!(without.status().as_u16(), 401);
+    let body: Value = without.json().unwrap();
+    assert_eq!(body["status"]["code"], "unauthorized", "{body}");
+    let wrong = client
+        .post(&url)
+        .header("x-cairn-cluster-key", "not-the-secret")
+        .body(vec![1, 2, 3])
+        .send()
+        .unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+
+    // With the secret, a body that is not a vote is a 400 naming the problem, not a crash.
+    let garbage = client
+        .post(&url)
+        .header("x-cairn-cluster-key", SECRET)
+        .body(vec![1, 2, 3])
+        .send()
+        .unwrap();
+    assert_eq!(garbage.status().as_u16(), 400);
+    let unknown = client
+        .post(format!("{internal}/internal/raft/c9p0/vote"))
+        .header("x-cairn-cluster-key", SECRET)
+        .body(vec![])
+        .send()
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+
+    // The public port does not serve the internal API at all.
+    let (status, _) = node.call_raw("POST", "/internal/raft/meta/vote", vec![1, 2, 3]);
+    assert_eq!(status, 404);
+    // And a node refuses collections until they are built, saying why.
+    let (status, body) = node.call(
+        "PUT",
+        "/collections/c",
+        Some(&json!({"vectors": {"size": 4, "distance": "Cosine"}})),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body["status"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("not yet served"));
+    // Still serving.
+    assert_eq!(node.call("GET", "/cluster", None).0, 200);
+}
+
+#[test]
+fn a_standalone_server_reports_the_cluster_disabled() {
+    let root = tempfile::tempdir().unwrap();
+    let node = Server::start(root.path(), &[]);
+    assert_eq!(node.ok("GET", "/cluster", None)["status"], "disabled");
+}
