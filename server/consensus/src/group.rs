@@ -7,16 +7,25 @@
 //! and metrics.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cairn_storage::PartitionStore;
+use openraft::error::{ClientWriteError, RaftError};
 use openraft::{Config, Raft, ServerState};
+use serde::{Deserialize, Serialize};
 
+use crate::error::encode;
 use crate::{
-    GroupId, Groups, LogStore, Network, Observer, PartTypes, ReplicaAddr, ReplicaId, StateMachine,
-    Transport,
+    Applied, GroupId, Groups, LogStore, Network, Observer, PartTypes, PartitionCommand,
+    ReplicaAddr, ReplicaId, Rpc, StateMachine, Transport, TransportError,
 };
+
+/// How long a write waits between attempts while the group has no leader it can reach.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// How often a group's leader sends heartbeats and how long followers wait before an election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +68,81 @@ pub enum GroupError {
         /// What it said.
         reason: String,
     },
+}
+
+/// Why a write was not acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// No leader acknowledged the write in time. It may still be applied (its entry may sit in
+    /// a leader's log and commit later): the outcome is unknown, and a caller must say so.
+    #[error("group {group}: no leader acknowledged the write within {waited_ms} ms; it may still be applied")]
+    Indeterminate {
+        /// The group.
+        group: GroupId,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// The group stopped (after a storage failure, or shut down).
+    #[error("group {group}: {reason}")]
+    Failed {
+        /// The group.
+        group: GroupId,
+        /// What it said.
+        reason: String,
+    },
+}
+
+/// A replica's answer to a write it was asked to apply (between nodes, so serializable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Refusal {
+    /// This replica does not lead the group; the leader's node, if known.
+    NotLeader {
+        /// The node of the replica this one believes leads.
+        leader_node: Option<u64>,
+    },
+    /// The group failed.
+    Failed(String),
+}
+
+/// Appends `command` through this replica, which must lead its group: returns once a
+/// majority holds it and it is applied here.
+pub(crate) async fn write_here(
+    raft: &Raft<PartTypes>,
+    command: PartitionCommand,
+) -> Result<Applied, Refusal> {
+    match raft.client_write(command).await {
+        Ok(response) => Ok(response.data),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+            Err(Refusal::NotLeader {
+                leader_node: forward.leader_node.map(|addr| addr.node),
+            })
+        }
+        Err(error) => Err(Refusal::Failed(error.to_string())),
+    }
+}
+
+/// The one thing a group asks of the node's transport itself: carry a write to the leader's
+/// node. Type-erased, so a [`Group`] is one type whatever the transport.
+trait Forward: Send + Sync {
+    fn propose(
+        &self,
+        node: u64,
+        group: GroupId,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + '_>>;
+}
+
+impl<T: Transport> Forward for T {
+    fn propose(
+        &self,
+        node: u64,
+        group: GroupId,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + '_>> {
+        Box::pin(self.call(node, group, Rpc::Propose, body, timeout))
+    }
 }
 
 /// A replica's role in its group.
@@ -112,6 +196,7 @@ pub struct GroupStatus {
 pub struct Group {
     id: GroupId,
     raft: Raft<PartTypes>,
+    forward: Arc<dyn Forward>,
 }
 
 impl Group {
@@ -144,14 +229,76 @@ impl Group {
         let raft = Raft::new(
             replica,
             Arc::new(config),
-            Network::new(transport, id),
+            Network::new(transport.clone(), id),
             LogStore::new(store),
             state,
         )
         .await
         .map_err(|e| open(e.to_string()))?;
         groups.insert(id, raft.clone(), &snapshots);
-        Ok(Self { id, raft })
+        Ok(Self {
+            id,
+            raft,
+            forward: transport,
+        })
+    }
+
+    /// Writes `command` through the group's leader, wherever it is: here, or forwarded to the
+    /// leader's node (following the group's word on who leads, and waiting out elections).
+    /// Returns once a majority holds the entry and the leader applied it. Commands are
+    /// idempotent (upserts and deletes by key), so an attempt whose answer was lost may be
+    /// repeated; after `within`, the outcome is [`WriteError::Indeterminate`].
+    pub async fn propose(
+        &self,
+        command: PartitionCommand,
+        within: Duration,
+    ) -> Result<Applied, WriteError> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + within;
+        let body = encode(&command);
+        let indeterminate = || WriteError::Indeterminate {
+            group: self.id,
+            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        loop {
+            let local = tokio::time::timeout_at(deadline, write_here(&self.raft, command.clone()))
+                .await
+                .map_err(|_| indeterminate())?;
+            let leader_node = match local {
+                Ok(applied) => return Ok(applied),
+                Err(Refusal::Failed(reason)) => {
+                    return Err(WriteError::Failed {
+                        group: self.id,
+                        reason,
+                    })
+                }
+                Err(Refusal::NotLeader { leader_node }) => leader_node,
+            };
+            if let Some(node) = leader_node {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let answer = self
+                    .forward
+                    .propose(node, self.id, body.clone(), remaining)
+                    .await
+                    .ok()
+                    .and_then(|bytes| {
+                        bincode::deserialize::<Result<Applied, Refusal>>(&bytes).ok()
+                    });
+                match answer {
+                    Some(Ok(applied)) => return Ok(applied),
+                    Some(Err(Refusal::Failed(reason))) => {
+                        tracing::debug!(group = %self.id, node, %reason, "the leader's node refused a write");
+                    }
+                    // Leadership moved, the node is unreachable, or the answer was lost: ask
+                    // again, following the group's latest word.
+                    Some(Err(Refusal::NotLeader { .. })) | None => {}
+                }
+            }
+            if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(indeterminate());
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
     }
 
     fn failed(&self, error: impl std::fmt::Display) -> GroupError {

@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 use crate::error::{encode, failed};
 use crate::network::{GroupId, Rpc, SnapshotBegin, SnapshotChunk, SnapshotFinish};
 use crate::snapshot::{self, SnapshotDir};
-use crate::{PartTypes, ReplicaId};
+use crate::{PartTypes, PartitionCommand, ReplicaId};
 
 /// Why a message got no answer from a group.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +115,10 @@ impl Groups {
             Rpc::SnapshotFinish => {
                 let finish: SnapshotFinish = bincode::deserialize(body).map_err(bad)?;
                 encode(&finish_transfer(&hosted, finish).await)
+            }
+            Rpc::Propose => {
+                let command: PartitionCommand = bincode::deserialize(body).map_err(bad)?;
+                encode(&crate::group::write_here(&hosted.raft, command).await)
             }
         })
     }

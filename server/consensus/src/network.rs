@@ -96,16 +96,20 @@ pub enum Rpc {
     SnapshotChunk,
     /// Ends a transfer: the receiver installs the snapshot.
     SnapshotFinish,
+    /// A write for the group, from a node whose replica is not the leader (see
+    /// [`crate::Group::propose`]).
+    Propose,
 }
 
 impl Rpc {
     /// Every kind, for routing tables and tests.
-    pub const ALL: [Rpc; 5] = [
+    pub const ALL: [Rpc; 6] = [
         Rpc::Append,
         Rpc::Vote,
         Rpc::SnapshotBegin,
         Rpc::SnapshotChunk,
         Rpc::SnapshotFinish,
+        Rpc::Propose,
     ];
 
     /// The kind's name on the wire.
@@ -116,6 +120,7 @@ impl Rpc {
             Rpc::SnapshotBegin => "snapshot-begin",
             Rpc::SnapshotChunk => "snapshot-chunk",
             Rpc::SnapshotFinish => "snapshot-finish",
+            Rpc::Propose => "propose",
         }
     }
 }

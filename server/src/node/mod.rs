@@ -3,8 +3,9 @@
 //! Being built in steps (`docs/design/consensus.md` §9). Today a node runs the cluster's
 //! metadata group: one Raft group whose voters are the nodes of `cluster.peers`, whose messages
 //! travel over every node's internal port (`http::peer`), and whose state is kept like a
-//! partition's (`cairn-consensus` over `cairn-storage`, in `<data_dir>/cluster/`). `GET
-//! /cluster` reports it in Qdrant's shape. Collections, placement and the partitions' own
+//! partition's (`cairn-consensus` over `cairn-storage`, in `<data_dir>/cluster/`): rows keyed
+//! by name, written through the group's leader from any node. Each node records its public
+//! address there (`node/{id}`). `GET /cluster` reports the group in Qdrant's shape. Collections, placement and the partitions' own
 //! groups come next; until then a node refuses to create collections (`host.rs`) rather than
 //! keep them where no other node has them.
 
@@ -14,19 +15,44 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_consensus::{Group, GroupId, Groups, ReplicaAddr, Timing, Transport};
+use std::time::Duration;
+
+use cairn_consensus::{
+    Group, GroupId, Groups, PartitionCommand, ReplicaAddr, Row, Timing, Transport,
+};
 use cairn_storage::{PartitionStore, StoreOptions};
 use serde::Serialize;
 
 use crate::config::ClusterConfig;
 use crate::error::{Result, ServerError};
 
+/// How long one attempt to write metadata may wait for the group (elections included).
+const META_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// This node: its id, the metadata group, and every group it hosts (for the internal API).
 pub struct Node {
     id: u64,
     meta: Group,
+    /// The metadata replica's store: its rows are the cluster's metadata (see [`MetaRow`]).
+    meta_store: Arc<PartitionStore>,
     groups: Arc<Groups>,
     peers: BTreeMap<u64, String>,
+}
+
+/// What one metadata row says. Rows are keyed `node/{id}`; each is written by its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct NodeRecord {
+    /// The node's public REST address (`http://host:port`), for clients and `GET /cluster`.
+    pub api_uri: String,
+}
+
+/// The metadata keys, in one place.
+struct MetaRow;
+
+impl MetaRow {
+    fn node(id: u64) -> Vec<u8> {
+        format!("node/{id}").into_bytes()
+    }
 }
 
 impl Node {
@@ -49,6 +75,7 @@ impl Node {
             ..StoreOptions::default()
         };
         let store = Arc::new(PartitionStore::open(&dir.join("db"), options)?);
+        let meta_store = store.clone();
         let groups = Arc::new(Groups::default());
         // The metadata group's replica id is the node's id.
         let meta = Group::open(
@@ -81,9 +108,50 @@ impl Node {
         Ok(Arc::new(Self {
             id: cluster.node_id,
             meta,
+            meta_store,
             groups,
             peers,
         }))
+    }
+
+    /// Records this node's public address in the metadata, in the background: through the
+    /// metadata group's leader, whichever node leads, retried until it is written (the group
+    /// may have no leader yet while nodes start).
+    pub fn register(self: &Arc<Self>, api_uri: String) {
+        let node = self.clone();
+        tokio::spawn(async move {
+            let record = NodeRecord { api_uri };
+            let payload = match serde_json::to_string(&record) {
+                Ok(payload) => payload,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode this node's record");
+                    return;
+                }
+            };
+            let command = PartitionCommand::Upsert(vec![Row {
+                key: MetaRow::node(node.id),
+                vector: Vec::new(),
+                payload: Some(payload),
+            }]);
+            loop {
+                match node.meta.propose(command.clone(), META_WRITE_TIMEOUT).await {
+                    Ok(applied) => {
+                        tracing::info!(
+                            index = applied.index,
+                            "this node is in the cluster's metadata"
+                        );
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot record this node yet; retrying"),
+                }
+            }
+        });
+    }
+
+    /// A node's record in the metadata as this node has applied it, if any.
+    pub fn node_record(&self, id: u64) -> Option<NodeRecord> {
+        let point = self.meta_store.get(&MetaRow::node(id)).ok().flatten()?;
+        serde_json::from_str(point.payload.as_deref()?).ok()
     }
 
     /// The groups this node hosts, for the internal API to dispatch to.
@@ -99,7 +167,8 @@ impl Node {
             .iter()
             .map(|(id, _)| {
                 let uri = self.peers.get(id).cloned().unwrap_or_default();
-                (id.to_string(), Peer { uri })
+                let api_uri = self.node_record(*id).map(|r| r.api_uri);
+                (id.to_string(), Peer { uri, api_uri })
             })
             .collect();
         ClusterStatus {
@@ -140,8 +209,11 @@ pub struct ClusterStatus {
 /// One member node.
 #[derive(Debug, Clone, Serialize)]
 pub struct Peer {
-    /// Its internal URL.
+    /// Its internal URL (Qdrant's `uri` is its peer-to-peer address too).
     pub uri: String,
+    /// Its public REST address, once the node has recorded it in the metadata (a Cairn
+    /// addition: what a client fails over to).
+    pub api_uri: Option<String>,
 }
 
 /// The metadata group as one node sees it.

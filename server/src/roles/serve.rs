@@ -40,7 +40,11 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let state = Arc::new(state);
     let app = router(state.clone());
     let internal = match &node {
-        Some(node) => Some(serve_internal(&config, node).await?),
+        Some(node) => {
+            let internal = serve_internal(&config, node).await?;
+            node.register(format!("http://{addr}"));
+            Some(internal)
+        }
         None => None,
     };
     let server = tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! Peer nodes (`cluster.role = "node"`, issue #22, being built): three real processes form the
 //! cluster's metadata group over their internal ports, elect a leader, elect another when it is
-//! SIGKILLed, and take the restarted node back. The internal API serves only callers with the
+//! SIGKILLed, and take the restarted node back; metadata written on any node (each node's
+//! public address) goes through the leader and reaches every node. The internal API serves only callers with the
 //! cluster secret, and only on its own port.
 
 use std::time::{Duration, Instant};
@@ -98,6 +99,10 @@ fn three_nodes_elect_a_leader_survive_its_loss_and_take_it_back() {
         assert_eq!(cluster["peers"].as_object().unwrap().len(), 3, "{cluster}");
     }
 
+    // Every node recorded its public address through the leader (forwarded from followers),
+    // and every node has applied every record.
+    wait_for_records(&all, &nodes);
+
     // The leader dies; the other two elect one of themselves in a later term.
     let index = usize::try_from(leader - 1).unwrap();
     nodes[index].kill9();
@@ -116,6 +121,8 @@ fn three_nodes_elect_a_leader_survive_its_loss_and_take_it_back() {
     let all: Vec<&Server> = nodes.iter().collect();
     let (_, term_after) = agreed_leader(&all, &[1, 2, 3]);
     assert!(term_after >= new_term, "term {term_after} after {new_term}");
+    // The restarted node has its metadata back (from its own disk and the log).
+    wait_for_records(&[&nodes[index]], &nodes);
     // Its log catches up: every node applies the same last index (a new leader's first entry
     // is in every log).
     let started = Instant::now();
@@ -130,6 +137,28 @@ fn three_nodes_elect_a_leader_survive_its_loss_and_take_it_back() {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "applied indexes never agreed: {applied:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until every node of `readers` lists every node of `nodes` with its public address.
+fn wait_for_records(readers: &[&Server], nodes: &[Server]) {
+    let started = Instant::now();
+    loop {
+        let complete = readers.iter().all(|reader| {
+            let peers = reader.ok("GET", "/cluster", None)["peers"].clone();
+            nodes.iter().enumerate().all(|(i, node)| {
+                peers[(i + 1).to_string()]["api_uri"].as_str() == Some(&node.url(""))
+            })
+        });
+        if complete {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "records incomplete: {}",
+            readers[0].ok("GET", "/cluster", None)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
