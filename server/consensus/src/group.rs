@@ -47,6 +47,16 @@ impl Timing {
         election_min_ms: 750,
         election_max_ms: 1500,
     };
+
+    /// A partition's group: heartbeats every 250 ms, elections after 1–2 s of silence. A node
+    /// leads about a third of the groups it hosts (with three replicas each), so its heartbeat
+    /// traffic grows with its partitions; this keeps it at 8 small messages a second per led
+    /// group at R = 3 (`docs/design/consensus.md` §1).
+    pub const PARTITION: Timing = Timing {
+        heartbeat_ms: 250,
+        election_min_ms: 1000,
+        election_max_ms: 2000,
+    };
 }
 
 /// Why a group could not be opened or asked something.

@@ -54,6 +54,10 @@ pub trait Observer: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// The state is about to be replaced by a snapshot: stop everything that reads or follows
+    /// it (the partition's applier), so nothing sees it half replaced.
+    fn before_replace(&self) {}
+
     /// The state was replaced by the snapshot in `dir` (which holds the files added by
     /// [`Self::add_to_snapshot`] on the sender): reload from it.
     fn state_replaced(&self, dir: &Path) -> std::io::Result<()> {
@@ -382,6 +386,7 @@ impl<O: Observer> StateMachine<O> {
         store
             .put_log_record(INSTALLING, Some(meta.snapshot_id.as_bytes()))
             .map_err(io)?;
+        self.inner.observer.before_replace();
         store.replace_state(&path, &manifest.state).map_err(io)?;
         self.inner.observer.state_replaced(&path)?;
         store.put_log_record(INSTALLING, None).map_err(io)?;

@@ -10,6 +10,7 @@
 //! keep them where no other node has them.
 
 pub mod host;
+pub mod replica;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -49,10 +49,13 @@ use crate::error::{Result, ServerError};
 use crate::request::settings::{self, CollectionSettings};
 use live::LiveIndex;
 
-/// A write as the applier receives it.
+/// A write as the applier receives it (and as a replica's log hands it over, see
+/// [`Partition::apply_committed`]).
 #[derive(Debug)]
-pub(crate) enum ApplyOp {
+pub enum ApplyOp {
+    /// Insert or replace these points.
     Upsert(Vec<NewPoint>),
+    /// Remove these points.
     Delete(Vec<PointId>),
 }
 
@@ -67,6 +70,13 @@ pub(crate) struct ApplyJob {
 pub(crate) struct Durable(Receiver<bool>);
 
 impl Durable {
+    /// The word for a write that is durable already (a replica's entry, applied from its log).
+    fn already() -> Self {
+        let (tx, rx) = sync_channel(1);
+        let _ = tx.send(true);
+        Durable(rx)
+    }
+
     /// Blocks until the writer knows; a writer that vanished (a panic) counts as failed.
     fn wait(&self) -> bool {
         self.0.recv().unwrap_or(false)
@@ -103,7 +113,7 @@ pub struct SlotStats {
 pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) settings: CollectionSettings,
-    pub(crate) store: PartitionStore,
+    pub(crate) store: Arc<PartitionStore>,
     pub(crate) dir: PathBuf,
     pub(crate) live: RwLock<Arc<LiveIndex>>,
     pub(crate) storage: StorageConfig,
@@ -191,6 +201,34 @@ impl Partition {
                 )))
             }
         };
+        Self::start(name, dir, storage, trainers, Arc::new(store), settings)
+    }
+
+    /// Opens a replica of a partition whose writes arrive through its group's log: `store` is
+    /// the replica's store (opened with `replicated`), which the group's state machine writes
+    /// and this partition reads; the index follows through [`Self::apply_committed`]. The
+    /// settings come from the cluster's metadata, not from the store (a snapshot install
+    /// replaces the store's contents).
+    pub fn open_replica(
+        name: &str,
+        dir: &Path,
+        storage: StorageConfig,
+        trainers: &Trainers,
+        store: Arc<PartitionStore>,
+        settings: CollectionSettings,
+    ) -> Result<Self> {
+        Self::start(name, dir, storage, trainers, store, settings)
+    }
+
+    /// Loads the index and starts the applier.
+    fn start(
+        name: &str,
+        dir: &Path,
+        storage: StorageConfig,
+        trainers: &Trainers,
+        store: Arc<PartitionStore>,
+        settings: CollectionSettings,
+    ) -> Result<Self> {
         let loaded = recovery::load(&settings, trainers, &store, dir)?;
         let last_seq = store.last_seq()?;
         tracing::info!(collection = name, source = %loaded.report.index_source, points = loaded.report.points,
@@ -208,21 +246,98 @@ impl Partition {
             load: loaded.report,
             searches: SearchClock::default(),
         });
-        let (tx, rx) = sync_channel(APPLY_QUEUE);
-        let thread_shared = shared.clone();
-        let snapshot_seq = loaded.snapshot_seq;
-        let handle = std::thread::Builder::new()
-            .name(format!("apply-{name}"))
-            .spawn(move || applier::run(&thread_shared, &rx, last_seq, snapshot_seq))
-            .map_err(|e| ServerError::Internal(format!("cannot start applier: {e}")))?;
+        let tx = Self::spawn_applier(&shared, last_seq, loaded.snapshot_seq)?;
         Ok(Self {
             shared,
             writer: Mutex::new(Writer {
                 last_seq,
-                queue: Some(tx),
+                queue: Some(tx.0),
             }),
-            applier: Mutex::new(Some(handle)),
+            applier: Mutex::new(Some(tx.1)),
         })
+    }
+
+    fn spawn_applier(
+        shared: &Arc<Shared>,
+        last_seq: u64,
+        snapshot_seq: u64,
+    ) -> Result<(SyncSender<ApplyJob>, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = sync_channel(APPLY_QUEUE);
+        let thread_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("apply-{}", shared.name))
+            .spawn(move || applier::run(&thread_shared, &rx, last_seq, snapshot_seq))
+            .map_err(|e| ServerError::Internal(format!("cannot start applier: {e}")))?;
+        Ok((tx, handle))
+    }
+
+    /// A replica's write, already in its store at `seq` (its log index): hands it to the
+    /// applier, as a local write would be after its batch synced.
+    pub fn apply_committed(&self, seq: u64, op: ApplyOp) -> Result<()> {
+        let mut writer = self.writer.lock();
+        let Some(queue) = writer.queue.clone() else {
+            return Err(ServerError::Unavailable(format!(
+                "collection `{}` is closing",
+                self.name()
+            )));
+        };
+        queue
+            .send(ApplyJob {
+                seq,
+                op,
+                durable: Durable::already(),
+            })
+            .map_err(|_| {
+                ServerError::Unavailable(format!(
+                    "collection `{}`: index applier stopped",
+                    self.name()
+                ))
+            })?;
+        writer.last_seq = writer.last_seq.max(seq);
+        Ok(())
+    }
+
+    /// Stops the applier (after it drains its queue), before a replica's store is replaced
+    /// wholesale by a snapshot from another replica; [`Self::reload`] starts it again.
+    pub fn pause(&self) {
+        let mut writer = self.writer.lock();
+        writer.queue = None;
+        if let Some(handle) = self.applier.lock().take() {
+            if handle.join().is_err() {
+                tracing::error!(collection = self.name(), "applier thread panicked");
+            }
+        }
+    }
+
+    /// Rebuilds the index from the store, after a snapshot from another replica replaced it,
+    /// and starts the applier again. The old index file describes the old state, so it goes
+    /// first (the replacement state brings none of its own yet).
+    pub fn reload(&self) -> Result<()> {
+        self.pause();
+        let mut writer = self.writer.lock();
+        let file = paths::snapshot(&self.shared.dir);
+        if file.is_file() {
+            fs_err::remove_file(&file).map_err(|e| ServerError::Internal(e.to_string()))?;
+        }
+        let loaded = recovery::load(
+            &self.shared.settings,
+            &self.shared.trainers,
+            &self.shared.store,
+            &self.shared.dir,
+        )?;
+        let last_seq = self.shared.store.last_seq()?;
+        *self.shared.live.write() = Arc::new(loaded.live);
+        self.shared.applied.send_replace(last_seq);
+        let (tx, handle) = Self::spawn_applier(&self.shared, last_seq, loaded.snapshot_seq)?;
+        writer.last_seq = last_seq;
+        writer.queue = Some(tx);
+        *self.applier.lock() = Some(handle);
+        tracing::info!(
+            collection = self.name(),
+            points = loaded.report.points,
+            "replica reloaded from a snapshot"
+        );
+        Ok(())
     }
 
     /// Writes the settings of a new collection into an empty partition directory.

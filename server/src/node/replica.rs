@@ -1,0 +1,333 @@
+//! One replica of a partition on this node: the partition (store, index, applier) and the
+//! Raft group that feeds it.
+//!
+//! The group's state machine writes the replica's store; the partition reads that store and
+//! keeps its index in step through [`Feed`], which hands every applied entry to the
+//! partition's applier, as a local write's batch would be once synced. Writes go through the
+//! group's leader (`Group::propose`), so a write is acknowledged once a majority of the
+//! replicas hold it, and its sequence number is its log index, the same on every replica.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_api::internal::NewPoint;
+use cairn_api::PointId;
+use cairn_consensus::{
+    Group, GroupId, GroupStatus, Groups, Observer, PartitionCommand, ReplicaAddr, ReplicaId, Row,
+    Timing, Transport, WriteError,
+};
+use cairn_index::Trainers;
+use cairn_storage::{PartitionStore, StoreOptions};
+
+use crate::config::StorageConfig;
+use crate::error::{Result, ServerError};
+use crate::partition::{keys, paths, ApplyOp, Partition};
+use crate::request::CollectionSettings;
+
+/// Hands the group's applied entries to the partition (see the module docs).
+struct Feed {
+    partition: Arc<Partition>,
+}
+
+impl Observer for Feed {
+    fn applied(&self, index: u64, command: &PartitionCommand) {
+        let op = match command {
+            PartitionCommand::Upsert(rows) => {
+                ApplyOp::Upsert(rows.iter().filter_map(|row| self.point(row)).collect())
+            }
+            PartitionCommand::Delete(keys) => {
+                ApplyOp::Delete(keys.iter().filter_map(|key| keys::decode(key)).collect())
+            }
+        };
+        if let Err(e) = self.partition.apply_committed(index, op) {
+            // The entry is in the store; the index catches up from it on the next load.
+            tracing::error!(partition = self.partition.name(), index, error = %e, "an applied entry did not reach the index");
+        }
+    }
+
+    fn before_replace(&self) {
+        self.partition.pause();
+    }
+
+    fn state_replaced(&self, _dir: &Path) -> std::io::Result<()> {
+        self.partition.reload().map_err(std::io::Error::other)
+    }
+}
+
+impl Feed {
+    fn point(&self, row: &Row) -> Option<NewPoint> {
+        let parsed = keys::decode(&row.key).zip(keys::parse_payload(row.payload.clone()).ok());
+        if parsed.is_none() {
+            tracing::error!(
+                partition = self.partition.name(),
+                "an entry holds a point that does not decode"
+            );
+        }
+        let (id, payload) = parsed?;
+        Some(NewPoint {
+            id,
+            vector: row.vector.clone(),
+            payload,
+        })
+    }
+}
+
+/// A partition replica on this node and its group.
+pub struct PartitionReplica {
+    partition: Arc<Partition>,
+    group: Group,
+    groups: Arc<Groups>,
+}
+
+impl PartitionReplica {
+    /// Opens (or creates) replica `replica` of partition group `id` in `dir`, labelled `name`,
+    /// and joins its group over `transport`; peers' messages reach it through `groups`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open<T: Transport>(
+        id: GroupId,
+        replica: ReplicaId,
+        name: &str,
+        dir: &Path,
+        settings: CollectionSettings,
+        storage: StorageConfig,
+        trainers: &Trainers,
+        transport: Arc<T>,
+        groups: Arc<Groups>,
+    ) -> Result<Self> {
+        let options = StoreOptions {
+            sync_writes: storage.sync_writes,
+            replicated: true,
+        };
+        let store = Arc::new(PartitionStore::open(&paths::db(dir), options)?);
+        let (name_owned, dir_owned, trainers_owned, store_for_partition) = (
+            name.to_owned(),
+            dir.to_path_buf(),
+            trainers.clone(),
+            store.clone(),
+        );
+        // Loading the index is blocking work.
+        let partition = tokio::task::spawn_blocking(move || {
+            Partition::open_replica(
+                &name_owned,
+                &dir_owned,
+                storage,
+                &trainers_owned,
+                store_for_partition,
+                settings,
+            )
+        })
+        .await
+        .map_err(|e| ServerError::Internal(format!("opening a replica: {e}")))??;
+        let partition = Arc::new(partition);
+        let feed = Feed {
+            partition: partition.clone(),
+        };
+        let group = Group::open(
+            id,
+            replica,
+            Timing::PARTITION,
+            dir,
+            store,
+            feed,
+            transport,
+            &groups,
+        )
+        .await
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+        Ok(Self {
+            partition,
+            group,
+            groups,
+        })
+    }
+
+    /// Creates the group with `voters` as its replicas (on one replica only, once).
+    pub async fn initialize(&self, voters: BTreeMap<ReplicaId, ReplicaAddr>) -> Result<()> {
+        if self
+            .group
+            .is_initialized()
+            .await
+            .map_err(|e| ServerError::Internal(e.to_string()))?
+        {
+            return Ok(());
+        }
+        self.group
+            .initialize(voters)
+            .await
+            .map_err(|e| ServerError::Internal(e.to_string()))
+    }
+
+    /// The partition this replica serves reads from.
+    pub fn partition(&self) -> &Arc<Partition> {
+        &self.partition
+    }
+
+    /// This replica's view of its group.
+    pub fn status(&self) -> GroupStatus {
+        self.group.status()
+    }
+
+    /// Writes points through the group's leader; returns the write's log index once a
+    /// majority holds it.
+    pub async fn upsert(&self, points: Vec<NewPoint>, within: Duration) -> Result<u64> {
+        let rows = points
+            .into_iter()
+            .map(|p| Row {
+                key: keys::encode(&p.id),
+                vector: p.vector,
+                payload: p.payload.map(|m| serde_json::Value::Object(m).to_string()),
+            })
+            .collect();
+        self.write(PartitionCommand::Upsert(rows), within).await
+    }
+
+    /// Deletes points through the group's leader; returns the write's log index.
+    pub async fn delete(&self, ids: Vec<PointId>, within: Duration) -> Result<u64> {
+        let keys = ids.iter().map(keys::encode).collect();
+        self.write(PartitionCommand::Delete(keys), within).await
+    }
+
+    async fn write(&self, command: PartitionCommand, within: Duration) -> Result<u64> {
+        match self.group.propose(command, within).await {
+            Ok(applied) => Ok(applied.index),
+            Err(error @ WriteError::Indeterminate { .. }) => {
+                Err(ServerError::Unavailable(error.to_string()))
+            }
+            Err(error @ WriteError::Failed { .. }) => {
+                Err(ServerError::Unavailable(error.to_string()))
+            }
+        }
+    }
+
+    /// Stops the group, then the partition's applier.
+    pub async fn close(&self) {
+        self.group.shutdown(&self.groups).await;
+        let partition = self.partition.clone();
+        let _ = tokio::task::spawn_blocking(move || partition.close()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use cairn_consensus::{Rpc, TransportError};
+
+    use super::*;
+    use crate::config::Limits;
+
+    /// A transport for a group of one: there is no one to call.
+    struct Alone;
+
+    impl Transport for Alone {
+        async fn call(
+            &self,
+            node: u64,
+            _group: GroupId,
+            _rpc: Rpc,
+            _body: Vec<u8>,
+            _timeout: Duration,
+        ) -> std::result::Result<Vec<u8>, TransportError> {
+            Err(TransportError::Unreachable {
+                node,
+                reason: "a group of one".into(),
+            })
+        }
+    }
+
+    const GROUP: GroupId = GroupId::Partition {
+        collection: 1,
+        partition: 0,
+    };
+
+    fn settings() -> CollectionSettings {
+        let request = serde_json::from_value(serde_json::json!({
+            "vectors": {"size": 4, "distance": "Euclid"}
+        }))
+        .unwrap();
+        let limits = Limits {
+            max_limit: 10_000,
+            max_ef: 10_000,
+            max_points_per_request: 10_000,
+            max_batch_queries: 1_000,
+            max_dim: 65_536,
+        };
+        CollectionSettings::from_request(&request, &limits).unwrap()
+    }
+
+    fn storage() -> StorageConfig {
+        StorageConfig {
+            sync_writes: true,
+            snapshot_every_ops: 2_000,
+            snapshot_every_secs: 30,
+            oplog_retention_ops: 100_000,
+            vacuum_dead_ratio: 0.2,
+            vacuum_min_dead: 1_000,
+        }
+    }
+
+    async fn open(dir: &Path) -> PartitionReplica {
+        let replica = PartitionReplica::open(
+            GROUP,
+            1,
+            "c",
+            dir,
+            settings(),
+            storage(),
+            &cairn_faiss::trainers(),
+            Arc::new(Alone),
+            Arc::new(Groups::default()),
+        )
+        .await
+        .unwrap();
+        replica
+            .initialize([(1, ReplicaAddr { node: 1 })].into_iter().collect())
+            .await
+            .unwrap();
+        replica
+    }
+
+    fn point(i: u64) -> NewPoint {
+        NewPoint {
+            id: PointId::Num(i),
+            vector: vec![i as f32, 1.0, 2.0, 3.0],
+            payload: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_through_the_group_reach_the_index_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let replica = open(dir.path()).await;
+        let within = Duration::from_secs(10);
+        let mut last = 0;
+        for i in 0..20 {
+            last = replica.upsert(vec![point(i)], within).await.unwrap();
+        }
+        last = last.max(
+            replica
+                .delete(vec![PointId::Num(3), PointId::Num(4)], within)
+                .await
+                .unwrap(),
+        );
+        replica.partition().wait_applied(last).await.unwrap();
+        assert_eq!(replica.partition().points(), 18);
+        assert_eq!(replica.partition().last_seq(), last);
+        assert_eq!(replica.status().applied, last);
+        replica.close().await;
+        drop(replica);
+
+        let replica = open(dir.path()).await;
+        replica.partition().wait_applied(last).await.unwrap();
+        assert_eq!(replica.partition().points(), 18);
+        let stored = replica
+            .partition()
+            .stored(&[PointId::Num(3), PointId::Num(7)])
+            .unwrap();
+        assert!(stored[0].is_none());
+        assert_eq!(stored[1].as_ref().unwrap().vector, point(7).vector);
+        replica.close().await;
+    }
+}
