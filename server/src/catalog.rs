@@ -73,7 +73,11 @@ impl Catalog {
                 fs_err::remove_dir_all(&path).map_err(|e| ServerError::Internal(e.to_string()))?;
                 continue;
             }
-            let collection = Collection::open(&name, host.open(&name, &path)?, trainers.clone())?;
+            let Some(opened) = host.open_at_start(&name, &path)? else {
+                tracing::warn!(collection = %name, "not opened: its host does not serve it now");
+                continue;
+            };
+            let collection = Collection::open(&name, opened, trainers.clone())?;
             collections.insert(name, collection);
         }
         Ok(Self {
@@ -137,6 +141,31 @@ impl Catalog {
         tracing::info!(collection = name, dim = settings.dim, distance = ?settings.distance,
             partitions = settings.partitions(), "collection created");
         Ok(())
+    }
+
+    /// Opens a collection whose settings were decided elsewhere (a peer node following the
+    /// cluster's metadata): from its folder if one is here, otherwise created as by
+    /// [`Self::create_with`]. A collection already open is left as it is.
+    pub fn adopt(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+        validate_name(name)?;
+        {
+            let _admin = self.admin.lock();
+            if self.collections.read().contains_key(name) {
+                return Ok(());
+            }
+            let dir = self.root.join(name);
+            if dir.is_dir() {
+                let collection =
+                    Collection::open(name, self.host.open(name, &dir)?, self.trainers.clone())?;
+                self.collections.write().insert(name.to_owned(), collection);
+                tracing::info!(collection = name, "collection adopted from its folder");
+                return Ok(());
+            }
+        }
+        match self.create_with(name, settings) {
+            Err(ServerError::CollectionExists(_)) => Ok(()),
+            other => other,
+        }
     }
 
     /// Deletes a collection and its files (blocking).

@@ -267,8 +267,12 @@ const LAYERS: &[(&str, &[&str])] = &[
         "cluster",
         &["collection", "partition", "request", "config", "error"],
     ),
-    // A peer node of the Raft-replicated cluster: beside `cluster`, above `collection`.
-    ("node", &["collection", "request", "config", "error"]),
+    // A peer node of the Raft-replicated cluster: beside `cluster`, above `collection`; it
+    // hosts partition replicas.
+    (
+        "node",
+        &["collection", "partition", "request", "config", "error"],
+    ),
     (
         "http",
         &[

@@ -33,6 +33,12 @@ pub trait PartitionHost: Send + Sync {
     /// Opens a collection from its folder (blocking: loads local indexes).
     fn open(&self, name: &str, dir: &Path) -> Result<Opened>;
 
+    /// Opens a collection found on disk at start-up, or `None` when this host does not serve
+    /// it now and leaves the folder be (a peer node whose cluster no longer lists it).
+    fn open_at_start(&self, name: &str, dir: &Path) -> Result<Option<Opened>> {
+        self.open(name, dir).map(Some)
+    }
+
     /// Releases what a deleted collection holds outside its folder (best effort: remote
     /// replicas on nodes that are down stay as orphans an operator can drop).
     fn release(&self, name: &str, settings: &CollectionSettings);

@@ -10,6 +10,7 @@
 //! keep them where no other node has them.
 
 pub mod host;
+pub mod partition;
 pub mod replica;
 
 use std::collections::BTreeMap;
@@ -47,12 +48,31 @@ pub struct NodeRecord {
     pub api_uri: String,
 }
 
+/// A collection as the metadata records it (row `collection/{name}`). Its uid is the row's
+/// version: the log index of the entry that created it, never reused, so a collection created
+/// again under the same name gets new groups.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CollectionRecord {
+    /// Its settings.
+    pub settings: crate::request::CollectionSettings,
+    /// For each partition, the nodes of its replicas: replica `k` (Raft id `k + 1` in the
+    /// partition's group) lives on `placement[p][k]`.
+    pub placement: Vec<Vec<u64>>,
+}
+
 /// The metadata keys, in one place.
 struct MetaRow;
 
 impl MetaRow {
+    const NODE: &'static str = "node/";
+    const COLLECTION: &'static str = "collection/";
+
     fn node(id: u64) -> Vec<u8> {
-        format!("node/{id}").into_bytes()
+        format!("{}{id}", Self::NODE).into_bytes()
+    }
+
+    fn collection(name: &str) -> Vec<u8> {
+        format!("{}{name}", Self::COLLECTION).into_bytes()
     }
 }
 
@@ -149,6 +169,88 @@ impl Node {
         });
     }
 
+    /// This node's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Writes metadata rows through the metadata group's leader; returns the entry's index.
+    pub async fn propose(&self, command: PartitionCommand) -> Result<u64> {
+        self.meta
+            .propose(command, META_WRITE_TIMEOUT)
+            .await
+            .map(|applied| applied.index)
+            .map_err(|e| ServerError::Unavailable(e.to_string()))
+    }
+
+    /// Waits until this node has applied the metadata up to `index`.
+    pub async fn wait_meta(&self, index: u64) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + META_WRITE_TIMEOUT;
+        while self.meta.status().applied < index {
+            if tokio::time::Instant::now() > deadline {
+                return Err(ServerError::Unavailable(format!(
+                    "this node has not applied the cluster's metadata up to {index}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
+    /// Every node that recorded itself, by id.
+    pub fn nodes(&self) -> Result<BTreeMap<u64, NodeRecord>> {
+        let mut nodes = BTreeMap::new();
+        for (key, _, payload) in self.rows(MetaRow::NODE)? {
+            let id = key.parse().map_err(|_| corrupt(&key))?;
+            let record = serde_json::from_str(payload.as_deref().unwrap_or_default())
+                .map_err(|_| corrupt(&key))?;
+            nodes.insert(id, record);
+        }
+        Ok(nodes)
+    }
+
+    /// Every collection in the metadata: name → (uid, record).
+    pub fn collections(&self) -> Result<BTreeMap<String, (u64, CollectionRecord)>> {
+        let mut collections = BTreeMap::new();
+        for (name, version, payload) in self.rows(MetaRow::COLLECTION)? {
+            let record = serde_json::from_str(payload.as_deref().unwrap_or_default())
+                .map_err(|_| corrupt(&name))?;
+            collections.insert(name, (version, record));
+        }
+        Ok(collections)
+    }
+
+    /// Records a new collection (or replaces one of the same name: the later entry wins, and
+    /// its uid is new); returns the entry's index, which is the collection's uid.
+    pub async fn put_collection(&self, name: &str, record: &CollectionRecord) -> Result<u64> {
+        let payload =
+            serde_json::to_string(record).map_err(|e| ServerError::Internal(e.to_string()))?;
+        self.propose(PartitionCommand::Upsert(vec![Row {
+            key: MetaRow::collection(name),
+            vector: Vec::new(),
+            payload: Some(payload),
+        }]))
+        .await
+    }
+
+    /// Removes a collection from the metadata.
+    pub async fn remove_collection(&self, name: &str) -> Result<u64> {
+        self.propose(PartitionCommand::Delete(vec![MetaRow::collection(name)]))
+            .await
+    }
+
+    /// Rows whose key starts with `prefix`: (the rest of the key, version, payload).
+    fn rows(&self, prefix: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+        let mut rows = Vec::new();
+        for row in self.meta_store.scan_meta()? {
+            let (key, version, payload) = row?;
+            if let Some(rest) = key.strip_prefix(prefix.as_bytes()) {
+                rows.push((String::from_utf8_lossy(rest).into_owned(), version, payload));
+            }
+        }
+        Ok(rows)
+    }
+
     /// A node's record in the metadata as this node has applied it, if any.
     pub fn node_record(&self, id: u64) -> Option<NodeRecord> {
         let point = self.meta_store.get(&MetaRow::node(id)).ok().flatten()?;
@@ -234,4 +336,8 @@ pub struct RaftInfo {
     pub is_voter: bool,
     /// The voters' ids.
     pub voters: Vec<u64>,
+}
+
+fn corrupt(key: &str) -> ServerError {
+    ServerError::Internal(format!("metadata row `{key}` does not parse"))
 }

@@ -6,13 +6,15 @@
 //! - `shard`: local partitions for a router, behind `/internal/partitions/…`, besides the
 //!   REST API (useful for looking at a shard directly);
 //! - `node`: a peer of the Raft-replicated cluster being built for issue #22 (`crate::node`):
-//!   the metadata group over an internal port of its own; no collections yet.
+//!   the metadata group over an internal port of its own, collections from the metadata with
+//!   each partition's replicas in a Raft group (`sync.rs` keeps the catalog in step).
 //!
 //! This is where the layers are wired: a role picks where partitions live (a
 //! [`PartitionHost`]) and how nodes are reached, and all three share one start-up and
 //! shutdown sequence ([`serve`]).
 
 pub mod serve;
+mod sync;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,8 +66,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
             Role::Node => {
                 let peers = Arc::new(PeerClient::new(&config.cluster)?);
-                node = Some(Node::start(&config.cluster, &config.node.data_dir, peers).await?);
-                (Arc::new(NodeHost), false, None)
+                let started =
+                    Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
+                node = Some(started.clone());
+                let host = NodeHost::new(started, peers, config.storage, trainers.clone());
+                (Arc::new(host), false, None)
             }
         };
     let wiring = Wiring {

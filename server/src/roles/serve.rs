@@ -63,6 +63,9 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     if let Some(cluster) = &cluster {
         crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
+    if let Some(node) = &node {
+        super::sync::spawn(node.clone(), catalog.clone());
+    }
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");
     if !config.http.ready_file.is_empty() {

@@ -207,17 +207,13 @@ fn the_internal_api_needs_the_secret_and_its_own_port() {
     // The public port does not serve the internal API at all.
     let (status, _) = node.call_raw("POST", "/internal/raft/meta/vote", vec![1, 2, 3]);
     assert_eq!(status, 404);
-    // And a node refuses collections until they are built, saying why.
+    // A node refuses what it does not serve yet, saying why.
     let (status, body) = node.call(
         "PUT",
         "/collections/c",
-        Some(&json!({"vectors": {"size": 4, "distance": "Cosine"}})),
+        Some(&json!({"vectors": {"size": 4, "distance": "Cosine"}, "partitioning": {"partitions": 2}})),
     );
-    assert_eq!(status, 400, "{body}");
-    assert!(body["status"]["error"]
-        .as_str()
-        .unwrap()
-        .contains("not yet served"));
+    assert!(status == 400 || status == 422, "{status} {body}");
     // Still serving.
     assert_eq!(node.call("GET", "/cluster", None).0, 200);
 }
@@ -227,4 +223,118 @@ fn a_standalone_server_reports_the_cluster_disabled() {
     let root = tempfile::tempdir().unwrap();
     let node = Server::start(root.path(), &[]);
     assert_eq!(node.ok("GET", "/cluster", None)["status"], "disabled");
+}
+
+/// Waits until `node` serves `name` with `count` points (exact count).
+fn wait_count(node: &Server, name: &str, count: u64) {
+    let started = Instant::now();
+    loop {
+        let (status, body) = node.call(
+            "POST",
+            &format!("/collections/{name}/points/count"),
+            Some(&json!({"exact": true})),
+        );
+        if status == 200 && body["result"]["count"].as_u64() == Some(count) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{} never counted {count} in {name}: {status} {body}",
+            node.addr
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn upsert(node: &Server, name: &str, ids: std::ops::Range<u64>, tag: &str) -> (u16, Value) {
+    let points: Vec<Value> = ids
+        .map(|id| json!({"id": id, "vector": [id as f32, 1.0, 0.5, 0.25], "payload": {"tag": tag}}))
+        .collect();
+    node.call(
+        "PUT",
+        &format!("/collections/{name}/points?wait=true"),
+        Some(&json!({"points": points})),
+    )
+}
+
+/// Every point of `name` on `node`: id → payload tag.
+fn contents(node: &Server, name: &str) -> std::collections::BTreeMap<u64, String> {
+    let body = node.ok(
+        "POST",
+        &format!("/collections/{name}/points/scroll"),
+        Some(&json!({"limit": 10000, "with_payload": true})),
+    );
+    body["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_u64().unwrap(),
+                p["payload"]["tag"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_loss() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+
+    // Created through node 2, with a replica on every node.
+    nodes[1].create("c", 4, "Euclid", json!({"replication_factor": 3}));
+    // Every node opens it as it applies the metadata (a moment after the create returns).
+    for node in &nodes {
+        wait_count(node, "c", 0);
+    }
+    // Written through node 3; read back through every node.
+    let (status, body) = upsert(&nodes[2], "c", 0..100, "a");
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        wait_count(node, "c", 100);
+    }
+    let reference = contents(&nodes[0], "c");
+    assert_eq!(reference.len(), 100);
+
+    // Any one node dies; writes through the others go on.
+    nodes[0].kill9();
+    let (status, body) = upsert(&nodes[1], "c", 100..150, "b");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = upsert(&nodes[2], "c", 0..10, "c");
+    assert_eq!(status, 200, "{body}");
+    // It comes back and catches up: every replica holds the same points with the same values.
+    nodes[0].restart();
+    for node in &nodes {
+        wait_count(node, "c", 150);
+    }
+    let started = Instant::now();
+    loop {
+        let all: Vec<_> = nodes.iter().map(|n| contents(n, "c")).collect();
+        if all.iter().all(|c| *c == all[1]) && all[1].get(&3).map(String::as_str) == Some("c") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "replicas differ"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Deleted through node 1: gone from every node.
+    nodes[0].ok("DELETE", "/collections/c", None);
+    let started = Instant::now();
+    while nodes
+        .iter()
+        .any(|n| n.call("GET", "/collections/c", None).0 != 404)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the collection lingers"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -1,0 +1,152 @@
+//! [`PartitionHandle`] for a partition whose replica lives on this node: reads from the local
+//! replica, writes through the partition's group.
+//!
+//! Reads see what this replica has applied: a committed prefix of the partition's log, never a
+//! write that could still be lost, though possibly not the latest acknowledged ones if this
+//! replica trails the leader. `wait=true` waits until the write is applied *here*, so a client
+//! reads its own writes through the node it wrote to.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
+use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_consensus::Role;
+
+use super::replica::PartitionReplica;
+use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
+use crate::error::Result;
+use crate::partition::Partition;
+
+/// How long a write may wait for its group (an election included) before its outcome is
+/// reported unknown.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A partition replicated by its group, with a replica here.
+pub struct ReplicatedPartition {
+    replica: Arc<PartitionReplica>,
+}
+
+impl ReplicatedPartition {
+    /// The handle of `replica`.
+    pub fn new(replica: Arc<PartitionReplica>) -> Self {
+        Self { replica }
+    }
+
+    fn partition(&self) -> &Partition {
+        self.replica.partition()
+    }
+
+    /// Runs an async write from the blocking thread the collection calls on.
+    fn block_on<T>(&self, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        tokio::runtime::Handle::current().block_on(work)
+    }
+}
+
+impl PartitionHandle for ReplicatedPartition {
+    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+        self.block_on(self.replica.upsert(points, WRITE_TIMEOUT))
+    }
+
+    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.block_on(self.replica.delete(ids, WRITE_TIMEOUT))
+    }
+
+    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+        // Judged on this replica's state; the delete itself is decided by the log, and a
+        // delete of an absent point is harmless.
+        let held = self.partition().holds(ids)?;
+        let present: Vec<PointId> = ids
+            .iter()
+            .zip(held)
+            .filter_map(|(id, held)| held.then_some(*id))
+            .collect();
+        if present.is_empty() {
+            return Ok(None);
+        }
+        self.delete(present).map(Some)
+    }
+
+    fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        self.partition().holds(ids)
+    }
+
+    fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        self.partition().stored(ids)
+    }
+
+    fn stored_ids(&self) -> Result<Vec<PointId>> {
+        self.partition().stored_ids()
+    }
+
+    fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        self.partition().sample(n, seed)
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.partition().last_seq()
+    }
+
+    fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
+        self.partition().wait_applied_blocking(seq)
+    }
+
+    fn wait_applied(&self, seq: u64) -> HandleFuture<'_, ()> {
+        Box::pin(self.partition().wait_applied(seq))
+    }
+
+    fn state(&self) -> Result<PartitionState> {
+        Ok(self.partition().state())
+    }
+
+    fn points(&self) -> usize {
+        self.partition().points()
+    }
+
+    fn search(
+        &self,
+        plan: &SearchPlan,
+        _hedge: bool,
+    ) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        Ok((self.partition().query_blocking(plan)?, None))
+    }
+
+    fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
+        Ok(self.partition().scroll_blocking(plan))
+    }
+
+    fn count(&self, filter: Option<&Filter>) -> Result<u64> {
+        Ok(self.partition().count_blocking(filter))
+    }
+
+    fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
+        Ok(self.partition().matching_ids(filter))
+    }
+
+    fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
+        Ok(self.partition().get_points(ids, with_payload, with_vector))
+    }
+
+    fn local(&self) -> Option<&Partition> {
+        Some(self.partition())
+    }
+
+    fn health(&self) -> PartitionHealth {
+        let status = self.replica.status();
+        match (status.leader, status.role) {
+            (None, _) | (_, Role::Shutdown) => PartitionHealth::Unavailable,
+            _ => PartitionHealth::Healthy,
+        }
+    }
+
+    fn close(&self) {
+        let replica = self.replica.clone();
+        // Called from blocking threads (catalog shutdown and delete).
+        tokio::runtime::Handle::current().block_on(replica.close());
+    }
+}

@@ -1,0 +1,65 @@
+//! A peer node's catalog follows the cluster's metadata: a collection recorded there is opened
+//! here (its replica joins the partition's group), one removed there is closed and its files
+//! go. Whichever node took the create or delete request, every node converges on the same
+//! collections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::Catalog;
+use crate::node::Node;
+
+/// How often the catalog is compared with the metadata.
+const EVERY: Duration = Duration::from_millis(200);
+
+/// Keeps `catalog` in step with `node`'s metadata until the process ends.
+pub fn spawn(node: Arc<Node>, catalog: Arc<Catalog>) {
+    tokio::spawn(async move {
+        // The uid each open collection had when this loop saw it open.
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        loop {
+            if let Err(e) = step(&node, &catalog, &mut seen).await {
+                tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
+            }
+            tokio::time::sleep(EVERY).await;
+        }
+    });
+}
+
+async fn step(
+    node: &Node,
+    catalog: &Arc<Catalog>,
+    seen: &mut HashMap<String, u64>,
+) -> crate::error::Result<()> {
+    let recorded = node.collections()?;
+    let open = catalog.names();
+    for name in &open {
+        match recorded.get(name) {
+            // Removed from the metadata (by any node): close it here.
+            None => {
+                seen.remove(name);
+                let (catalog, name) = (catalog.clone(), name.clone());
+                crate::http::blocking(move || catalog.delete(&name)).await?;
+            }
+            Some((uid, _)) => {
+                let known = *seen.entry(name.clone()).or_insert(*uid);
+                if known != *uid {
+                    // Deleted and created again under the same name: a new collection.
+                    seen.remove(name);
+                    let (catalog, name) = (catalog.clone(), name.clone());
+                    crate::http::blocking(move || catalog.delete(&name)).await?;
+                }
+            }
+        }
+    }
+    for (name, (uid, record)) in recorded {
+        if catalog.get(&name).is_ok() {
+            continue;
+        }
+        let (catalog, settings, label) = (catalog.clone(), record.settings, name.clone());
+        crate::http::blocking(move || catalog.adopt(&label, &settings)).await?;
+        seen.insert(name, uid);
+    }
+    Ok(())
+}
