@@ -338,3 +338,147 @@ fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_los
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The review's scenario 1 (issue #22) on peer nodes: a replica that missed writes while it
+/// was down comes back while the up-to-date one is frozen. On the router/shard cluster this
+/// lost acknowledged writes (`review_faults.rs`); here the returning replica cannot lead
+/// without the entries a majority holds, so every acknowledged write survives on every node.
+#[test]
+fn review_scenario_1_a_stale_replica_cannot_lose_acknowledged_writes() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("r", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "r", 0);
+    }
+    let mut acknowledged = std::collections::BTreeMap::new();
+    let mut write = |node: &Server, ids: std::ops::Range<u64>, tag: &str| {
+        for id in ids {
+            let (status, _) = upsert(node, "r", id..id + 1, tag);
+            if status == 200 {
+                acknowledged.insert(id, tag.to_owned());
+            }
+        }
+    };
+    write(&nodes[2], 0..100, "first");
+    // B (node 2) dies; A (node 1) and C (node 3) acknowledge more.
+    nodes[1].kill9();
+    write(&nodes[2], 100..150, "while-b-down");
+    // A freezes while B comes back: B and C must agree on a leader whose log has them.
+    nodes[0].freeze(true);
+    nodes[1].restart();
+    std::thread::sleep(Duration::from_millis(1500));
+    nodes[0].freeze(false);
+    write(&nodes[1], 150..200, "after");
+    write(&nodes[2], 0..20, "rewritten");
+    assert!(
+        acknowledged.len() >= 150,
+        "too few writes acknowledged: {}",
+        acknowledged.len()
+    );
+    for node in &nodes {
+        let started = Instant::now();
+        loop {
+            let held = contents(node, "r");
+            let missing: Vec<u64> = acknowledged
+                .iter()
+                .filter(|(id, tag)| held.get(id) != Some(tag))
+                .map(|(id, _)| *id)
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{}: {} acknowledged writes missing or stale, e.g. {:?}",
+                node.addr,
+                missing.len(),
+                &missing[..missing.len().min(10)]
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The review's scenario 3 on peer nodes: concurrent writes of the same points through
+/// different nodes. The partition's log orders them once for every replica, so all replicas
+/// end with the same value for every point.
+#[test]
+fn review_scenario_3_concurrent_writes_leave_every_replica_identical() {
+    let root = tempfile::tempdir().unwrap();
+    let nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("w", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "w", 0);
+    }
+    std::thread::scope(|scope| {
+        for (t, node) in nodes.iter().enumerate() {
+            scope.spawn(move || {
+                for round in 0..40 {
+                    let (status, body) = upsert(node, "w", 0..20, &format!("t{t}-r{round}"));
+                    assert_eq!(status, 200, "{body}");
+                }
+            });
+        }
+    });
+    let started = Instant::now();
+    loop {
+        let held: Vec<_> = nodes.iter().map(|n| contents(n, "w")).collect();
+        if held[0].len() == 20 && held.iter().all(|h| *h == held[0]) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "replicas differ: {held:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The review's scenario 2 on peer nodes: the router/shard cluster forgot on a router restart
+/// which replicas were behind. Here nothing about replicas lives in one process's memory:
+/// every node restarts (one after another, then all at once) and every replica comes back with
+/// every acknowledged point.
+#[test]
+fn review_scenario_2_restarts_forget_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[2].create("s", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "s", 0);
+    }
+    let (status, body) = upsert(&nodes[0], "s", 0..50, "one");
+    assert_eq!(status, 200, "{body}");
+    // Node 3 misses the next writes, then every node restarts in turn, then all at once.
+    nodes[2].kill9();
+    let (status, body) = upsert(&nodes[0], "s", 50..80, "two");
+    assert_eq!(status, 200, "{body}");
+    nodes[2].restart();
+    for node in &mut nodes {
+        node.restart();
+    }
+    for node in &mut nodes {
+        node.kill9();
+    }
+    for node in &mut nodes {
+        node.restart();
+    }
+    for node in &nodes {
+        wait_count(node, "s", 80);
+    }
+    let held: Vec<_> = nodes.iter().map(|n| contents(n, "s")).collect();
+    assert!(held.iter().all(|h| *h == held[0]));
+    assert_eq!(held[0].get(&60).map(String::as_str), Some("two"));
+    // And the cluster takes writes again.
+    let (status, body) = upsert(&nodes[1], "s", 80..90, "three");
+    assert_eq!(status, 200, "{body}");
+}

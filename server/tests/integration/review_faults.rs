@@ -1,8 +1,9 @@
 //! The faults a review traced in the router/shard cluster (issue #22), each reproduced on real
-//! processes. They fail on the home-made replication this cluster stands on, so they are
-//! ignored until issue #22's consensus cluster makes each pass and takes its `ignore` off. Run
-//! them with `cargo test --release -p cairn-server --test integration review_faults --
-//! --ignored`.
+//! processes. They fail on the home-made replication the router and shard roles stand on, so
+//! they stay ignored: those roles go when the peer cluster replaces them (issue #22, step 10).
+//! The same scenarios on peer nodes, where each passes, are `peers.rs`'s `review_scenario_*`.
+//! Run these with `cargo test --release -p cairn-server --test integration review_faults --
+//! --ignored` (they fail).
 
 use serde_json::json;
 
