@@ -6,10 +6,12 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
+use cairn_api::internal::{
+    NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
+};
 use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 
-use crate::error::Result;
+use crate::error::{Result, ServerError};
 use crate::partition::{LoadReport, Partition};
 
 /// A future a handle returns (the trait is used as `dyn`, so it cannot have `async fn`s).
@@ -131,6 +133,55 @@ pub trait PartitionHandle: Send + Sync {
     fn close(&self) {
         if let Some(p) = self.local() {
             p.close();
+        }
+    }
+}
+
+/// The answer to a partition call, as JSON.
+pub(crate) fn json<T: serde::Serialize>(value: T) -> Result<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| ServerError::Internal(e.to_string()))
+}
+
+/// Serves a call another node sent for a partition this node holds (blocking); the answer
+/// as JSON. A write answers once it is searchable on the partition that served it. The
+/// op-log catch-up of the router/shard cluster is not a call every partition serves.
+pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<serde_json::Value> {
+    match call {
+        PartitionCall::Upsert { points } => {
+            let seq = p.upsert(points)?;
+            p.wait_applied_blocking(seq)?;
+            json(seq)
+        }
+        PartitionCall::Delete { ids } => {
+            let seq = p.delete(ids)?;
+            p.wait_applied_blocking(seq)?;
+            json(seq)
+        }
+        PartitionCall::DeletePresent { ids } => {
+            let seq = p.delete_present(&ids)?;
+            if let Some(seq) = seq {
+                p.wait_applied_blocking(seq)?;
+            }
+            json(seq)
+        }
+        PartitionCall::Holds { ids } => json(p.holds(&ids)?),
+        PartitionCall::Stored { ids } => json(p.stored(&ids)?),
+        PartitionCall::Ids => json(p.stored_ids()?),
+        PartitionCall::Sample { n, seed } => json(p.sample(n, seed)?),
+        PartitionCall::State => json(p.state()?),
+        PartitionCall::Query { plan } => json(p.search(&plan, false)?.0),
+        PartitionCall::Scroll { plan } => json(p.scroll(&plan)?),
+        PartitionCall::Count { filter } => json(p.count(filter.as_ref())?),
+        PartitionCall::Matching { filter } => json(p.matching_ids(filter.as_ref())?),
+        PartitionCall::Get {
+            ids,
+            with_payload,
+            with_vector,
+        } => json(p.get_points(&ids, &with_payload, with_vector)?),
+        PartitionCall::OplogAfter { .. } | PartitionCall::Apply { .. } => {
+            Err(ServerError::InvalidRequest(
+                "op-log catch-up is not served here: replicas catch up through their group".into(),
+            ))
         }
     }
 }

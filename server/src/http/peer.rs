@@ -1,6 +1,7 @@
 //! A node's internal API, both ends: the routes on `cluster.internal_addr` that hand peers'
-//! Raft messages to this node's groups, and the client that carries this node's messages to
-//! its peers (`cairn_consensus::Transport`).
+//! Raft messages to this node's groups and serve partition calls from its replicas, and the
+//! client that carries this node's messages and calls to its peers
+//! (`cairn_consensus::Transport`, `node::remote::PartitionCalls`).
 //!
 //! The internal API has a listener of its own, so the public address never serves it and a
 //! firewall can keep it inside the cluster. Every call carries the cluster secret in
@@ -19,13 +20,20 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use std::future::Future;
+use std::pin::Pin;
+
+use cairn_api::internal::PartitionCall;
 use cairn_api::ErrorCode;
 use cairn_consensus::{GroupId, Groups, HandleError, Rpc, Transport, TransportError};
 use subtle::ConstantTimeEq;
 
 use super::error::error_response;
+use crate::collection::handle::serve_call;
 use crate::config::ClusterConfig;
 use crate::error::ServerError;
+use crate::node::remote::PartitionCalls;
+use crate::node::Node;
 
 /// The header that carries the cluster secret.
 pub const SECRET_HEADER: &str = "x-cairn-cluster-key";
@@ -37,18 +45,21 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const MAX_BODY_BYTES: usize = 64 << 20;
 
 struct Internal {
+    node: Arc<Node>,
     groups: Arc<Groups>,
     secret: Vec<u8>,
 }
 
 /// The internal API's routes.
-pub fn router(groups: Arc<Groups>, secret: &str) -> Router {
+pub fn router(node: Arc<Node>, secret: &str) -> Router {
     let state = Arc::new(Internal {
-        groups,
+        groups: node.groups(),
+        node,
         secret: secret.as_bytes().to_vec(),
     });
     Router::new()
         .route("/internal/raft/{group}/{rpc}", post(raft_message))
+        .route("/internal/partition/{group}", post(partition_call))
         .fallback(|uri: axum::http::Uri| async move {
             error_response(ErrorCode::NotFound, format!("no route for {}", uri.path()))
         })
@@ -111,6 +122,39 @@ async fn raft_message(
         Err(error @ HandleError::BadMessage { .. }) => {
             error_response(ErrorCode::InvalidRequest, error.to_string())
         }
+    }
+}
+
+/// A call for a partition replica on this node, from a node without one (`node::remote`).
+/// Answered in the public API's envelope, so a refusal keeps its code.
+async fn partition_call(
+    AxState(state): AxState<Arc<Internal>>,
+    Path(group): Path<String>,
+    body: Bytes,
+) -> Response {
+    let started = std::time::Instant::now();
+    let group = match group.parse::<GroupId>() {
+        Ok(group) => group,
+        Err(problem) => return error_response(ErrorCode::InvalidRequest, problem),
+    };
+    let call: PartitionCall = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(e) => {
+            return error_response(
+                ErrorCode::InvalidRequest,
+                format!("a partition call that does not parse: {e}"),
+            )
+        }
+    };
+    // A replica missing here is this node's state (not yet opened, or dropped), not the
+    // request's fault: 503, and the caller tries another replica.
+    let Some(replica) = state.node.replica(group) else {
+        return ServerError::Unavailable(format!("no replica of {group} on this node"))
+            .into_response();
+    };
+    match super::blocking(move || serve_call(replica.as_ref(), call)).await {
+        Ok(answer) => super::ok(answer, started).into_response(),
+        Err(error) => error.into_response(),
     }
 }
 
@@ -178,6 +222,57 @@ impl Transport for PeerClient {
                 reason: format!("{status}: {}", String::from_utf8_lossy(&bytes)),
             })
         }
+    }
+}
+
+/// Longest wait for a partition call on another node: a write waits for its group (an
+/// election included) and for the index there.
+const PARTITION_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl PartitionCalls for PeerClient {
+    fn call<'a>(
+        &'a self,
+        node: u64,
+        group: GroupId,
+        call: &'a PartitionCall,
+    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
+        Box::pin(async move {
+            let base = self.peers.get(&node).ok_or_else(|| {
+                ServerError::Unavailable(format!("no address known for node {node}"))
+            })?;
+            let unavailable =
+                |e: reqwest::Error| ServerError::Unavailable(format!("node {node}: {e}"));
+            let answer = self
+                .http
+                .post(format!("{base}/internal/partition/{group}"))
+                .header(SECRET_HEADER, &self.secret)
+                .header(NODE_HEADER, &self.from)
+                .timeout(PARTITION_CALL_TIMEOUT)
+                .json(call)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let status = answer.status();
+            let mut body: serde_json::Value = answer.json().await.map_err(unavailable)?;
+            if status.is_success() {
+                return Ok(body["result"].take());
+            }
+            let code = serde_json::from_value::<ErrorCode>(body["status"]["code"].clone())
+                .unwrap_or(ErrorCode::Internal);
+            let message = body["status"]["error"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            // The node's own trouble (overload, no replica, a failure): another replica may
+            // take the call. Any other refusal is the request's, as every replica would say.
+            if status.is_server_error()
+                || matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable)
+            {
+                Err(ServerError::Unavailable(format!("node {node}: {message}")))
+            } else {
+                Err(ServerError::Relayed { code, message })
+            }
+        })
     }
 }
 

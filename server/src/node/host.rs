@@ -6,9 +6,9 @@
 //! metadata (`roles::sync`), and a node named in a partition's placement opens its replica
 //! there. The first replica of each partition creates the partition's group.
 //!
-//! For now (#22, step 6 in progress): collections are of one partition (a partitioned one
-//! needs its routing table in the metadata), and a node serves a collection only if it holds
-//! a replica of it; with `replication_factor` at least the number of nodes, every node does.
+//! A node without a replica of a partition serves it through a node that has one
+//! (`remote.rs`). For now (#22, step 6 in progress) collections are of one partition: a
+//! partitioned one needs its routing table in the metadata.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -21,6 +21,7 @@ use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions};
 
 use super::partition::ReplicatedPartition;
+use super::remote::{ForwardedPartition, PartitionCalls};
 use super::replica::PartitionReplica;
 use super::{CollectionRecord, Node};
 use crate::collection::local::partition_dir;
@@ -33,6 +34,7 @@ use crate::request::CollectionSettings;
 pub struct NodeHost<T: Transport> {
     node: Arc<Node>,
     transport: Arc<T>,
+    calls: Arc<dyn PartitionCalls>,
     storage: StorageConfig,
     trainers: Trainers,
     /// The uid of each collection opened here, so a release removes from the metadata only
@@ -45,12 +47,14 @@ impl<T: Transport> NodeHost<T> {
     pub fn new(
         node: Arc<Node>,
         transport: Arc<T>,
+        calls: Arc<dyn PartitionCalls>,
         storage: StorageConfig,
         trainers: Trainers,
     ) -> Self {
         Self {
             node,
             transport,
+            calls,
             storage,
             trainers,
             opened: Mutex::new(HashMap::new()),
@@ -134,16 +138,17 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
         })?;
         let mut partitions: Vec<Arc<dyn PartitionHandle>> = Vec::new();
         for (p, nodes) in record.placement.iter().enumerate() {
-            let Some(k) = nodes.iter().position(|n| *n == self.node.id()) else {
-                return Err(ServerError::Unavailable(format!(
-                    "collection `{name}`: partition {p} has no replica on this node (node {}); \
-                     reads through other nodes come next (#22)",
-                    self.node.id()
-                )));
-            };
             let group = GroupId::Partition {
                 collection: uid,
                 partition: u32::try_from(p).unwrap_or(u32::MAX),
+            };
+            let Some(k) = nodes.iter().position(|n| *n == self.node.id()) else {
+                partitions.push(Arc::new(ForwardedPartition::new(
+                    group,
+                    nodes.clone(),
+                    self.calls.clone(),
+                )));
+                continue;
             };
             let label = if p == 0 {
                 name.to_owned()
@@ -169,7 +174,9 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
                     .collect();
                 block_on(replica.initialize(voters))?;
             }
-            partitions.push(Arc::new(ReplicatedPartition::new(Arc::new(replica))));
+            let handle = Arc::new(ReplicatedPartition::new(Arc::new(replica)));
+            self.node.add_replica(group, handle.clone());
+            partitions.push(handle);
         }
         // Routing and moves records: none for a collection of one partition, but the
         // collection keeps them somewhere; a small store of this node's own.
@@ -190,13 +197,19 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
         }
     }
 
-    fn release(&self, name: &str, _settings: &CollectionSettings) {
+    fn release(&self, name: &str, settings: &CollectionSettings) {
         // The catalog has closed the replicas. The record goes if it is still the one opened
         // here: not when another node's delete already removed it and this node follows, nor
         // when the name now belongs to a collection created since.
         let Some(uid) = self.opened.lock().remove(name) else {
             return;
         };
+        for p in 0..settings.partitions() {
+            self.node.remove_replica(GroupId::Partition {
+                collection: uid,
+                partition: u32::try_from(p).unwrap_or(u32::MAX),
+            });
+        }
         if let Ok(collections) = self.node.collections() {
             if collections
                 .get(name)

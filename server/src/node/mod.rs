@@ -11,6 +11,7 @@
 
 pub mod host;
 pub mod partition;
+pub mod remote;
 pub mod replica;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,8 @@ const META_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// This node: its id, the metadata group, and every group it hosts (for the internal API).
 pub struct Node {
     id: u64,
+    /// The partition replicas on this node, for other nodes' calls (`http::peer`).
+    replicas: parking_lot::RwLock<BTreeMap<GroupId, Arc<dyn crate::collection::PartitionHandle>>>,
     meta: Group,
     /// The metadata replica's store: its rows are the cluster's metadata (see [`MetaRow`]).
     meta_store: Arc<PartitionStore>,
@@ -128,6 +131,7 @@ impl Node {
         tracing::info!(node = cluster.node_id, initialized, "node started");
         Ok(Arc::new(Self {
             id: cluster.node_id,
+            replicas: parking_lot::RwLock::new(BTreeMap::new()),
             meta,
             meta_store,
             groups,
@@ -172,6 +176,25 @@ impl Node {
     /// This node's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Serves other nodes' calls for `group` from `replica`.
+    pub fn add_replica(
+        &self,
+        group: GroupId,
+        replica: Arc<dyn crate::collection::PartitionHandle>,
+    ) {
+        self.replicas.write().insert(group, replica);
+    }
+
+    /// Stops serving `group`.
+    pub fn remove_replica(&self, group: GroupId) {
+        self.replicas.write().remove(&group);
+    }
+
+    /// The replica of `group` on this node, if any.
+    pub fn replica(&self, group: GroupId) -> Option<Arc<dyn crate::collection::PartitionHandle>> {
+        self.replicas.read().get(&group).cloned()
     }
 
     /// Writes metadata rows through the metadata group's leader; returns the entry's index.

@@ -69,7 +69,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 let started =
                     Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
                 node = Some(started.clone());
-                let host = NodeHost::new(started, peers, config.storage, trainers.clone());
+                let host = NodeHost::new(
+                    started,
+                    peers.clone(),
+                    peers,
+                    config.storage,
+                    trainers.clone(),
+                );
                 (Arc::new(host), false, None)
             }
         };

@@ -104,7 +104,7 @@ async fn serve_internal(
         .await
         .with_context(|| format!("cannot listen on {}", config.cluster.internal_addr))?;
     tracing::info!(addr = %listener.local_addr()?, "internal API listening");
-    let app = crate::http::peer::router(node.groups(), config.cluster.secret.expose());
+    let app = crate::http::peer::router(node.clone(), config.cluster.secret.expose());
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "internal API failed");

@@ -482,3 +482,57 @@ fn review_scenario_2_restarts_forget_nothing() {
     let (status, body) = upsert(&nodes[1], "s", 80..90, "three");
     assert_eq!(status, 200, "{body}");
 }
+
+/// Every node serves every collection, wherever its replicas are: with two replicas on three
+/// nodes, the node without one forwards reads and writes to a node with one, and goes on
+/// when one of those dies.
+#[test]
+fn a_node_without_a_replica_serves_through_one_that_has_it() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("two", 4, "Euclid", json!({"replication_factor": 2}));
+    for node in &nodes {
+        wait_count(node, "two", 0);
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let first = i as u64 * 10;
+        let (status, body) = upsert(node, "two", first..first + 10, "x");
+        assert_eq!(status, 200, "{body}");
+    }
+    for node in &nodes {
+        wait_count(node, "two", 30);
+    }
+    // A query through each node finds the nearest point, and a bad filter is refused with
+    // the replica's own 400, not a 5xx.
+    for node in &nodes {
+        let found = node.ok(
+            "POST",
+            "/collections/two/points/query",
+            Some(&json!({"query": [12.0, 1.0, 0.5, 0.25], "limit": 1})),
+        );
+        assert_eq!(found["points"][0]["id"], 12, "{found}");
+        let (status, body) = node.call(
+            "POST",
+            "/collections/two/points/count",
+            Some(&json!({"filter": {"must": [{"key": "tag", "nonsense": 1}]}})),
+        );
+        assert_eq!(status, 400, "{body}");
+    }
+    // Any one node may die, a replica's or not: the other two go on serving reads (from a live
+    // replica; a write would wait for the partition's group to have a majority again).
+    for victim in 0..3 {
+        nodes[victim].kill9();
+        for (i, node) in nodes.iter().enumerate() {
+            if i != victim {
+                wait_count(node, "two", 30);
+            }
+        }
+        nodes[victim].restart();
+        for node in &nodes {
+            wait_count(node, "two", 30);
+        }
+    }
+}
