@@ -93,9 +93,22 @@ pub struct ClusterConfig {
     /// Node: create the metadata group with `peers` as its voters if this node's group has
     /// never been initialized. Set it on one node, for the cluster's first start only.
     pub bootstrap: bool,
+    /// Node: a Raft group snapshots its state after this many log entries.
+    pub snapshot_every_entries: u64,
+    /// Node: log entries a group keeps behind its latest snapshot, for replicas that were
+    /// briefly away; one further behind receives the snapshot instead.
+    pub log_keep_entries: u64,
 }
 
 impl ClusterConfig {
+    /// When the node's Raft groups compact their logs.
+    pub fn log_policy(&self) -> cairn_consensus::LogPolicy {
+        cairn_consensus::LogPolicy {
+            snapshot_every: self.snapshot_every_entries,
+            keep: self.log_keep_entries,
+        }
+    }
+
     /// `peers` as `(id, internal URL)` pairs, or why they do not parse.
     pub fn peer_list(&self) -> Result<Vec<(u64, String)>, String> {
         self.peers
@@ -315,6 +328,9 @@ impl Config {
                     format!("cluster.node_id {} is not among cluster.peers", c.node_id),
                 ),
                 Ok(_) => {}
+            }
+            if c.snapshot_every_entries == 0 {
+                problems.push("cluster.snapshot_every_entries must be at least 1".into());
             }
             if c.secret.expose().is_empty() {
                 problems.push("cluster.secret must be set on a node".into());

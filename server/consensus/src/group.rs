@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use cairn_storage::PartitionStore;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{Config, Raft, ServerState};
+use openraft::{Config, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::error::encode;
@@ -78,6 +78,26 @@ pub enum GroupError {
         /// What it said.
         reason: String,
     },
+}
+
+/// When a group compacts its log: a snapshot every `snapshot_every` entries, keeping the
+/// last `keep` entries behind it so a briefly absent replica catches up from the log; one
+/// further behind gets the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPolicy {
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+    /// Entries kept behind the latest snapshot.
+    pub keep: u64,
+}
+
+impl Default for LogPolicy {
+    fn default() -> Self {
+        Self {
+            snapshot_every: 5_000,
+            keep: 1_000,
+        }
+    }
 }
 
 /// Why a write was not acknowledged.
@@ -217,6 +237,7 @@ impl Group {
         id: GroupId,
         replica: ReplicaId,
         timing: Timing,
+        log: LogPolicy,
         dir: &Path,
         store: Arc<PartitionStore>,
         observer: O,
@@ -232,6 +253,10 @@ impl Group {
             heartbeat_interval: timing.heartbeat_ms,
             election_timeout_min: timing.election_min_ms,
             election_timeout_max: timing.election_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(log.snapshot_every),
+            max_in_snapshot_log_to_keep: log.keep,
+            // A replica further behind than a snapshot's distance takes the snapshot.
+            replication_lag_threshold: log.snapshot_every,
             ..Config::default()
         }
         .validate()

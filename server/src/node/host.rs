@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use cairn_consensus::{GroupId, ReplicaAddr, Transport};
+use cairn_consensus::{GroupId, LogPolicy, ReplicaAddr, Transport};
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions};
 
@@ -37,6 +37,7 @@ pub struct NodeHost<T: Transport> {
     calls: Arc<dyn PartitionCalls>,
     storage: StorageConfig,
     trainers: Trainers,
+    log: LogPolicy,
     /// The uid of each collection opened here, so a release removes from the metadata only
     /// the collection it opened, never one created since under the same name.
     opened: Mutex<HashMap<String, u64>>,
@@ -50,6 +51,7 @@ impl<T: Transport> NodeHost<T> {
         calls: Arc<dyn PartitionCalls>,
         storage: StorageConfig,
         trainers: Trainers,
+        log: LogPolicy,
     ) -> Self {
         Self {
             node,
@@ -57,6 +59,7 @@ impl<T: Transport> NodeHost<T> {
             calls,
             storage,
             trainers,
+            log,
             opened: Mutex::new(HashMap::new()),
         }
     }
@@ -158,6 +161,7 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
             let replica = block_on(PartitionReplica::open(
                 group,
                 (k + 1) as u64,
+                self.log,
                 &label,
                 &partition_dir(dir, p),
                 record.settings.clone(),

@@ -106,6 +106,7 @@ impl Node {
             GroupId::Meta,
             cluster.node_id,
             Timing::META,
+            cluster.log_policy(),
             &dir,
             store,
             (),

@@ -15,8 +15,8 @@ use std::time::Duration;
 use cairn_api::internal::NewPoint;
 use cairn_api::PointId;
 use cairn_consensus::{
-    Group, GroupId, GroupStatus, Groups, Observer, PartitionCommand, ReplicaAddr, ReplicaId, Row,
-    Timing, Transport, WriteError,
+    Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, ReplicaAddr,
+    ReplicaId, Row, Timing, Transport, WriteError,
 };
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions};
@@ -88,6 +88,7 @@ impl PartitionReplica {
     pub async fn open<T: Transport>(
         id: GroupId,
         replica: ReplicaId,
+        log: LogPolicy,
         name: &str,
         dir: &Path,
         settings: CollectionSettings,
@@ -128,6 +129,7 @@ impl PartitionReplica {
             id,
             replica,
             Timing::PARTITION,
+            log,
             dir,
             store,
             feed,
@@ -272,6 +274,7 @@ mod tests {
         let replica = PartitionReplica::open(
             GROUP,
             1,
+            LogPolicy::default(),
             "c",
             dir,
             settings(),

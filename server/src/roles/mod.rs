@@ -75,6 +75,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     peers,
                     config.storage,
                     trainers.clone(),
+                    config.cluster.log_policy(),
                 );
                 (Arc::new(host), false, None)
             }

@@ -22,6 +22,11 @@ fn free_port() -> u16 {
 
 /// Three nodes, node 1 bootstrapping the group.
 fn start_nodes(root: &std::path::Path) -> Vec<Server> {
+    start_nodes_with(root, &[])
+}
+
+/// Three nodes with `extra` settings.
+fn start_nodes_with(root: &std::path::Path, extra: &[(&str, &str)]) -> Vec<Server> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers = format!(
         "[{}]",
@@ -39,17 +44,16 @@ fn start_nodes(root: &std::path::Path) -> Vec<Server> {
             let id = (i + 1).to_string();
             let internal = format!("127.0.0.1:{}", ports[i]);
             let bootstrap = if i == 0 { "true" } else { "false" };
-            Server::start(
-                &dir,
-                &[
-                    ("CAIRN__CLUSTER__ROLE", "node"),
-                    ("CAIRN__CLUSTER__NODE_ID", &id),
-                    ("CAIRN__CLUSTER__PEERS", &peers),
-                    ("CAIRN__CLUSTER__INTERNAL_ADDR", &internal),
-                    ("CAIRN__CLUSTER__SECRET", SECRET),
-                    ("CAIRN__CLUSTER__BOOTSTRAP", bootstrap),
-                ],
-            )
+            let mut env = vec![
+                ("CAIRN__CLUSTER__ROLE", "node"),
+                ("CAIRN__CLUSTER__NODE_ID", id.as_str()),
+                ("CAIRN__CLUSTER__PEERS", peers.as_str()),
+                ("CAIRN__CLUSTER__INTERNAL_ADDR", internal.as_str()),
+                ("CAIRN__CLUSTER__SECRET", SECRET),
+                ("CAIRN__CLUSTER__BOOTSTRAP", bootstrap),
+            ];
+            env.extend_from_slice(extra);
+            Server::start(&dir, &env)
         })
         .collect()
 }
@@ -534,5 +538,49 @@ fn a_node_without_a_replica_serves_through_one_that_has_it() {
         for node in &nodes {
             wait_count(node, "two", 30);
         }
+    }
+}
+
+/// A replica further behind than its group's retained log comes back by snapshot: the leader
+/// sends the state's table files in chunks over the internal port, the replica swaps them in
+/// and rebuilds its index, and serves every point.
+#[test]
+fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes_with(
+        root.path(),
+        &[
+            ("CAIRN__CLUSTER__SNAPSHOT_EVERY_ENTRIES", "100"),
+            ("CAIRN__CLUSTER__LOG_KEEP_ENTRIES", "20"),
+        ],
+    );
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("snap", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "snap", 0);
+    }
+    let (status, body) = upsert(&nodes[0], "snap", 0..20, "early");
+    assert_eq!(status, 200, "{body}");
+    nodes[2].kill9();
+    // 300 entries while node 3 is away: three snapshots' worth, the log purged behind them.
+    for id in 20..320 {
+        let (status, body) = upsert(&nodes[id as usize % 2], "snap", id..id + 1, "late");
+        assert_eq!(status, 200, "{body}");
+    }
+    nodes[2].restart();
+    wait_count(&nodes[2], "snap", 320);
+    let log = nodes[2].log();
+    assert!(
+        log.contains("snapshot installed"),
+        "no snapshot was installed:\n{log}"
+    );
+    assert_eq!(contents(&nodes[2], "snap"), contents(&nodes[0], "snap"));
+    // It takes part again: a write through it reaches everyone.
+    let (status, body) = upsert(&nodes[2], "snap", 320..330, "after");
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        wait_count(node, "snap", 330);
     }
 }
