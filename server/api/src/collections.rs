@@ -406,6 +406,23 @@ pub struct ReplicaInfo {
     pub last_seq: Option<u64>,
     /// Its live points (absent when it does not answer).
     pub points: Option<u64>,
+    /// Peer nodes: the id of the node that holds the replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_id: Option<u64>,
+    /// Peer nodes: the replica's id in its partition's Raft group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_id: Option<u64>,
+    /// Peer nodes: `Leader`, `Follower`, `Candidate` or `Learner`, as the answering node sees
+    /// the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Peer nodes: the group's term, as the answering node sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
+    /// Peer nodes: the last log index the replica has applied (for another node's replica,
+    /// the last one the leader knows it holds; absent when unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
 }
 
 /// One entry of `GET /collections`.

@@ -220,6 +220,12 @@ pub struct GroupStatus {
     pub voters: Vec<ReplicaId>,
     /// Every member (voters and learners) and where it lives.
     pub members: Vec<(ReplicaId, ReplicaAddr)>,
+    /// On the leader: the last log index each member is known to hold (`None` until it
+    /// answers). Empty elsewhere: only the leader knows.
+    pub matched: BTreeMap<ReplicaId, Option<u64>>,
+    /// On the leader: milliseconds since a majority last acknowledged it. A leader cut off
+    /// from its majority keeps believing it leads; this says how long it has been alone.
+    pub quorum_ack_ms: Option<u64>,
 }
 
 /// One running replica of one group.
@@ -378,6 +384,13 @@ impl Group {
             },
             voters: membership.voter_ids().collect(),
             members: membership.nodes().map(|(id, addr)| (*id, *addr)).collect(),
+            matched: metrics
+                .replication
+                .iter()
+                .flatten()
+                .map(|(id, log)| (*id, log.map(|l| l.index)))
+                .collect(),
+            quorum_ack_ms: metrics.millis_since_quorum_ack,
         }
     }
 

@@ -213,6 +213,11 @@ impl RemotePartition {
                     state: replica.state().name().to_owned(),
                     last_seq: state.map(|s| s.last_seq),
                     points: state.map(|s| s.points),
+                    peer_id: None,
+                    replica_id: None,
+                    role: None,
+                    term: None,
+                    applied: None,
                 }
             })
             .collect()

@@ -58,6 +58,59 @@ pub(super) async fn exists(
     Ok(ok(CollectionExists { exists }, t))
 }
 
+/// `GET /collections/{c}/cluster`: where each partition (Qdrant's shard) lives, in Qdrant's
+/// shape (`peer_id`, `shard_count`, `local_shards`, `remote_shards`, `shard_transfers`), and,
+/// a Cairn addition, every replica with its Raft role, term and applied index as this node
+/// sees its group (`replicas`).
+pub(super) async fn cluster_info(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    let peer_id = state.node.as_ref().map_or(0, |n| n.id());
+    let info = blocking(move || {
+        let mut local = Vec::new();
+        let mut remote = Vec::new();
+        let mut replicas = Vec::new();
+        for (shard_id, partition) in collection.partitions().iter().enumerate() {
+            let Some(infos) = partition.replica_info() else {
+                // One copy, in this process.
+                local.push(serde_json::json!({
+                    "shard_id": shard_id, "points_count": partition.points(), "state": "Active",
+                }));
+                continue;
+            };
+            for info in &infos {
+                let active = if info.state == "lagging" {
+                    "Partial"
+                } else {
+                    "Active"
+                };
+                match info.peer_id {
+                    Some(peer) if peer == peer_id => local.push(serde_json::json!({
+                        "shard_id": shard_id, "points_count": info.points, "state": active,
+                    })),
+                    peer => remote.push(serde_json::json!({
+                        "shard_id": shard_id, "peer_id": peer, "node": info.node, "state": active,
+                    })),
+                }
+            }
+            replicas.push(serde_json::json!({ "shard_id": shard_id, "replicas": infos }));
+        }
+        Ok(serde_json::json!({
+            "peer_id": peer_id,
+            "shard_count": collection.partitions().len(),
+            "local_shards": local,
+            "remote_shards": remote,
+            "shard_transfers": [],
+            "replicas": replicas,
+        }))
+    })
+    .await?;
+    Ok(ok(info, t))
+}
+
 pub(super) async fn info(
     AxState(state): AxState<State>,
     Path(name): Path<String>,

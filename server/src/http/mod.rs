@@ -152,6 +152,10 @@ pub fn router(state: State) -> Router {
         )
         .route("/collections/{collection}/exists", get(collections::exists))
         .route(
+            "/collections/{collection}/cluster",
+            get(collections::cluster_info),
+        )
+        .route(
             "/collections/{collection}/points",
             axum::routing::put(points::upsert).post(points::get_many),
         )

@@ -10,13 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 use cairn_consensus::Role;
 
 use super::replica::PartitionReplica;
 use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
 use crate::error::Result;
 use crate::partition::Partition;
+
+/// A leader that no majority has acknowledged for this long has lost its quorum (twice the
+/// partition groups' longest election timeout).
+const NO_QUORUM_MS: u64 = 4_000;
 
 /// How long a write may wait for its group (an election included) before its outcome is
 /// reported unknown.
@@ -136,12 +140,81 @@ impl PartitionHandle for ReplicatedPartition {
         Some(self.partition())
     }
 
+    /// As this node sees the group: no leader (or a leader cut off from its majority) is
+    /// red; a leader with a voter that does not hold every committed entry is yellow (for a
+    /// moment after each write, and for as long as a voter is away while writes go on). A
+    /// follower sees only whether there is a leader; a leader does not see a voter that is
+    /// away while no write is made (openraft 0.9 reports no per-replica heartbeat times).
     fn health(&self) -> PartitionHealth {
         let status = self.replica.status();
-        match (status.leader, status.role) {
-            (None, _) | (_, Role::Shutdown) => PartitionHealth::Unavailable,
-            _ => PartitionHealth::Healthy,
+        if status.leader.is_none() || status.role == Role::Shutdown {
+            return PartitionHealth::Unavailable;
         }
+        if status.role != Role::Leader {
+            return PartitionHealth::Healthy;
+        }
+        if status.quorum_ack_ms.is_none_or(|ms| ms > NO_QUORUM_MS) {
+            return PartitionHealth::Unavailable;
+        }
+        let behind = status.voters.iter().any(|voter| {
+            status
+                .matched
+                .get(voter)
+                .copied()
+                .flatten()
+                .is_none_or(|held| held < status.applied)
+        });
+        if behind {
+            PartitionHealth::UnderReplicated
+        } else {
+            PartitionHealth::Healthy
+        }
+    }
+
+    fn replica_info(&self) -> Option<Vec<ReplicaInfo>> {
+        let status = self.replica.status();
+        let here = self.replica.id();
+        let counters = self.partition().state();
+        Some(
+            status
+                .members
+                .iter()
+                .map(|(id, addr)| {
+                    let role = if status.leader == Some(*id) {
+                        "Leader"
+                    } else if *id == here {
+                        status.role.name()
+                    } else if status.voters.contains(id) {
+                        "Follower"
+                    } else {
+                        "Learner"
+                    };
+                    let mine = *id == here;
+                    let held = status.matched.get(id).copied().flatten();
+                    // Only the leader knows how far the others are.
+                    let state = if mine {
+                        "active"
+                    } else if status.role != Role::Leader {
+                        "unknown"
+                    } else if held.is_some_and(|h| h >= status.applied) {
+                        "active"
+                    } else {
+                        "lagging"
+                    };
+                    ReplicaInfo {
+                        node: format!("node {}", addr.node),
+                        state: state.to_owned(),
+                        peer_id: Some(addr.node),
+                        last_seq: mine.then_some(counters.last_seq),
+                        points: mine.then_some(counters.points),
+                        replica_id: Some(*id),
+                        role: Some(role.to_owned()),
+                        term: Some(status.term),
+                        applied: if mine { Some(status.applied) } else { held },
+                    }
+                })
+                .collect(),
+        )
     }
 
     fn close(&self) {

@@ -76,6 +76,7 @@ impl Feed {
 
 /// A partition replica on this node and its group.
 pub struct PartitionReplica {
+    id: ReplicaId,
     partition: Arc<Partition>,
     group: Group,
     groups: Arc<Groups>,
@@ -139,6 +140,7 @@ impl PartitionReplica {
         .await
         .map_err(|e| ServerError::Internal(e.to_string()))?;
         Ok(Self {
+            id: replica,
             partition,
             group,
             groups,
@@ -159,6 +161,11 @@ impl PartitionReplica {
             .initialize(voters)
             .await
             .map_err(|e| ServerError::Internal(e.to_string()))
+    }
+
+    /// This replica's id in its group.
+    pub fn id(&self) -> ReplicaId {
+        self.id
     }
 
     /// The partition this replica serves reads from.

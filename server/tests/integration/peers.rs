@@ -584,3 +584,86 @@ fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
         wait_count(node, "snap", 330);
     }
 }
+
+/// Polls `node`'s status of `name` until it is `colour`.
+fn wait_status(node: &Server, name: &str, colour: &str) {
+    let started = Instant::now();
+    loop {
+        let (code, info) = node.call("GET", &format!("/collections/{name}"), None);
+        if code == 200 && info["result"]["status"] == colour {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{} never said {colour}: {info}",
+            node.addr
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Status tells the truth: green with every replica holding every entry, yellow while a
+/// replica is away and writes go on (on the node that leads the partition), red where a
+/// partition has no quorum; `GET /collections/{c}/cluster` lists the replicas with one
+/// leader and a term.
+#[test]
+fn status_reports_replicas_roles_and_quorum() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("st", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "st", 0);
+    }
+    let (status, body) = upsert(&nodes[0], "st", 0..10, "a");
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        wait_status(node, "st", "green");
+    }
+    let started = Instant::now();
+    let leader_node = loop {
+        let cluster = nodes[1].ok("GET", "/collections/st/cluster", None);
+        let replicas = cluster["replicas"][0]["replicas"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(replicas.len(), 3, "{cluster}");
+        let leaders: Vec<&Value> = replicas.iter().filter(|r| r["role"] == "Leader").collect();
+        if leaders.len() == 1 && replicas.iter().all(|r| r["term"].as_u64() > Some(0)) {
+            assert_eq!(cluster["shard_count"], 1);
+            assert_eq!(
+                cluster["local_shards"].as_array().unwrap().len(),
+                1,
+                "{cluster}"
+            );
+            break leaders[0]["peer_id"].as_u64().unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{cluster}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
+    // A follower goes away and writes go on: the leader's node says yellow.
+    let leader = usize::try_from(leader_node - 1).unwrap();
+    let victim = (leader + 1) % 3;
+    nodes[victim].kill9();
+    let (status, body) = upsert(&nodes[leader], "st", 10..20, "b");
+    assert_eq!(status, 200, "{body}");
+    wait_status(&nodes[leader], "st", "yellow");
+    nodes[victim].restart();
+    for node in &nodes {
+        wait_status(node, "st", "green");
+    }
+
+    // Two of three away: the partition has no quorum where the last node stands.
+    let survivor = (victim + 1) % 3;
+    for (i, node) in nodes.iter_mut().enumerate() {
+        if i != survivor {
+            node.kill9();
+        }
+    }
+    wait_status(&nodes[survivor], "st", "red");
+    // It still serves reads of what it holds.
+    wait_count(&nodes[survivor], "st", 20);
+}
