@@ -201,27 +201,15 @@ impl Partition {
                 )))
             }
         };
-        Self::start(name, dir, storage, trainers, Arc::new(store), settings)
+        Self::open_replica(name, dir, storage, trainers, Arc::new(store), settings)
     }
 
     /// Opens a replica of a partition whose writes arrive through its group's log: `store` is
     /// the replica's store (opened with `replicated`), which the group's state machine writes
     /// and this partition reads; the index follows through [`Self::apply_committed`]. The
     /// settings come from the cluster's metadata, not from the store (a snapshot install
-    /// replaces the store's contents).
+    /// replaces the store's contents). [`Self::open`] ends here too, with a store of its own.
     pub fn open_replica(
-        name: &str,
-        dir: &Path,
-        storage: StorageConfig,
-        trainers: &Trainers,
-        store: Arc<PartitionStore>,
-        settings: CollectionSettings,
-    ) -> Result<Self> {
-        Self::start(name, dir, storage, trainers, store, settings)
-    }
-
-    /// Loads the index and starts the applier.
-    fn start(
         name: &str,
         dir: &Path,
         storage: StorageConfig,

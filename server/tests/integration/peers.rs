@@ -58,6 +58,31 @@ fn start_nodes_with(root: &std::path::Path, extra: &[(&str, &str)]) -> Vec<Serve
         .collect()
 }
 
+/// Three nodes with `extra` settings, a leader agreed and every node's record in; then the
+/// collection `name` with `replication_factor` replicas, open on every node.
+fn nodes_with_collection(
+    root: &std::path::Path,
+    extra: &[(&str, &str)],
+    name: &str,
+    replication_factor: usize,
+) -> Vec<Server> {
+    let nodes = start_nodes_with(root, extra);
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create(
+        name,
+        4,
+        "Euclid",
+        json!({ "replication_factor": replication_factor }),
+    );
+    // Every node opens it as it applies the metadata (a moment after the create returns).
+    for node in &nodes {
+        wait_count(node, name, 0);
+    }
+    nodes
+}
+
 fn raft_info(node: &Server) -> Value {
     node.ok("GET", "/cluster", None)["raft_info"].clone()
 }
@@ -350,14 +375,7 @@ fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_los
 #[test]
 fn review_scenario_1_a_stale_replica_cannot_lose_acknowledged_writes() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_nodes(root.path());
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[0].create("r", 4, "Euclid", json!({"replication_factor": 3}));
-    for node in &nodes {
-        wait_count(node, "r", 0);
-    }
+    let mut nodes = nodes_with_collection(root.path(), &[], "r", 3);
     let mut acknowledged = std::collections::BTreeMap::new();
     let mut write = |node: &Server, ids: std::ops::Range<u64>, tag: &str| {
         for id in ids {
@@ -413,14 +431,7 @@ fn review_scenario_1_a_stale_replica_cannot_lose_acknowledged_writes() {
 #[test]
 fn review_scenario_3_concurrent_writes_leave_every_replica_identical() {
     let root = tempfile::tempdir().unwrap();
-    let nodes = start_nodes(root.path());
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[0].create("w", 4, "Euclid", json!({"replication_factor": 3}));
-    for node in &nodes {
-        wait_count(node, "w", 0);
-    }
+    let nodes = nodes_with_collection(root.path(), &[], "w", 3);
     std::thread::scope(|scope| {
         for (t, node) in nodes.iter().enumerate() {
             scope.spawn(move || {
@@ -452,14 +463,7 @@ fn review_scenario_3_concurrent_writes_leave_every_replica_identical() {
 #[test]
 fn review_scenario_2_restarts_forget_nothing() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_nodes(root.path());
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[2].create("s", 4, "Euclid", json!({"replication_factor": 3}));
-    for node in &nodes {
-        wait_count(node, "s", 0);
-    }
+    let mut nodes = nodes_with_collection(root.path(), &[], "s", 3);
     let (status, body) = upsert(&nodes[0], "s", 0..50, "one");
     assert_eq!(status, 200, "{body}");
     // Node 3 misses the next writes, then every node restarts in turn, then all at once.
@@ -493,14 +497,7 @@ fn review_scenario_2_restarts_forget_nothing() {
 #[test]
 fn a_node_without_a_replica_serves_through_one_that_has_it() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_nodes(root.path());
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[0].create("two", 4, "Euclid", json!({"replication_factor": 2}));
-    for node in &nodes {
-        wait_count(node, "two", 0);
-    }
+    let mut nodes = nodes_with_collection(root.path(), &[], "two", 2);
     for (i, node) in nodes.iter().enumerate() {
         let first = i as u64 * 10;
         let (status, body) = upsert(node, "two", first..first + 10, "x");
@@ -547,20 +544,15 @@ fn a_node_without_a_replica_serves_through_one_that_has_it() {
 #[test]
 fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_nodes_with(
+    let mut nodes = nodes_with_collection(
         root.path(),
         &[
             ("CAIRN__CLUSTER__SNAPSHOT_EVERY_ENTRIES", "100"),
             ("CAIRN__CLUSTER__LOG_KEEP_ENTRIES", "20"),
         ],
+        "snap",
+        3,
     );
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[0].create("snap", 4, "Euclid", json!({"replication_factor": 3}));
-    for node in &nodes {
-        wait_count(node, "snap", 0);
-    }
     let (status, body) = upsert(&nodes[0], "snap", 0..20, "early");
     assert_eq!(status, 200, "{body}");
     nodes[2].kill9();
@@ -609,14 +601,7 @@ fn wait_status(node: &Server, name: &str, colour: &str) {
 #[test]
 fn status_reports_replicas_roles_and_quorum() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_nodes(root.path());
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3]);
-    wait_for_records(&all, &nodes);
-    nodes[0].create("st", 4, "Euclid", json!({"replication_factor": 3}));
-    for node in &nodes {
-        wait_count(node, "st", 0);
-    }
+    let mut nodes = nodes_with_collection(root.path(), &[], "st", 3);
     let (status, body) = upsert(&nodes[0], "st", 0..10, "a");
     assert_eq!(status, 200, "{body}");
     for node in &nodes {
