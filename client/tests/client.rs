@@ -414,3 +414,100 @@ fn the_quickstart_example_runs_against_a_server() {
     assert!(stdout.contains("Berlin"), "{stdout}");
     assert!(stdout.contains("1 city matches the filter"), "{stdout}");
 }
+
+/// Issue #22's acceptance: the node the client is talking to is killed under load, and the
+/// client fails over to another peer node with 0 failed queries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_survive_the_loss_of_the_node_the_client_talks_to() {
+    let mut nodes = tokio::task::spawn_blocking(|| cairn_testkit::start_peers(3, &[]))
+        .await
+        .unwrap()
+        .expect("start three peer nodes");
+    let mut builder = Client::builder()
+        .retries(100)
+        .backoff(Duration::from_millis(20), Duration::from_millis(200));
+    for node in &nodes {
+        builder = builder.url(node.url(""));
+    }
+    let client = builder.build().unwrap();
+    // The cluster forms and every node records itself; until then a create needing three
+    // nodes is refused.
+    let started = std::time::Instant::now();
+    loop {
+        let created = client
+            .create_collection(
+                CreateCollectionBuilder::new("peers", 8, Distance::Euclid).replication_factor(3),
+            )
+            .await;
+        match created {
+            Ok(_) => break,
+            Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the cluster never took the collection: {e}"),
+        }
+    }
+    let data = vectors(300, 8, 22);
+    // Every node opens the collection as it applies the metadata; writes wait for it.
+    for node in &nodes {
+        let one = Client::new(node.url("")).unwrap();
+        let started = std::time::Instant::now();
+        while one.count(CountPoints::new("peers")).await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    client
+        .upsert(UpsertPoints::new("peers", item_points(&data)))
+        .await
+        .unwrap();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..2 {
+        let (client, stop, data) = (client.clone(), stop.clone(), data.clone());
+        workers.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            let mut i = w;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let query = QueryPoints::new("peers")
+                    .vector(data[i % data.len()].clone())
+                    .limit(5);
+                match client.query(query).await {
+                    Ok(answer) if !answer.points.is_empty() => ok += 1,
+                    Ok(answer) => failed.push(format!("empty answer {answer:?}")),
+                    Err(e) => failed.push(e.to_string()),
+                }
+                i += 2;
+            }
+            (ok, failed)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The client prefers the first URL: that node dies under load.
+    nodes[0].kill().unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut ok, mut failed) = (0, Vec::new());
+    for worker in workers {
+        let (o, f) = worker.await.unwrap();
+        ok += o;
+        failed.extend(f);
+    }
+    assert!(
+        failed.is_empty(),
+        "{} queries failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(ok > 20, "only {ok} queries answered");
+    // Writes go on through the other two (a majority of the partition's replicas).
+    client
+        .upsert(UpsertPoints::new(
+            "peers",
+            [Point::new(1_000, data[0].clone())],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(client.count(CountPoints::new("peers")).await.unwrap(), 301);
+}

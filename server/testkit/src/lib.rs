@@ -203,6 +203,51 @@ impl CairnProcess {
     }
 }
 
+/// The cluster secret of peer clusters started here.
+pub const TEST_SECRET: &str = "cairn-testkit-secret";
+
+/// Starts `n` peer nodes (`cluster.role = "node"`) that form one cluster, node 1 bootstrapping
+/// it, each with `extra` settings besides. Their internal ports are picked free here; each
+/// returns once it is ready (serving, its metadata group joined or forming).
+pub fn start_peers(n: usize, extra: &[(&str, &str)]) -> Result<Vec<CairnProcess>> {
+    let ports = (0..n)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(io("cannot pick a free port"))
+        })
+        .collect::<Result<Vec<u16>>>()?;
+    let peers = format!(
+        "[{}]",
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("\"{}=http://127.0.0.1:{port}\"", i + 1))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    (0..n)
+        .map(|i| {
+            let id = (i + 1).to_string();
+            let internal = format!("127.0.0.1:{}", ports[i]);
+            let mut env = vec![
+                ("CAIRN__CLUSTER__ROLE", "node"),
+                ("CAIRN__CLUSTER__NODE_ID", id.as_str()),
+                ("CAIRN__CLUSTER__PEERS", peers.as_str()),
+                ("CAIRN__CLUSTER__INTERNAL_ADDR", internal.as_str()),
+                ("CAIRN__CLUSTER__SECRET", TEST_SECRET),
+                (
+                    "CAIRN__CLUSTER__BOOTSTRAP",
+                    if i == 0 { "true" } else { "false" },
+                ),
+            ];
+            env.extend_from_slice(extra);
+            CairnProcess::start(&env)
+        })
+        .collect()
+}
+
 /// Sends a signal by name (`TERM`, `STOP`, `CONT`, …) to a process.
 pub fn signal(pid: u32, name: &str) -> Result<()> {
     let status = Command::new("kill")
