@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cairn_api::internal::{
     NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
 };
-use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 use cairn_consensus::GroupId;
 use serde::de::DeserializeOwned;
 
@@ -170,5 +170,26 @@ impl PartitionHandle for ForwardedPartition {
             with_payload: with_payload.clone(),
             with_vector,
         })
+    }
+
+    /// Where the replicas are; how they fare only their own nodes can say.
+    fn replica_info(&self) -> Option<Vec<ReplicaInfo>> {
+        Some(
+            self.nodes
+                .iter()
+                .enumerate()
+                .map(|(k, node)| ReplicaInfo {
+                    node: format!("node {node}"),
+                    state: "unknown".into(),
+                    last_seq: None,
+                    points: None,
+                    peer_id: Some(*node),
+                    replica_id: Some(k as u64 + 1),
+                    role: None,
+                    term: None,
+                    applied: None,
+                })
+                .collect(),
+        )
     }
 }

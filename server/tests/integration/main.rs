@@ -11,6 +11,7 @@ mod cluster;
 mod durability;
 mod harness;
 mod mips;
+mod nemesis;
 mod partitions;
 mod peers;
 mod qdrant_client;

@@ -27,7 +27,16 @@ fn start_nodes(root: &std::path::Path) -> Vec<Server> {
 
 /// Three nodes with `extra` settings.
 fn start_nodes_with(root: &std::path::Path, extra: &[(&str, &str)]) -> Vec<Server> {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    start_n_nodes(root, 3, extra)
+}
+
+/// `n` nodes with `extra` settings, node 1 bootstrapping the cluster.
+pub(super) fn start_n_nodes(
+    root: &std::path::Path,
+    n: usize,
+    extra: &[(&str, &str)],
+) -> Vec<Server> {
+    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let peers = format!(
         "[{}]",
         ports
@@ -37,7 +46,7 @@ fn start_nodes_with(root: &std::path::Path, extra: &[(&str, &str)]) -> Vec<Serve
             .collect::<Vec<_>>()
             .join(",")
     );
-    (0..3)
+    (0..n)
         .map(|i| {
             let dir = root.join(format!("node-{}", i + 1));
             std::fs::create_dir_all(&dir).unwrap();
@@ -89,7 +98,7 @@ fn raft_info(node: &Server) -> Value {
 
 /// Waits until every node in `nodes` names the same leader among them, in the same term;
 /// returns (leader, term).
-fn agreed_leader(nodes: &[&Server], among: &[u64]) -> (u64, u64) {
+pub(super) fn agreed_leader(nodes: &[&Server], among: &[u64]) -> (u64, u64) {
     let started = Instant::now();
     loop {
         let infos: Vec<Value> = nodes.iter().map(|n| raft_info(n)).collect();
@@ -172,7 +181,7 @@ fn three_nodes_elect_a_leader_survive_its_loss_and_take_it_back() {
 }
 
 /// Waits until every node of `readers` lists every node of `nodes` with its public address.
-fn wait_for_records(readers: &[&Server], nodes: &[Server]) {
+pub(super) fn wait_for_records(readers: &[&Server], nodes: &[Server]) {
     let started = Instant::now();
     loop {
         let complete = readers.iter().all(|reader| {
@@ -255,7 +264,7 @@ fn a_standalone_server_reports_the_cluster_disabled() {
 }
 
 /// Waits until `node` serves `name` with `count` points (exact count).
-fn wait_count(node: &Server, name: &str, count: u64) {
+pub(super) fn wait_count(node: &Server, name: &str, count: u64) {
     let started = Instant::now();
     loop {
         let (status, body) = node.call(
