@@ -76,8 +76,9 @@ pub struct ClusterConfig {
     /// Router: milliseconds a write or a bulk read (re-homing, catch-up) may take before the
     /// replica counts as failed; writes wait for the index, which may be rebuilding.
     pub write_timeout_ms: u64,
-    /// Shard, **tests only**: serve `POST /internal/fault` to add latency to this node's
-    /// partition calls. Off by default; never turn it on in production.
+    /// Shard and node, **tests only**: on a shard, serve `POST /internal/fault` to add
+    /// latency to its partition calls; on a node, serve `PUT /internal/faults` to cut its
+    /// links to chosen nodes. Off by default; never turn it on in production.
     pub fault_injection: bool,
     /// Node: this node's id (at least 1), stable for the life of its data directory.
     pub node_id: u64,

@@ -44,34 +44,82 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Largest internal body: a snapshot chunk (4 MiB) or a batch of log entries, with room.
 const MAX_BODY_BYTES: usize = 64 << 20;
 
+/// Links cut on purpose (`cluster.fault_injection`, **tests only**): this node sends nothing
+/// to the nodes named here and refuses everything from them, so telling one end cuts the
+/// link both ways, without root or a firewall.
+#[derive(Default)]
+pub struct Faults {
+    enabled: bool,
+    cut: parking_lot::RwLock<std::collections::BTreeSet<u64>>,
+}
+
+impl Faults {
+    /// Faults that `PUT /internal/faults` may set when `enabled`.
+    pub fn new(enabled: bool) -> Arc<Self> {
+        Arc::new(Self {
+            enabled,
+            cut: Default::default(),
+        })
+    }
+
+    fn is_cut(&self, node: u64) -> bool {
+        self.enabled && self.cut.read().contains(&node)
+    }
+}
+
+/// `PUT /internal/faults`: the nodes whose links to this one are cut (empty heals).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetFaults {
+    cut: Vec<u64>,
+}
+
 struct Internal {
     node: Arc<Node>,
     groups: Arc<Groups>,
     secret: Vec<u8>,
+    faults: Arc<Faults>,
 }
 
 /// The internal API's routes.
-pub fn router(node: Arc<Node>, secret: &str) -> Router {
+pub fn router(node: Arc<Node>, secret: &str, faults: Arc<Faults>) -> Router {
+    let enabled = faults.enabled;
     let state = Arc::new(Internal {
         groups: node.groups(),
         node,
         secret: secret.as_bytes().to_vec(),
+        faults,
     });
-    Router::new()
+    let mut app = Router::new()
         .route("/internal/raft/{group}/{rpc}", post(raft_message))
-        .route("/internal/partition/{group}", post(partition_call))
-        .fallback(|uri: axum::http::Uri| async move {
-            error_response(ErrorCode::NotFound, format!("no route for {}", uri.path()))
-        })
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            require_secret,
-        ))
-        .with_state(state)
+        .route("/internal/partition/{group}", post(partition_call));
+    if enabled {
+        tracing::warn!("fault injection is on (cluster.fault_injection): for tests only");
+        app = app.route("/internal/faults", axum::routing::put(set_faults));
+    }
+    app.fallback(|uri: axum::http::Uri| async move {
+        error_response(ErrorCode::NotFound, format!("no route for {}", uri.path()))
+    })
+    .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+    .layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        require_secret,
+    ))
+    .with_state(state)
 }
 
-/// 401 unless the call carries the cluster secret.
+async fn set_faults(AxState(state): AxState<Arc<Internal>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<SetFaults>(&body) {
+        Ok(faults) => {
+            tracing::warn!(cut = ?faults.cut, "fault injected: links cut");
+            *state.faults.cut.write() = faults.cut.into_iter().collect();
+            super::ok(true, std::time::Instant::now()).into_response()
+        }
+        Err(e) => error_response(ErrorCode::InvalidRequest, format!("faults: {e}")),
+    }
+}
+
+/// 401 unless the call carries the cluster secret; 503 from a node whose link is cut.
 async fn require_secret(
     AxState(state): AxState<Arc<Internal>>,
     request: Request,
@@ -82,6 +130,14 @@ async fn require_secret(
         .get(SECRET_HEADER)
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
+    let from = request
+        .headers()
+        .get(NODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if from.is_some_and(|node| state.faults.is_cut(node)) {
+        return error_response(ErrorCode::Unavailable, "link cut (fault injection)".into());
+    }
     if bool::from(presented.ct_eq(&state.secret)) {
         next.run(request).await
     } else {
@@ -165,11 +221,12 @@ pub struct PeerClient {
     peers: BTreeMap<u64, String>,
     secret: String,
     from: String,
+    faults: Arc<Faults>,
 }
 
 impl PeerClient {
     /// A client for the peers of `cluster.peers`, presenting `cluster.secret`.
-    pub fn new(cluster: &ClusterConfig) -> Result<Self, ServerError> {
+    pub fn new(cluster: &ClusterConfig, faults: Arc<Faults>) -> Result<Self, ServerError> {
         let peers = cluster
             .peer_list()
             .map_err(ServerError::InvalidRequest)?
@@ -184,6 +241,7 @@ impl PeerClient {
             peers,
             secret: cluster.secret.expose().to_owned(),
             from: cluster.node_id.to_string(),
+            faults,
         })
     }
 }
@@ -197,6 +255,12 @@ impl Transport for PeerClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
+        if self.faults.is_cut(node) {
+            return Err(TransportError::Unreachable {
+                node,
+                reason: "link cut (fault injection)".into(),
+            });
+        }
         let base = self.peers.get(&node).ok_or(TransportError::Unreachable {
             node,
             reason: "no address known for this node".into(),
@@ -237,6 +301,11 @@ impl PartitionCalls for PeerClient {
         call: &'a PartitionCall,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
         Box::pin(async move {
+            if self.faults.is_cut(node) {
+                return Err(ServerError::Unavailable(format!(
+                    "node {node}: link cut (fault injection)"
+                )));
+            }
             let base = self.peers.get(&node).ok_or_else(|| {
                 ServerError::Unavailable(format!("no address known for node {node}"))
             })?;

@@ -27,7 +27,7 @@ use crate::collection::local::LocalHost;
 use crate::collection::PartitionHost;
 use crate::config::{Config, Role};
 use crate::http::client::HttpTransport;
-use crate::http::peer::PeerClient;
+use crate::http::peer::{Faults, PeerClient};
 use crate::node::host::NodeHost;
 use crate::node::Node;
 
@@ -43,6 +43,8 @@ pub struct Wiring {
     pub cluster: Option<Arc<Cluster>>,
     /// A peer node, whose internal API gets a listener of its own.
     pub node: Option<Arc<Node>>,
+    /// A peer node's links cut on purpose (tests only).
+    pub faults: Arc<Faults>,
 }
 
 /// Runs the configured role until SIGINT or SIGTERM.
@@ -53,6 +55,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         trainers: trainers.clone(),
     };
     let mut node = None;
+    let mut faults = Faults::new(false);
     let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
         match config.cluster.role {
             Role::Standalone => (Arc::new(local), false, None),
@@ -65,7 +68,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 (Arc::new(host), false, Some(cluster))
             }
             Role::Node => {
-                let peers = Arc::new(PeerClient::new(&config.cluster)?);
+                faults = Faults::new(config.cluster.fault_injection);
+                let peers = Arc::new(PeerClient::new(&config.cluster, faults.clone())?);
                 let started =
                     Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
                 node = Some(started.clone());
@@ -86,6 +90,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         shard_api,
         cluster,
         node,
+        faults,
     };
     serve::serve(config, wiring).await
 }

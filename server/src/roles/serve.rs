@@ -23,6 +23,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         shard_api,
         cluster,
         node,
+        faults,
     } = wiring;
     let listener = tokio::net::TcpListener::bind(config.http_addr())
         .await
@@ -41,7 +42,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let app = router(state.clone());
     let internal = match &node {
         Some(node) => {
-            let internal = serve_internal(&config, node).await?;
+            let internal = serve_internal(&config, node, faults).await?;
             node.register(format!("http://{addr}"));
             Some(internal)
         }
@@ -99,12 +100,13 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 async fn serve_internal(
     config: &Config,
     node: &Arc<Node>,
+    faults: Arc<crate::http::peer::Faults>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(&config.cluster.internal_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.cluster.internal_addr))?;
     tracing::info!(addr = %listener.local_addr()?, "internal API listening");
-    let app = crate::http::peer::router(node.clone(), config.cluster.secret.expose());
+    let app = crate::http::peer::router(node.clone(), config.cluster.secret.expose(), faults);
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "internal API failed");

@@ -1,14 +1,16 @@
 //! The randomized fault test of issue #22 on peer nodes: five nodes, one collection with three
 //! replicas, client threads upserting unique values and deleting, while a nemesis SIGKILLs and
-//! restarts nodes and freezes them (SIGSTOP/SIGCONT). After healing, the history is checked:
+//! restarts nodes, freezes them (SIGSTOP/SIGCONT), cuts a node's links to others, and
+//! isolates the partition's leader from its followers while clients still reach it (the
+//! fencing test: a leader cut off from its majority must not acknowledge a write, and any it
+//! did would show up below as a lost write). After healing, the history is checked:
 //! every acknowledged write is there with its last acknowledged value (or a later write whose
 //! outcome is unknown), nothing acknowledged as deleted is back, every replica holds the same
 //! points, and no read failed (the nemesis never takes down two nodes at once, so every
 //! partition keeps its quorum).
 //!
 //! Seeded and bounded: `CAIRN_NEMESIS_SEED` (default 22) and `CAIRN_NEMESIS_SECS` (default 90)
-//! for longer runs. Not yet in the nemesis: cutting links between pairs of nodes (the internal
-//! API's fault table is still to come, #22).
+//! for longer runs. Links are cut through each node's `PUT /internal/faults` (tests only).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use super::harness::Server;
-use super::peers::{agreed_leader, start_n_nodes, wait_count, wait_for_records};
+use super::peers::{agreed_leader, start_n_nodes, wait_count, wait_for_records, SECRET};
 
 const NODES: usize = 5;
 const WORKERS: u64 = 4;
@@ -87,7 +89,11 @@ fn randomized_faults_lose_no_acknowledged_write() {
     let seed = env_u64("CAIRN_NEMESIS_SEED", 22);
     let secs = env_u64("CAIRN_NEMESIS_SECS", 90);
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_n_nodes(root.path(), NODES, &[]);
+    let mut nodes = start_n_nodes(
+        root.path(),
+        NODES,
+        &[("CAIRN__CLUSTER__FAULT_INJECTION", "true")],
+    );
     let all: Vec<&Server> = nodes.iter().collect();
     agreed_leader(&all, &[1, 2, 3, 4, 5]);
     wait_for_records(&all, &nodes);
@@ -180,24 +186,75 @@ fn randomized_faults_lose_no_acknowledged_write() {
         })
         .collect();
 
-    // The nemesis: one node at a time, killed and restarted, or frozen and thawed.
+    // The nemesis: one node at a time, killed and restarted, frozen and thawed, cut from some
+    // peers, or (when it leads the partition) cut from all of them.
+    let internal: Vec<String> = (1..=NODES)
+        .map(|id| {
+            nodes[0].ok("GET", "/cluster", None)["peers"][id.to_string()]["uri"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let faults = reqwest::blocking::Client::new();
+    let cut = |victim: usize, from: &[usize]| {
+        let ids: Vec<usize> = from.iter().map(|i| i + 1).collect();
+        let answer = faults
+            .put(format!("{}/internal/faults", internal[victim]))
+            .header("x-cairn-cluster-key", SECRET)
+            .json(&json!({ "cut": ids }))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+    };
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let mut actions = Vec::new();
     while started.elapsed() < Duration::from_secs(secs) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(1500..3500)));
-        let victim = rng.gen_range(0..NODES);
+        let mut victim = rng.gen_range(0..NODES);
         let pause = Duration::from_millis(rng.gen_range(500..3000));
-        if rng.gen_bool(0.5) {
-            actions.push(format!("kill node {}", victim + 1));
-            nodes[victim].kill9();
-            std::thread::sleep(pause);
-            nodes[victim].restart();
-        } else {
-            actions.push(format!("freeze node {} for {pause:?}", victim + 1));
-            nodes[victim].freeze(true);
-            std::thread::sleep(pause);
-            nodes[victim].freeze(false);
+        match rng.gen_range(0..4) {
+            0 => {
+                actions.push(format!("kill node {}", victim + 1));
+                nodes[victim].kill9();
+                std::thread::sleep(pause);
+                nodes[victim].restart();
+            }
+            1 => {
+                actions.push(format!("freeze node {} for {pause:?}", victim + 1));
+                nodes[victim].freeze(true);
+                std::thread::sleep(pause);
+                nodes[victim].freeze(false);
+            }
+            2 => {
+                let others: Vec<usize> = (0..NODES).filter(|o| *o != victim).collect();
+                let from = [
+                    others[rng.gen_range(0..others.len())],
+                    others[rng.gen_range(0..others.len())],
+                ];
+                actions.push(format!(
+                    "cut node {} from {:?} for {pause:?}",
+                    victim + 1,
+                    from.map(|f| f + 1)
+                ));
+                cut(victim, &from);
+                std::thread::sleep(pause);
+                cut(victim, &[]);
+            }
+            _ => {
+                if let Some(leader) = partition_leader(&nodes) {
+                    victim = leader;
+                }
+                let others: Vec<usize> = (0..NODES).filter(|o| *o != victim).collect();
+                actions.push(format!(
+                    "isolate node {} (the partition's leader) for {pause:?}",
+                    victim + 1
+                ));
+                cut(victim, &others);
+                std::thread::sleep(pause + Duration::from_secs(2));
+                cut(victim, &[]);
+            }
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -235,26 +292,23 @@ fn randomized_faults_lose_no_acknowledged_write() {
         for (_, outcome) in ops {
             *counts.entry(format!("{outcome:?}")).or_insert(0u64) += 1;
         }
+        // What the id may hold now: the result of its last acknowledged op, or of any op whose
+        // outcome is unknown. An unknown op stays open for ever (its entry may sit in a log and
+        // commit later), so it may land after ops acknowledged after it (Jepsen's reading).
         let last_ok = ops.iter().rposition(|(_, o)| *o == Outcome::Ok);
-        // What the id may hold now: the result of its last acknowledged op, or of any op
-        // after it whose outcome is unknown (absent = None).
-        let mut allowed: Vec<Option<u64>> = Vec::new();
-        match last_ok {
-            Some(i) => allowed.push(result(&ops[i].0)),
-            None => allowed.push(None),
-        }
-        let after = last_ok.map_or(0, |i| i + 1);
-        for (op, outcome) in &ops[after..] {
+        let mut allowed: Vec<Option<u64>> = vec![last_ok.and_then(|i| result(&ops[i].0))];
+        for (op, outcome) in ops {
             if *outcome == Outcome::Unknown {
                 allowed.push(result(op));
             }
         }
-        // Before the last acknowledged op, unknown ones may also have landed and been
-        // overwritten; they do not change what the end state may be.
         let found = held.get(id).copied();
         if !allowed.contains(&found) {
             violations.push(format!("id {id}: holds {found:?}, allowed {allowed:?}"));
         }
+    }
+    for id in held.keys().filter(|id| !history.contains_key(id)) {
+        violations.push(format!("id {id} was never written, yet it is there"));
     }
     eprintln!(
         "nemesis (seed {seed}, {secs} s): {} actions {actions:?}; operations {counts:?}; {} reads failed",
@@ -278,6 +332,29 @@ fn randomized_faults_lose_no_acknowledged_write() {
         counts.get("Ok").copied().unwrap_or(0) > 50,
         "too few acknowledged writes: {counts:?}"
     );
+}
+
+/// The node (index) whose replica leads the collection's partition, as the replicas see it.
+fn partition_leader(nodes: &[Server]) -> Option<usize> {
+    let mut best: Option<(u64, u64)> = None;
+    for node in nodes {
+        let (status, body) = node.call("GET", "/collections/n/cluster", None);
+        if status != 200 {
+            continue;
+        }
+        for replica in body["result"]["replicas"][0]["replicas"].as_array()? {
+            if let (Some("Leader"), Some(term), Some(peer)) = (
+                replica["role"].as_str(),
+                replica["term"].as_u64(),
+                replica["peer_id"].as_u64(),
+            ) {
+                if best.is_none_or(|(t, _)| term > t) {
+                    best = Some((term, peer));
+                }
+            }
+        }
+    }
+    best.and_then(|(_, peer)| usize::try_from(peer).ok()?.checked_sub(1))
 }
 
 fn result(op: &Op) -> Option<u64> {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::harness::Server;
 
-const SECRET: &str = "test-cluster-secret";
+pub(super) const SECRET: &str = "test-cluster-secret";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
