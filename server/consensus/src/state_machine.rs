@@ -287,10 +287,12 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
         let store = self.inner.store.clone();
         let applied = encode(&Some(last));
         let membership = membership.as_ref().map(encode);
-        let commands = Arc::new(commands);
-        let to_write = commands.clone();
+        let this = self.clone();
+        // The observer runs here too, off the async workers: handing entries to a partition's
+        // applier may block while its queue is full (a vacuum rebuilding the index), and a
+        // blocked worker would stall every other group's heartbeats.
         blocking(ErrorSubject::Apply(last), ErrorVerb::Write, move || {
-            let ops: Vec<(u64, WriteOp)> = to_write
+            let ops: Vec<(u64, WriteOp)> = commands
                 .iter()
                 .map(|(index, command)| (*index, command.to_write_op(*index)))
                 .collect();
@@ -299,12 +301,13 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
             if let Some(m) = &membership {
                 meta.push((MEMBERSHIP, m));
             }
-            store.write_many(&op_refs, &meta, false)
+            store.write_many(&op_refs, &meta, false)?;
+            for (index, command) in &commands {
+                this.inner.observer.applied(*index, command);
+            }
+            Ok::<(), cairn_storage::StorageError>(())
         })
         .await?;
-        for (index, command) in commands.iter() {
-            self.inner.observer.applied(*index, command);
-        }
         Ok(replies)
     }
 
