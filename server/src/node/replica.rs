@@ -325,7 +325,16 @@ mod tests {
         replica.partition().wait_applied(last).await.unwrap();
         assert_eq!(replica.partition().points(), 18);
         assert_eq!(replica.partition().last_seq(), last);
-        assert_eq!(replica.status().applied, last);
+        // The group publishes its metrics a moment after the write returns.
+        let started = std::time::Instant::now();
+        while replica.status().applied != last {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                replica.status()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         replica.close().await;
         drop(replica);
 
