@@ -423,6 +423,10 @@ pub struct ReplicaInfo {
     /// the last one the leader knows it holds; absent when unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<u64>,
+    /// Peer nodes, the answering node's own replica: the last log index it has discarded
+    /// behind a snapshot (a replica that needs an earlier entry gets the snapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purged: Option<u64>,
 }
 
 /// One entry of `GET /collections`.
@@ -548,4 +552,47 @@ mod tests {
             json!({"vectors": {"size": 4, "distance": "Cosine"}})
         );
     }
+}
+
+/// `POST /collections/{c}/cluster`: one change to where a partition's replicas are (Qdrant's
+/// cluster operations; its `shard_id` is Cairn's partition). The change is recorded at once
+/// and carried out in the background; `GET /collections/{c}/cluster` shows it under way in
+/// `shard_transfers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClusterOperation {
+    /// Add a replica on `to_peer_id`, then remove the one on `from_peer_id`.
+    MoveShard(ShardTransfer),
+    /// Add a replica on `to_peer_id`.
+    ReplicateShard(ShardTransfer),
+    /// Remove the replica on `peer_id`.
+    DropReplica(DropReplica),
+}
+
+/// A partition's replica going from one node to another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardTransfer {
+    /// The partition.
+    pub shard_id: u32,
+    /// The node giving a replica up (a move), or the one copied from (a replication: any
+    /// replica serves the copy here, so it only has to hold one).
+    pub from_peer_id: u64,
+    /// The node receiving a replica.
+    pub to_peer_id: u64,
+    /// Qdrant's transfer method (`stream_records`, `snapshot`, `wal_delta`): accepted and not
+    /// used. A new replica here always gets the partition's Raft log, or a snapshot when the
+    /// log no longer reaches back; the result is the same replica either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+/// A replica to remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DropReplica {
+    /// The partition.
+    pub shard_id: u32,
+    /// The node whose replica goes.
+    pub peer_id: u64,
 }

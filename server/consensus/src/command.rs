@@ -12,6 +12,18 @@ pub enum PartitionCommand {
     Upsert(Vec<Row>),
     /// Remove these keys (absent keys are fine).
     Delete(Vec<Vec<u8>>),
+    /// Insert or replace `rows` only if, when the entry is applied, every key of `expect` is
+    /// at the version given (0: absent); otherwise the entry changes nothing and answers
+    /// [`Applied::held`] false. Compare-and-set, for rows that more than one node edits (a
+    /// partition's placement in the cluster's metadata): an edit made from a stale read is
+    /// refused instead of undoing the edit it did not see. Decided at apply time, in log
+    /// order, so every replica decides the same.
+    UpsertIf {
+        /// Each key and the version it must be at.
+        expect: Vec<(Vec<u8>, u64)>,
+        /// What to write if it is.
+        rows: Vec<Row>,
+    },
 }
 
 /// One point of an upsert.
@@ -31,6 +43,10 @@ pub struct Row {
 pub struct Applied {
     /// The entry's log index.
     pub index: u64,
+    /// Whether the entry was written: false only for an [`PartitionCommand::UpsertIf`] whose
+    /// condition did not hold. A retried attempt whose first answer was lost may find its own
+    /// earlier write and answer false; a caller re-reads and decides again.
+    pub held: bool,
 }
 
 impl PartitionCommand {
@@ -38,20 +54,22 @@ impl PartitionCommand {
     /// version).
     pub(crate) fn to_write_op(&self, index: u64) -> WriteOp {
         match self {
-            PartitionCommand::Upsert(rows) => WriteOp::Upsert(
-                rows.iter()
-                    .map(|row| {
-                        (
-                            row.key.clone(),
-                            StoredPoint {
-                                version: index,
-                                vector: row.vector.clone(),
-                                payload: row.payload.clone(),
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
+            PartitionCommand::Upsert(rows) | PartitionCommand::UpsertIf { rows, .. } => {
+                WriteOp::Upsert(
+                    rows.iter()
+                        .map(|row| {
+                            (
+                                row.key.clone(),
+                                StoredPoint {
+                                    version: index,
+                                    vector: row.vector.clone(),
+                                    payload: row.payload.clone(),
+                                },
+                            )
+                        })
+                        .collect(),
+                )
+            }
             PartitionCommand::Delete(keys) => WriteOp::Delete(keys.clone()),
         }
     }

@@ -212,6 +212,8 @@ pub struct GroupStatus {
     pub applied: u64,
     /// The last log index held here.
     pub last_log: u64,
+    /// The last log index discarded here behind a snapshot (0: none).
+    pub purged: u64,
     /// The leader, if known.
     pub leader: Option<ReplicaId>,
     /// This replica's role.
@@ -263,6 +265,9 @@ impl Group {
             max_in_snapshot_log_to_keep: log.keep,
             // A replica further behind than a snapshot's distance takes the snapshot.
             replication_lag_threshold: log.snapshot_every,
+            // Per snapshot chunk (4 MiB, fsynced by the receiver): openraft's 200 ms default
+            // would time out chunks on a busy disk and restart the transfer.
+            install_snapshot_timeout: 30_000,
             ..Config::default()
         }
         .validate()
@@ -366,6 +371,49 @@ impl Group {
             .map_err(|e| self.failed(e))
     }
 
+    /// On the leader: starts replicating to `replica` on `addr` as a learner (it does not vote)
+    /// and returns at once; [`GroupStatus::matched`] shows it catching up, from the log or
+    /// by a snapshot. Adding a member twice is harmless.
+    pub async fn add_learner(
+        &self,
+        replica: ReplicaId,
+        addr: ReplicaAddr,
+    ) -> Result<(), GroupError> {
+        self.raft
+            .add_learner(replica, addr, false)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+
+    /// On the leader: makes `voters` the group's voting members (each already a member),
+    /// through a joint configuration, so a majority of both the old and the new voters agree
+    /// at every step; members left out are removed, learners not named stay learners. Returns
+    /// once the new configuration is committed: a removed replica may then be stopped.
+    pub async fn change_voters(
+        &self,
+        voters: std::collections::BTreeSet<ReplicaId>,
+    ) -> Result<(), GroupError> {
+        self.raft
+            .change_membership(openraft::ChangeMembers::ReplaceAllVoters(voters), false)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+
+    /// On the leader: removes learners that are no longer wanted (a replica whose move was
+    /// abandoned before it was promoted).
+    pub async fn remove_learners(
+        &self,
+        learners: std::collections::BTreeSet<ReplicaId>,
+    ) -> Result<(), GroupError> {
+        self.raft
+            .change_membership(openraft::ChangeMembers::RemoveNodes(learners), false)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
+    }
+
     /// This replica's view of its group.
     pub fn status(&self) -> GroupStatus {
         let metrics = self.raft.metrics().borrow().clone();
@@ -374,6 +422,7 @@ impl Group {
             term: metrics.current_term,
             applied: metrics.last_applied.map_or(0, |id| id.index),
             last_log: metrics.last_log_index.unwrap_or(0),
+            purged: metrics.purged.map_or(0, |id| id.index),
             leader: metrics.current_leader,
             role: match metrics.state {
                 ServerState::Leader => Role::Leader,

@@ -104,13 +104,17 @@ impl Groups {
                 let request: VoteRequest<ReplicaId> = bincode::deserialize(body).map_err(bad)?;
                 encode(&hosted.raft.vote(request).await)
             }
+            // File work (fsyncs, CRCs over whole files) runs off the async workers, which
+            // carry every group's heartbeats.
             Rpc::SnapshotBegin => {
                 let begin: SnapshotBegin = bincode::deserialize(body).map_err(bad)?;
-                encode(&begin_transfer(&hosted.snapshots, &begin).map_err(|e| e.to_string()))
+                let snapshots = hosted.snapshots.clone();
+                encode(&off_workers(move || begin_transfer(&snapshots, &begin)).await)
             }
             Rpc::SnapshotChunk => {
                 let chunk: SnapshotChunk = bincode::deserialize(body).map_err(bad)?;
-                encode(&write_chunk(&hosted.snapshots, &chunk).map_err(|e| e.to_string()))
+                let snapshots = hosted.snapshots.clone();
+                encode(&off_workers(move || write_chunk(&snapshots, &chunk)).await)
             }
             Rpc::SnapshotFinish => {
                 let finish: SnapshotFinish = bincode::deserialize(body).map_err(bad)?;
@@ -121,6 +125,16 @@ impl Groups {
                 encode(&crate::group::write_here(&hosted.raft, command).await)
             }
         })
+    }
+}
+
+/// Runs file work on a blocking thread; answers its error as text, as the wire carries it.
+async fn off_workers<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -137,6 +151,7 @@ fn incoming(snapshots: &Path, id: &str) -> std::io::Result<PathBuf> {
 
 /// Opens a transfer: removes other transfers' pieces, answers what is held of this one.
 fn begin_transfer(snapshots: &Path, begin: &SnapshotBegin) -> std::io::Result<Vec<(String, u64)>> {
+    begin.manifest.check_names()?;
     let dir = incoming(snapshots, &begin.manifest.meta.snapshot_id)?;
     fs_err::create_dir_all(&dir)?;
     for entry in fs_err::read_dir(snapshots)? {
@@ -158,7 +173,7 @@ fn begin_transfer(snapshots: &Path, begin: &SnapshotBegin) -> std::io::Result<Ve
 /// Writes one chunk at its offset; answers the file's new length.
 fn write_chunk(snapshots: &Path, chunk: &SnapshotChunk) -> std::io::Result<u64> {
     let dir = incoming(snapshots, &chunk.snapshot_id)?;
-    if chunk.file.contains(['/', '\\']) || chunk.file.starts_with('.') {
+    if !snapshot::is_file_name(&chunk.file) {
         return Err(std::io::Error::other(format!(
             "`{}` is not a snapshot file name",
             chunk.file
@@ -184,9 +199,16 @@ async fn finish_transfer(
     hosted: &Hosted,
     finish: SnapshotFinish,
 ) -> Result<openraft::raft::SnapshotResponse<ReplicaId>, Fatal<ReplicaId>> {
-    let dir = incoming(&hosted.snapshots, &finish.manifest.meta.snapshot_id)
-        .and_then(|dir| snapshot::check_files(&dir, &finish.manifest).map(|()| dir))
-        .and_then(|dir| finish.manifest.write(&dir).map(|()| dir));
+    let (snapshots, manifest) = (hosted.snapshots.clone(), finish.manifest.clone());
+    let dir = tokio::task::spawn_blocking(move || {
+        manifest.check_names()?;
+        let dir = incoming(&snapshots, &manifest.meta.snapshot_id)?;
+        snapshot::check_files(&dir, &manifest)?;
+        manifest.write(&dir)?;
+        Ok::<_, std::io::Error>(dir)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
     let dir = match dir {
         Ok(dir) => dir,
         Err(e) => {

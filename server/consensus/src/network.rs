@@ -335,15 +335,16 @@ impl<T: Transport> Link<T> {
             }
         }
         let finish = SnapshotFinish { vote, manifest };
-        // Installing swaps files and reloads the partition: it may take longer than a chunk.
-        self.send(
-            Rpc::SnapshotFinish,
-            &finish,
-            timeout.max(Duration::from_secs(60)),
-        )
-        .await
+        // Installing swaps files and reloads the partition (an index rebuild when the snapshot
+        // carries no index file): far longer than a chunk. A leader that gave up early would
+        // send the whole snapshot again.
+        self.send(Rpc::SnapshotFinish, &finish, timeout.max(INSTALL_TIMEOUT))
+            .await
     }
 }
+
+/// How long a leader waits for a replica to install a snapshot it sent.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl<T: Transport> RaftNetwork<PartTypes> for Link<T> {
     async fn append_entries(

@@ -42,7 +42,26 @@ impl Manifest {
     /// Reads the manifest of the snapshot in `dir`.
     pub fn read(dir: &Path) -> std::io::Result<Self> {
         let bytes = fs_err::read(dir.join(MANIFEST))?;
-        serde_json::from_slice(&bytes).map_err(std::io::Error::other)
+        let manifest: Self = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+        manifest.check_names()?;
+        Ok(manifest)
+    }
+
+    /// Refuses a manifest naming a file outside its directory. Manifests come from peers, and
+    /// the names are joined to local paths to read, remove and ingest files.
+    pub fn check_names(&self) -> std::io::Result<()> {
+        match self
+            .state
+            .iter()
+            .chain(&self.extras)
+            .find(|file| !is_file_name(&file.name))
+        {
+            Some(file) => Err(std::io::Error::other(format!(
+                "`{}` is not a snapshot file name",
+                file.name
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Writes the manifest into `dir`, atomically and durably: a crash leaves either no
@@ -63,14 +82,32 @@ impl Manifest {
     }
 }
 
-/// Size and CRC-32 of a file the partition adds to a snapshot, as a manifest lists it.
+/// Whether `name` is a plain file name: not empty, no directory separator, not hidden (so
+/// neither `.` nor `..`).
+pub fn is_file_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '\\']) && !name.starts_with('.')
+}
+
+/// Size and CRC-32 of a file the partition adds to a snapshot, as a manifest lists it (read in
+/// pieces: table files run to a gigabyte).
 pub fn extra_file(dir: &Path, name: &str) -> std::io::Result<StateFile> {
-    let bytes = fs_err::read(dir.join(name))?;
+    let mut file = fs_err::File::open(dir.join(name))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = std::io::Read::read(&mut file, &mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        bytes += n as u64;
+    }
     Ok(StateFile {
         family: "extra".to_owned(),
         name: name.to_owned(),
-        bytes: bytes.len() as u64,
-        crc32: crc32fast::hash(&bytes),
+        bytes,
+        crc32: hasher.finalize(),
     })
 }
 
@@ -96,7 +133,8 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// The newest complete snapshot under `root`; every other directory there (older snapshots,
-/// incomplete ones) is removed, except transfers being received.
+/// incomplete ones) is removed, except transfers being received. Callers hold the state
+/// machine's snapshot lock, so no build is under way in a scratch directory.
 pub fn newest(root: &Path) -> std::io::Result<Option<(PathBuf, Manifest)>> {
     if !root.is_dir() {
         return Ok(None);

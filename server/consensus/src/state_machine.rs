@@ -8,9 +8,12 @@
 //!
 //! Snapshots are built from a point-in-time view of the state (no lock on writers) and
 //! installed by swapping the state's table files in; see `snapshot.rs` for the layout. An
-//! install that a crash interrupts leaves an `installing` record behind; on the next open the
-//! half-replaced state is cleared, `applied` becomes none, and the leader sends the snapshot
-//! again.
+//! install that a crash interrupts leaves an `installing` record naming the snapshot, whose
+//! directory is complete and synced before the record is written; the next open installs it
+//! again from there. (openraft purges the log up to the snapshot as soon as it hands the
+//! install over, so the state must never fall back behind it: clearing the state instead
+//! would leave entries to apply that no log holds.) Building and installing snapshots take one
+//! lock, so neither sees the other's directories half made.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,6 +80,9 @@ struct Inner<O> {
     current: Mutex<Option<(PathBuf, Manifest)>>,
     /// Makes snapshot ids and scratch directory names unique.
     nonce: AtomicU64,
+    /// Held by a snapshot build and an install for their whole length (openraft runs builds
+    /// in a task of their own, beside applies and installs).
+    snapshot_lock: Mutex<()>,
 }
 
 /// A replica's state machine: cheap to clone (clones share everything), which is also how
@@ -96,17 +102,30 @@ impl<O: Observer> Clone for StateMachine<O> {
 impl<O: Observer> StateMachine<O> {
     /// The state machine of the partition whose store is `store` (opened with `replicated`)
     /// and whose directory is `dir` (snapshots go to `dir/snapshots`). Finishes what a crash
-    /// interrupted: an install that did not complete clears the state.
+    /// interrupted: an install that did not complete is done again from its snapshot (the
+    /// observer is told as for any install).
     pub fn open(store: Arc<PartitionStore>, dir: &Path, observer: O) -> std::io::Result<Self> {
         let snapshots = dir.join("snapshots");
         fs_err::create_dir_all(&snapshots)?;
-        if store
+        let interrupted = store
             .log_record(INSTALLING)
-            .map_err(std::io::Error::other)?
-            .is_some()
-        {
-            tracing::warn!(dir = %dir.display(), "an interrupted snapshot install: clearing the state");
-            store.clear_state().map_err(std::io::Error::other)?;
+            .map_err(std::io::Error::other)?;
+        if let Some(id) = interrupted {
+            let id = String::from_utf8_lossy(&id).into_owned();
+            let path = snapshots.join(&id);
+            let manifest = Manifest::read(&path).map_err(|e| {
+                std::io::Error::other(format!(
+                    "an install of snapshot {id} was interrupted and the snapshot cannot be read \
+                     ({e}); this replica's state is incomplete: remove its folder so that it \
+                     is replaced"
+                ))
+            })?;
+            tracing::warn!(dir = %dir.display(), snapshot = id, "an interrupted snapshot install: installing it again");
+            observer.before_replace();
+            store
+                .replace_state(&path, &manifest.state)
+                .map_err(std::io::Error::other)?;
+            observer.state_replaced(&path)?;
             store
                 .put_log_record(INSTALLING, None)
                 .map_err(std::io::Error::other)?;
@@ -122,6 +141,7 @@ impl<O: Observer> StateMachine<O> {
                 observer,
                 current: Mutex::new(current),
                 nonce: AtomicU64::new(nonce),
+                snapshot_lock: Mutex::new(()),
             }),
         })
     }
@@ -158,10 +178,19 @@ impl<O: Observer> StateMachine<O> {
         }
     }
 
-    /// Makes `(path, manifest)` the current snapshot and removes every other one.
+    /// Makes `(path, manifest)` the current snapshot unless a newer one is (then `path` goes),
+    /// and removes every other one. The caller holds the snapshot lock.
     fn set_current(&self, path: PathBuf, manifest: Manifest) -> std::io::Result<()> {
-        *self.inner.current.lock() = Some((path, manifest));
-        // `newest` keeps the newest complete snapshot, which is the one just set.
+        {
+            let mut current = self.inner.current.lock();
+            let newer = current
+                .as_ref()
+                .is_none_or(|(_, m)| manifest.meta.last_log_id > m.meta.last_log_id);
+            if newer {
+                *current = Some((path, manifest));
+            }
+        }
+        // `newest` keeps the newest complete snapshot: the current one.
         snapshot::newest(&self.inner.snapshots).map(|_| ())
     }
 }
@@ -178,6 +207,7 @@ impl<O: Observer> RaftSnapshotBuilder<PartTypes> for StateMachine<O> {
             ErrorSubject::Snapshot(None),
             ErrorVerb::Write,
             move || -> std::io::Result<(PathBuf, Manifest)> {
+                let _building = this.inner.snapshot_lock.lock();
                 fs_err::create_dir_all(&scratch)?;
                 // The partition's own files first, the state's view second: the index file
                 // then reflects an index at or before the view's, and the view's op log holds
@@ -265,7 +295,7 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
         I: IntoIterator<Item = Entry<PartTypes>> + Send,
         I::IntoIter: Send,
     {
-        let mut replies = Vec::new();
+        let mut indexes = Vec::new();
         let mut commands: Vec<(u64, PartitionCommand)> = Vec::new();
         let mut last: Option<LogId<ReplicaId>> = None;
         let mut membership = None;
@@ -279,10 +309,10 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
                     membership = Some(StoredMembership::new(Some(entry.log_id), m));
                 }
             }
-            replies.push(Applied { index });
+            indexes.push(index);
         }
         let Some(last) = last else {
-            return Ok(replies);
+            return Ok(Vec::new());
         };
         let store = self.inner.store.clone();
         let applied = encode(&Some(last));
@@ -291,9 +321,11 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
         // The observer runs here too, off the async workers: handing entries to a partition's
         // applier may block while its queue is full (a vacuum rebuilding the index), and a
         // blocked worker would stall every other group's heartbeats.
-        blocking(ErrorSubject::Apply(last), ErrorVerb::Write, move || {
+        let refused = blocking(ErrorSubject::Apply(last), ErrorVerb::Write, move || {
+            let refused = guards_refused(&store, &commands)?;
             let ops: Vec<(u64, WriteOp)> = commands
                 .iter()
+                .filter(|(index, _)| !refused.contains(index))
                 .map(|(index, command)| (*index, command.to_write_op(*index)))
                 .collect();
             let op_refs: Vec<(u64, &WriteOp)> = ops.iter().map(|(i, op)| (*i, op)).collect();
@@ -303,12 +335,20 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
             }
             store.write_many(&op_refs, &meta, false)?;
             for (index, command) in &commands {
-                this.inner.observer.applied(*index, command);
+                if !refused.contains(index) {
+                    this.inner.observer.applied(*index, command);
+                }
             }
-            Ok::<(), cairn_storage::StorageError>(())
+            Ok::<_, cairn_storage::StorageError>(refused)
         })
         .await?;
-        Ok(replies)
+        Ok(indexes
+            .into_iter()
+            .map(|index| Applied {
+                index,
+                held: !refused.contains(&index),
+            })
+            .collect())
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
@@ -357,6 +397,7 @@ impl<O: Observer> StateMachine<O> {
         meta: &SnapshotMeta<ReplicaId, ReplicaAddr>,
         from: &Path,
     ) -> std::io::Result<()> {
+        let _installing = self.inner.snapshot_lock.lock();
         let manifest = Manifest::read(from)?;
         if manifest.meta != *meta {
             return Err(std::io::Error::other(format!(
@@ -407,4 +448,46 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         fs_err::copy(entry.path(), scratch.join(entry.file_name()))?;
     }
     fs_err::rename(&scratch, to)
+}
+
+/// The indexes of the guarded entries among `commands` whose condition does not hold, judged
+/// in log order: against the store, and against the entries before them in the same batch
+/// (not written yet).
+fn guards_refused(
+    store: &PartitionStore,
+    commands: &[(u64, PartitionCommand)],
+) -> Result<std::collections::BTreeSet<u64>, cairn_storage::StorageError> {
+    let mut refused = std::collections::BTreeSet::new();
+    // Keys written earlier in this batch, and their versions (0: deleted).
+    let mut pending: std::collections::HashMap<&[u8], u64> = std::collections::HashMap::new();
+    for (index, command) in commands {
+        let rows = match command {
+            PartitionCommand::UpsertIf { expect, rows } => {
+                let mut held = true;
+                for (key, version) in expect {
+                    let current = match pending.get(key.as_slice()) {
+                        Some(version) => *version,
+                        None => store.get(key)?.map_or(0, |point| point.version),
+                    };
+                    held &= current == *version;
+                }
+                if !held {
+                    refused.insert(*index);
+                    continue;
+                }
+                rows
+            }
+            PartitionCommand::Upsert(rows) => rows,
+            PartitionCommand::Delete(keys) => {
+                for key in keys {
+                    pending.insert(key, 0);
+                }
+                continue;
+            }
+        };
+        for row in rows {
+            pending.insert(&row.key, *index);
+        }
+    }
+    Ok(refused)
 }

@@ -218,6 +218,7 @@ impl RemotePartition {
                     role: None,
                     term: None,
                     applied: None,
+                    purged: None,
                 }
             })
             .collect()

@@ -103,9 +103,15 @@ pub trait PartitionHandle: Send + Sync {
         None
     }
 
+    /// Whether the partition's calls leave this process (then a query asks several such
+    /// partitions in parallel).
+    fn is_remote(&self) -> bool {
+        self.local().is_none()
+    }
+
     /// How a local partition's index came back at start-up (`None`: it loads elsewhere).
-    fn load_report(&self) -> Option<&LoadReport> {
-        self.local().map(Partition::load_report)
+    fn load_report(&self) -> Option<LoadReport> {
+        self.local().map(|p| p.load_report().clone())
     }
 
     /// Index searches run in this process and their total seconds (none for a remote

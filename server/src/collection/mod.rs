@@ -196,7 +196,7 @@ impl Collection {
         let Some(first) = locals.next() else {
             return LoadReport::default();
         };
-        let mut total = first.clone();
+        let mut total = first;
         for r in locals {
             if r.index_source != total.index_source {
                 total.index_source = "mixed".into();

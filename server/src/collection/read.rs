@@ -111,7 +111,7 @@ impl Collection {
         let hedge = fan_out.hedge;
         // Remote partitions are asked in parallel; local ones one after another (threads
         // would only add their start-up cost to work sharing the same cores).
-        let answers: Vec<Result<_>> = if self.partitions.iter().any(|p| p.local().is_none()) {
+        let answers: Vec<Result<_>> = if self.partitions.iter().any(|p| p.is_remote()) {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = route
                     .touched

@@ -5,8 +5,8 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo, CollectionParams,
-    CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig,
+    ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo,
+    CollectionParams, CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig,
     RefuseUnsupported, VectorParams, WalConfig,
 };
 use cairn_index::IndexParams;
@@ -14,7 +14,8 @@ use cairn_index::IndexParams;
 use super::json::ApiJson;
 use super::{blocking, ok, State};
 use crate::collection::{Collection, PartitionHealth};
-use crate::error::Result;
+use crate::error::{Result, ServerError};
+use crate::node::placement::Move;
 
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
     let t = Instant::now();
@@ -69,6 +70,10 @@ pub(super) async fn cluster_info(
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
     let peer_id = state.node.as_ref().map_or(0, |n| n.id());
+    let transfers = match &state.node {
+        Some(node) => node.transfers(&name)?,
+        None => Vec::new(),
+    };
     let info = blocking(move || {
         let mut local = Vec::new();
         let mut remote = Vec::new();
@@ -103,12 +108,49 @@ pub(super) async fn cluster_info(
             "shard_count": collection.partitions().len(),
             "local_shards": local,
             "remote_shards": remote,
-            "shard_transfers": [],
+            "shard_transfers": transfers,
             "replicas": replicas,
         }))
     })
     .await?;
     Ok(ok(info, t))
+}
+
+/// `POST /collections/{c}/cluster`: moves a partition's replica, adds one or drops one
+/// (Qdrant's `move_shard`, `replicate_shard`, `drop_replica`), on a peer node. Answers once
+/// the change is recorded in the cluster's metadata; it is carried out in the background.
+pub(super) async fn cluster_update(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(operation): ApiJson<ClusterOperation>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let node = state.node.clone().ok_or_else(|| {
+        ServerError::InvalidRequest(
+            "cluster operations need a peer node (`cluster.role = \"node\"`)".into(),
+        )
+    })?;
+    let collection = state.catalog()?.get(&name)?;
+    let (shard, edit) = match operation {
+        ClusterOperation::MoveShard(t) => (
+            t.shard_id,
+            Move::Move {
+                from: t.from_peer_id,
+                to: t.to_peer_id,
+            },
+        ),
+        ClusterOperation::ReplicateShard(t) => (t.shard_id, Move::Replicate { to: t.to_peer_id }),
+        ClusterOperation::DropReplica(d) => (d.shard_id, Move::Drop { node: d.peer_id }),
+    };
+    let partition = shard as usize;
+    if partition >= collection.partitions().len() {
+        return Err(ServerError::InvalidRequest(format!(
+            "collection `{name}` has no shard {shard} (it has {})",
+            collection.partitions().len()
+        )));
+    }
+    node.plan(&name, partition, edit).await?;
+    Ok(ok(true, t))
 }
 
 pub(super) async fn info(

@@ -153,7 +153,7 @@ pub fn router(state: State) -> Router {
         .route("/collections/{collection}/exists", get(collections::exists))
         .route(
             "/collections/{collection}/cluster",
-            get(collections::cluster_info),
+            get(collections::cluster_info).post(collections::cluster_update),
         )
         .route(
             "/collections/{collection}/points",

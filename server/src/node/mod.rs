@@ -1,18 +1,23 @@
 //! A peer node of the Raft-replicated cluster (issue #22; `cluster.role = "node"`).
 //!
-//! Being built in steps (`docs/design/consensus.md` §9). Today a node runs the cluster's
-//! metadata group: one Raft group whose voters are the nodes of `cluster.peers`, whose messages
-//! travel over every node's internal port (`http::peer`), and whose state is kept like a
-//! partition's (`cairn-consensus` over `cairn-storage`, in `<data_dir>/cluster/`): rows keyed
-//! by name, written through the group's leader from any node. Each node records its public
-//! address there (`node/{id}`). `GET /cluster` reports the group in Qdrant's shape. Collections, placement and the partitions' own
-//! groups come next; until then a node refuses to create collections (`host.rs`) rather than
-//! keep them where no other node has them.
+//! A node runs the cluster's metadata group: one Raft group whose voters are the nodes of
+//! `cluster.peers`, whose messages travel over every node's internal port (`http::peer`), and
+//! whose state is kept like a partition's (`cairn-consensus` over `cairn-storage`, in
+//! `<data_dir>/cluster/`): rows keyed by name, written through the group's leader from any
+//! node. The rows: each node's public address (`node/{id}`), each collection's settings
+//! (`collection/{name}`) and each partition's placement (`placement/{p}/{name}`, see
+//! `placement.rs`). Every node applies them, so every node knows every collection and where
+//! its replicas are; each replica is a member of its partition's own group (`replica.rs`),
+//! and moves change those groups' membership (`moves.rs`). `GET /cluster` reports the
+//! metadata group in Qdrant's shape.
 
 pub mod host;
+pub mod moves;
 pub mod partition;
+pub mod placement;
 pub mod remote;
 pub mod replica;
+pub mod slot;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,9 +33,13 @@ use serde::Serialize;
 
 use crate::config::ClusterConfig;
 use crate::error::{Result, ServerError};
+use placement::{Move, Placement};
 
 /// How long one attempt to write metadata may wait for the group (elections included).
 const META_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a placement edit is tried again when another edit keeps coming first.
+const PLAN_ATTEMPTS: usize = 20;
 
 /// This node: its id, the metadata group, and every group it hosts (for the internal API).
 pub struct Node {
@@ -42,6 +51,29 @@ pub struct Node {
     meta_store: Arc<PartitionStore>,
     groups: Arc<Groups>,
     peers: BTreeMap<u64, String>,
+    /// Counts the metadata replica's snapshot installs, so reads can tell a consistent view.
+    installs: Installs,
+}
+
+/// A seqlock over the metadata store: odd while a snapshot replaces it (cleared, then filled
+/// family by family), so a read that overlaps an install is done again rather than taken for
+/// the cluster's state (an empty read would look like every collection deleted).
+#[derive(Clone, Default)]
+struct Installs {
+    generation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl cairn_consensus::Observer for Installs {
+    fn before_replace(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn state_replaced(&self, _dir: &Path) -> std::io::Result<()> {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
+    }
 }
 
 /// What one metadata row says. Rows are keyed `node/{id}`; each is written by its node.
@@ -51,16 +83,23 @@ pub struct NodeRecord {
     pub api_uri: String,
 }
 
-/// A collection as the metadata records it (row `collection/{name}`). Its uid is the row's
-/// version: the log index of the entry that created it, never reused, so a collection created
-/// again under the same name gets new groups.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+/// A collection as the metadata records it: its settings (row `collection/{name}`, written
+/// once) and each partition's [`Placement`] (rows `placement/{p}/{name}`, edited by moves).
+/// Its uid is the collection row's version: the log index of the entry that created it (with
+/// its placements), never reused, so a collection created again under the same name gets new
+/// groups.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CollectionRecord {
     /// Its settings.
     pub settings: crate::request::CollectionSettings,
-    /// For each partition, the nodes of its replicas: replica `k` (Raft id `k + 1` in the
-    /// partition's group) lives on `placement[p][k]`.
-    pub placement: Vec<Vec<u64>>,
+    /// Where each partition's replicas are.
+    pub placement: Vec<Placement>,
+}
+
+/// The collection row's content.
+#[derive(Serialize, serde::Deserialize)]
+struct CollectionRow {
+    settings: crate::request::CollectionSettings,
 }
 
 /// The metadata keys, in one place.
@@ -69,6 +108,7 @@ struct MetaRow;
 impl MetaRow {
     const NODE: &'static str = "node/";
     const COLLECTION: &'static str = "collection/";
+    const PLACEMENT: &'static str = "placement/";
 
     fn node(id: u64) -> Vec<u8> {
         format!("{}{id}", Self::NODE).into_bytes()
@@ -76,6 +116,10 @@ impl MetaRow {
 
     fn collection(name: &str) -> Vec<u8> {
         format!("{}{name}", Self::COLLECTION).into_bytes()
+    }
+
+    fn placement(name: &str, partition: usize) -> Vec<u8> {
+        format!("{}{partition}/{name}", Self::PLACEMENT).into_bytes()
     }
 }
 
@@ -101,6 +145,7 @@ impl Node {
         let store = Arc::new(PartitionStore::open(&dir.join("db"), options)?);
         let meta_store = store.clone();
         let groups = Arc::new(Groups::default());
+        let installs = Installs::default();
         // The metadata group's replica id is the node's id.
         let meta = Group::open(
             GroupId::Meta,
@@ -109,7 +154,7 @@ impl Node {
             cluster.log_policy(),
             &dir,
             store,
-            (),
+            installs.clone(),
             transport,
             &groups,
         )
@@ -137,6 +182,7 @@ impl Node {
             meta_store,
             groups,
             peers,
+            installs,
         }))
     }
 
@@ -168,7 +214,10 @@ impl Node {
                         );
                         return;
                     }
-                    Err(e) => tracing::warn!(error = %e, "cannot record this node yet; retrying"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot record this node yet; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
                 }
             }
         });
@@ -233,51 +282,238 @@ impl Node {
         Ok(nodes)
     }
 
-    /// Every collection in the metadata: name → (uid, record).
+    /// Every collection in the metadata: name → (uid, record), from one consistent view.
     pub fn collections(&self) -> Result<BTreeMap<String, (u64, CollectionRecord)>> {
+        self.consistent(|| self.read_collections())
+    }
+
+    fn read_collections(&self) -> Result<BTreeMap<String, (u64, CollectionRecord)>> {
+        let mut placements: BTreeMap<(String, usize), Placement> = BTreeMap::new();
+        for (key, version, payload) in self.rows(MetaRow::PLACEMENT)? {
+            let (partition, name) = key
+                .split_once('/')
+                .and_then(|(p, name)| Some((p.parse::<usize>().ok()?, name)))
+                .ok_or_else(|| corrupt(&key))?;
+            let mut placement: Placement =
+                serde_json::from_str(payload.as_deref().unwrap_or_default())
+                    .map_err(|_| corrupt(&key))?;
+            placement.version = version;
+            placements.insert((name.to_owned(), partition), placement);
+        }
         let mut collections = BTreeMap::new();
         for (name, version, payload) in self.rows(MetaRow::COLLECTION)? {
-            let record = serde_json::from_str(payload.as_deref().unwrap_or_default())
+            let row: CollectionRow = serde_json::from_str(payload.as_deref().unwrap_or_default())
                 .map_err(|_| corrupt(&name))?;
-            collections.insert(name, (version, record));
+            let placement = (0..row.settings.partitions())
+                .map(|p| placements.remove(&(name.clone(), p)))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| corrupt(&name))?;
+            collections.insert(
+                name,
+                (
+                    version,
+                    CollectionRecord {
+                        settings: row.settings,
+                        placement,
+                    },
+                ),
+            );
         }
         Ok(collections)
     }
 
-    /// Records a new collection (or replaces one of the same name: the later entry wins, and
-    /// its uid is new); returns the entry's index, which is the collection's uid.
+    /// Records a new collection with its placements, in one entry; returns the entry's index,
+    /// which is the collection's uid. A collection of the same name is replaced (the later
+    /// entry wins, and its uid is new).
     pub async fn put_collection(&self, name: &str, record: &CollectionRecord) -> Result<u64> {
-        let payload =
-            serde_json::to_string(record).map_err(|e| ServerError::Internal(e.to_string()))?;
-        self.propose(PartitionCommand::Upsert(vec![Row {
+        let mut rows = vec![Row {
             key: MetaRow::collection(name),
             vector: Vec::new(),
-            payload: Some(payload),
-        }]))
-        .await
+            payload: Some(to_json(&CollectionRow {
+                settings: record.settings.clone(),
+            })?),
+        }];
+        for (p, placement) in record.placement.iter().enumerate() {
+            rows.push(Row {
+                key: MetaRow::placement(name, p),
+                vector: Vec::new(),
+                payload: Some(to_json(placement)?),
+            });
+        }
+        self.propose(PartitionCommand::Upsert(rows)).await
     }
 
-    /// Removes a collection from the metadata.
+    /// Removes a collection and its placements from the metadata.
     pub async fn remove_collection(&self, name: &str) -> Result<u64> {
-        self.propose(PartitionCommand::Delete(vec![MetaRow::collection(name)]))
+        let mut keys = vec![MetaRow::collection(name)];
+        for (key, _, _) in self.rows(MetaRow::PLACEMENT)? {
+            if key.split_once('/').is_some_and(|(_, n)| n == name) {
+                keys.push(format!("{}{key}", MetaRow::PLACEMENT).into_bytes());
+            }
+        }
+        self.propose(PartitionCommand::Delete(keys)).await
+    }
+
+    /// Replaces partition `partition`'s placement with `next` if the row is still at
+    /// `current.version`; returns whether it was (false: another edit came first, read again).
+    /// Waits until this node has applied the edit, so its next read sees it.
+    pub async fn edit_placement(
+        &self,
+        name: &str,
+        partition: usize,
+        current: &Placement,
+        next: &Placement,
+    ) -> Result<bool> {
+        let key = MetaRow::placement(name, partition);
+        let payload = to_json(next)?;
+        let applied = self
+            .meta
+            .propose(
+                PartitionCommand::UpsertIf {
+                    expect: vec![(key.clone(), current.version)],
+                    rows: vec![Row {
+                        key,
+                        vector: Vec::new(),
+                        payload: Some(payload),
+                    }],
+                },
+                META_WRITE_TIMEOUT,
+            )
             .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        self.wait_meta(applied.index).await?;
+        Ok(applied.held)
+    }
+
+    /// Makes `edit` to partition `partition` of collection `name` (a cluster operation of
+    /// `POST /collections/{c}/cluster`). Returns once the edit is recorded; the replicas'
+    /// nodes and the partition's leader carry it out (`moves.rs`).
+    pub async fn plan(&self, name: &str, partition: usize, edit: Move) -> Result<()> {
+        if let Move::Move { to, .. } | Move::Replicate { to } = edit {
+            if !self.nodes()?.contains_key(&to) {
+                return Err(ServerError::InvalidRequest(format!(
+                    "node {to} is not in the cluster"
+                )));
+            }
+        }
+        for _ in 0..PLAN_ATTEMPTS {
+            let current = self.placement(name, partition)?.ok_or_else(|| {
+                ServerError::InvalidRequest(format!(
+                    "collection `{name}` has no partition (shard) {partition}"
+                ))
+            })?;
+            let next = current
+                .with(edit)
+                .map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
+            if self
+                .edit_placement(name, partition, &current, &next)
+                .await?
+            {
+                tracing::info!(collection = name, partition, ?edit, "replica move planned");
+                return Ok(());
+            }
+            // Another edit came first: read again.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ServerError::Unavailable(format!(
+            "the placement of `{name}` partition {partition} kept changing under this edit; try again"
+        )))
+    }
+
+    /// The moves under way in collection `name`, in the shape of Qdrant's `shard_transfers`:
+    /// for each partition with a replica not yet opened or not yet removed, where it goes
+    /// (`to`) and which replica leaves (`from`; for a replication, a replica that stays).
+    pub fn transfers(&self, name: &str) -> Result<Vec<serde_json::Value>> {
+        let Some((_, record)) = self.collections()?.remove(name) else {
+            return Ok(Vec::new());
+        };
+        let mut transfers = Vec::new();
+        for (shard_id, placement) in record.placement.iter().enumerate() {
+            if placement.moving().is_none() {
+                continue;
+            }
+            let incoming = placement
+                .replicas
+                .iter()
+                .find(|r| r.state == placement::ReplicaState::New);
+            let leaving = placement
+                .replicas
+                .iter()
+                .find(|r| r.state == placement::ReplicaState::Leaving);
+            let from = leaving.or_else(|| {
+                placement
+                    .replicas
+                    .iter()
+                    .find(|r| r.state == placement::ReplicaState::Live)
+            });
+            transfers.push(serde_json::json!({
+                "shard_id": shard_id,
+                "from": from.map(|r| r.node),
+                "to": incoming.map(|r| r.node),
+                "sync": true,
+                "method": "raft",
+                "comment": match (incoming, leaving) {
+                    (Some(_), Some(_)) => "moving: the new replica joins its group, then the old one leaves",
+                    (Some(_), None) => "replicating: the new replica joins its group",
+                    _ => "the leaving replica is removed from its group",
+                },
+            }));
+        }
+        Ok(transfers)
+    }
+
+    /// Partition `partition`'s placement in collection `name` as this node has applied it.
+    pub fn placement(&self, name: &str, partition: usize) -> Result<Option<Placement>> {
+        let key = MetaRow::placement(name, partition);
+        let Some(point) = self.consistent(|| Ok(self.meta_store.get(&key)?))? else {
+            return Ok(None);
+        };
+        let mut placement: Placement =
+            serde_json::from_str(point.payload.as_deref().unwrap_or_default())
+                .map_err(|_| corrupt(&String::from_utf8_lossy(&key)))?;
+        placement.version = point.version;
+        Ok(Some(placement))
     }
 
     /// Rows whose key starts with `prefix`: (the rest of the key, version, payload).
     fn rows(&self, prefix: &str) -> Result<Vec<(String, u64, Option<String>)>> {
-        let mut rows = Vec::new();
-        for row in self.meta_store.scan_meta()? {
-            let (key, version, payload) = row?;
-            if let Some(rest) = key.strip_prefix(prefix.as_bytes()) {
-                rows.push((String::from_utf8_lossy(rest).into_owned(), version, payload));
+        self.consistent(|| {
+            let mut rows = Vec::new();
+            for row in self.meta_store.scan_meta()? {
+                let (key, version, payload) = row?;
+                if let Some(rest) = key.strip_prefix(prefix.as_bytes()) {
+                    rows.push((String::from_utf8_lossy(rest).into_owned(), version, payload));
+                }
             }
+            Ok(rows)
+        })
+    }
+
+    /// Runs `read` on the metadata store where no snapshot install overlapped it (see
+    /// [`Installs`]).
+    fn consistent<T>(&self, read: impl Fn() -> Result<T>) -> Result<T> {
+        use std::sync::atomic::Ordering;
+        for _ in 0..3 {
+            let before = self.installs.generation.load(Ordering::Acquire);
+            if before % 2 == 0 {
+                let value = read()?;
+                if self.installs.generation.load(Ordering::Acquire) == before {
+                    return Ok(value);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(rows)
+        Err(ServerError::Unavailable(
+            "this node's copy of the cluster's metadata is being replaced by a snapshot".into(),
+        ))
     }
 
     /// A node's record in the metadata as this node has applied it, if any.
     pub fn node_record(&self, id: u64) -> Option<NodeRecord> {
-        let point = self.meta_store.get(&MetaRow::node(id)).ok().flatten()?;
+        let point = self
+            .consistent(|| Ok(self.meta_store.get(&MetaRow::node(id))?))
+            .ok()
+            .flatten()?;
         serde_json::from_str(point.payload.as_deref()?).ok()
     }
 
@@ -360,6 +596,10 @@ pub struct RaftInfo {
     pub is_voter: bool,
     /// The voters' ids.
     pub voters: Vec<u64>,
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| ServerError::Internal(e.to_string()))
 }
 
 fn corrupt(key: &str) -> ServerError {

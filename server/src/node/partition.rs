@@ -15,7 +15,7 @@ use cairn_consensus::Role;
 
 use super::replica::PartitionReplica;
 use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
-use crate::error::Result;
+use crate::error::{Result, ServerError};
 use crate::partition::Partition;
 
 /// A leader that no majority has acknowledged for this long has lost its quorum (twice the
@@ -26,15 +26,53 @@ const NO_QUORUM_MS: u64 = 4_000;
 /// reported unknown.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest wait for a write to become searchable here (the applier applies a batch in
+/// milliseconds, or in the time of one vacuum).
+const APPLY_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a wait for the index looks whether the replica has closed meanwhile.
+const CLOSED_CHECK: Duration = Duration::from_millis(50);
+
 /// A partition replicated by its group, with a replica here.
 pub struct ReplicatedPartition {
     replica: Arc<PartitionReplica>,
+    /// Where reads go while the replica installs a snapshot (the partition's other replicas);
+    /// `None` for the handle that serves other nodes' calls, which must not pass them on.
+    elsewhere: Option<Arc<dyn PartitionHandle>>,
 }
 
 impl ReplicatedPartition {
-    /// The handle of `replica`.
-    pub fn new(replica: Arc<PartitionReplica>) -> Self {
-        Self { replica }
+    /// The handle of `replica`; reads go to `elsewhere` while it installs a snapshot.
+    pub fn new(
+        replica: Arc<PartitionReplica>,
+        elsewhere: Option<Arc<dyn PartitionHandle>>,
+    ) -> Self {
+        Self { replica, elsewhere }
+    }
+
+    /// Where writes go once this replica has closed, if anywhere.
+    fn closed_instead(&self) -> Option<&dyn PartitionHandle> {
+        if self.replica.is_closed() {
+            self.elsewhere.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// The handle to read from instead of this replica, while it installs a snapshot or once
+    /// it has closed (a call that started just before the replica was moved away).
+    fn instead(&self) -> Result<Option<&dyn PartitionHandle>> {
+        if !self.replica.installing() && !self.replica.is_closed() {
+            return Ok(None);
+        }
+        match &self.elsewhere {
+            Some(other) => Ok(Some(other.as_ref())),
+            None => Err(ServerError::Unavailable(format!(
+                "replica {} of {} is installing a snapshot or closed",
+                self.replica.id(),
+                self.partition().name()
+            ))),
+        }
     }
 
     fn partition(&self) -> &Partition {
@@ -49,11 +87,27 @@ impl ReplicatedPartition {
 
 impl PartitionHandle for ReplicatedPartition {
     fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
-        self.block_on(self.replica.upsert(points, WRITE_TIMEOUT))
+        if let Some(other) = self.closed_instead() {
+            return other.upsert(points);
+        }
+        let attempt = self.block_on(self.replica.upsert(points.clone(), WRITE_TIMEOUT));
+        match self.closed_instead() {
+            // The replica closed under the write (moved away): upserts are idempotent, so the
+            // partition's other replicas take it.
+            Some(other) if attempt.is_err() => other.upsert(points),
+            _ => attempt,
+        }
     }
 
     fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
-        self.block_on(self.replica.delete(ids, WRITE_TIMEOUT))
+        if let Some(other) = self.closed_instead() {
+            return other.delete(ids);
+        }
+        let attempt = self.block_on(self.replica.delete(ids.clone(), WRITE_TIMEOUT));
+        match self.closed_instead() {
+            Some(other) if attempt.is_err() => other.delete(ids),
+            _ => attempt,
+        }
     }
 
     fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
@@ -72,18 +126,30 @@ impl PartitionHandle for ReplicatedPartition {
     }
 
     fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        if let Some(other) = self.instead()? {
+            return other.holds(ids);
+        }
         self.partition().holds(ids)
     }
 
     fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        if let Some(other) = self.instead()? {
+            return other.stored(ids);
+        }
         self.partition().stored(ids)
     }
 
     fn stored_ids(&self) -> Result<Vec<PointId>> {
+        if let Some(other) = self.instead()? {
+            return other.stored_ids();
+        }
         self.partition().stored_ids()
     }
 
     fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        if let Some(other) = self.instead()? {
+            return other.sample(n, seed);
+        }
         self.partition().sample(n, seed)
     }
 
@@ -91,15 +157,47 @@ impl PartitionHandle for ReplicatedPartition {
         self.partition().last_seq()
     }
 
+    /// Waits until `seq` is searchable here, or until the replica closes (moved away: a
+    /// group that stopped applies nothing more, and the write is the other replicas' now).
     fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
-        self.partition().wait_applied_blocking(seq)
+        let deadline = std::time::Instant::now() + APPLY_WAIT;
+        while self.partition().applied_seq() < seq && !self.replica.is_closed() {
+            if std::time::Instant::now() > deadline {
+                return Err(ServerError::Unavailable(format!(
+                    "{}: the index did not reach op {seq} in a minute",
+                    self.partition().name()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
     }
 
     fn wait_applied(&self, seq: u64) -> HandleFuture<'_, ()> {
-        Box::pin(self.partition().wait_applied(seq))
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+            loop {
+                if self.replica.is_closed() {
+                    return Ok(());
+                }
+                let step = tokio::time::timeout(CLOSED_CHECK, self.partition().wait_applied(seq));
+                if let Ok(done) = step.await {
+                    return done;
+                }
+                if tokio::time::Instant::now() > deadline {
+                    return Err(ServerError::Unavailable(format!(
+                        "{}: the index did not reach op {seq} in a minute",
+                        self.partition().name()
+                    )));
+                }
+            }
+        })
     }
 
     fn state(&self) -> Result<PartitionState> {
+        if let Some(other) = self.instead()? {
+            return other.state();
+        }
         Ok(self.partition().state())
     }
 
@@ -107,23 +205,31 @@ impl PartitionHandle for ReplicatedPartition {
         self.partition().points()
     }
 
-    fn search(
-        &self,
-        plan: &SearchPlan,
-        _hedge: bool,
-    ) -> Result<(QueryResponse, Option<ReadTrace>)> {
+    fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        if let Some(other) = self.instead()? {
+            return other.search(plan, hedge);
+        }
         Ok((self.partition().query_blocking(plan)?, None))
     }
 
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
+        if let Some(other) = self.instead()? {
+            return other.scroll(plan);
+        }
         Ok(self.partition().scroll_blocking(plan))
     }
 
     fn count(&self, filter: Option<&Filter>) -> Result<u64> {
+        if let Some(other) = self.instead()? {
+            return other.count(filter);
+        }
         Ok(self.partition().count_blocking(filter))
     }
 
     fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
+        if let Some(other) = self.instead()? {
+            return other.matching_ids(filter);
+        }
         Ok(self.partition().matching_ids(filter))
     }
 
@@ -133,11 +239,18 @@ impl PartitionHandle for ReplicatedPartition {
         with_payload: &PayloadSelection,
         with_vector: bool,
     ) -> Result<Vec<Record>> {
+        if let Some(other) = self.instead()? {
+            return other.get_points(ids, with_payload, with_vector);
+        }
         Ok(self.partition().get_points(ids, with_payload, with_vector))
     }
 
     fn local(&self) -> Option<&Partition> {
         Some(self.partition())
+    }
+
+    fn is_short(&self, plan: &SearchPlan) -> bool {
+        !self.replica.installing() && self.partition().is_short(plan)
     }
 
     /// As this node sees the group: no leader (or a leader cut off from its majority) is
@@ -211,6 +324,7 @@ impl PartitionHandle for ReplicatedPartition {
                         role: Some(role.to_owned()),
                         term: Some(status.term),
                         applied: if mine { Some(status.applied) } else { held },
+                        purged: mine.then_some(status.purged),
                     }
                 })
                 .collect(),

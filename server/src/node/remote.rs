@@ -177,17 +177,17 @@ impl PartitionHandle for ForwardedPartition {
         Some(
             self.nodes
                 .iter()
-                .enumerate()
-                .map(|(k, node)| ReplicaInfo {
+                .map(|node| ReplicaInfo {
                     node: format!("node {node}"),
                     state: "unknown".into(),
                     last_seq: None,
                     points: None,
                     peer_id: Some(*node),
-                    replica_id: Some(k as u64 + 1),
+                    replica_id: None,
                     role: None,
                     term: None,
                     applied: None,
+                    purged: None,
                 })
                 .collect(),
         )

@@ -7,8 +7,9 @@
 //! group's leader (`Group::propose`), so a write is acknowledged once a majority of the
 //! replicas hold it, and its sequence number is its log index, the same on every replica.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,12 +30,14 @@ use crate::request::CollectionSettings;
 /// Hands the group's applied entries to the partition (see the module docs).
 struct Feed {
     partition: Arc<Partition>,
+    /// Set while a snapshot replaces the replica's state (see [`PartitionReplica::installing`]).
+    installing: Arc<AtomicBool>,
 }
 
 impl Observer for Feed {
     fn applied(&self, index: u64, command: &PartitionCommand) {
         let op = match command {
-            PartitionCommand::Upsert(rows) => {
+            PartitionCommand::Upsert(rows) | PartitionCommand::UpsertIf { rows, .. } => {
                 ApplyOp::Upsert(rows.iter().filter_map(|row| self.point(row)).collect())
             }
             PartitionCommand::Delete(keys) => {
@@ -48,11 +51,15 @@ impl Observer for Feed {
     }
 
     fn before_replace(&self) {
+        self.installing.store(true, Ordering::Release);
         self.partition.pause();
     }
 
     fn state_replaced(&self, _dir: &Path) -> std::io::Result<()> {
-        self.partition.reload().map_err(std::io::Error::other)
+        self.partition.reload().map_err(std::io::Error::other)?;
+        // Only once the index matches the new state (a failed reload leaves reads refused).
+        self.installing.store(false, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -78,6 +85,9 @@ impl Feed {
 pub struct PartitionReplica {
     id: ReplicaId,
     partition: Arc<Partition>,
+    installing: Arc<AtomicBool>,
+    /// Set when the replica closes (removed from this node, or the collection deleted).
+    closed: AtomicBool,
     group: Group,
     groups: Arc<Groups>,
 }
@@ -123,8 +133,10 @@ impl PartitionReplica {
         .await
         .map_err(|e| ServerError::Internal(format!("opening a replica: {e}")))??;
         let partition = Arc::new(partition);
+        let installing = Arc::new(AtomicBool::new(false));
         let feed = Feed {
             partition: partition.clone(),
+            installing: installing.clone(),
         };
         let group = Group::open(
             id,
@@ -142,6 +154,8 @@ impl PartitionReplica {
         Ok(Self {
             id: replica,
             partition,
+            installing,
+            closed: AtomicBool::new(false),
             group,
             groups,
         })
@@ -163,9 +177,39 @@ impl PartitionReplica {
             .map_err(|e| ServerError::Internal(e.to_string()))
     }
 
+    /// On the leader: starts replicating to a new member, which does not vote yet.
+    pub async fn add_learner(&self, replica: ReplicaId, addr: ReplicaAddr) -> Result<()> {
+        self.group
+            .add_learner(replica, addr)
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))
+    }
+
+    /// On the leader: makes `voters` the voting members; members left out are removed.
+    pub async fn change_voters(&self, voters: BTreeSet<ReplicaId>) -> Result<()> {
+        self.group
+            .change_voters(voters)
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))
+    }
+
+    /// On the leader: removes learners no longer wanted.
+    pub async fn remove_learners(&self, learners: BTreeSet<ReplicaId>) -> Result<()> {
+        self.group
+            .remove_learners(learners)
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))
+    }
+
     /// This replica's id in its group.
     pub fn id(&self) -> ReplicaId {
         self.id
+    }
+
+    /// Whether a snapshot is replacing this replica's state: its store is cleared and filled
+    /// again, then its index rebuilt, and reads in between would miss acknowledged points.
+    pub fn installing(&self) -> bool {
+        self.installing.load(Ordering::Acquire)
     }
 
     /// The partition this replica serves reads from.
@@ -210,8 +254,15 @@ impl PartitionReplica {
         }
     }
 
+    /// Whether the replica has closed (its group stopped): work that reaches it now belongs
+    /// with the partition's other replicas.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Stops the group, then the partition's applier.
     pub async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         self.group.shutdown(&self.groups).await;
         let partition = self.partition.clone();
         let _ = tokio::task::spawn_blocking(move || partition.close()).await;

@@ -43,6 +43,8 @@ pub struct Wiring {
     pub cluster: Option<Arc<Cluster>>,
     /// A peer node, whose internal API gets a listener of its own.
     pub node: Option<Arc<Node>>,
+    /// A peer node's host, which the catalog's follower settles on the placements.
+    pub node_host: Option<Arc<NodeHost<PeerClient>>>,
     /// A peer node's links cut on purpose (tests only).
     pub faults: Arc<Faults>,
 }
@@ -55,6 +57,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         trainers: trainers.clone(),
     };
     let mut node = None;
+    let mut node_host = None;
     let mut faults = Faults::new(false);
     let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
         match config.cluster.role {
@@ -73,15 +76,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 let started =
                     Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
                 node = Some(started.clone());
-                let host = NodeHost::new(
+                let host = Arc::new(NodeHost::new(
                     started,
                     peers.clone(),
                     peers,
                     config.storage,
                     trainers.clone(),
                     config.cluster.log_policy(),
-                );
-                (Arc::new(host), false, None)
+                ));
+                node_host = Some(host.clone());
+                (host, false, None)
             }
         };
     let wiring = Wiring {
@@ -90,6 +94,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         shard_api,
         cluster,
         node,
+        node_host,
         faults,
     };
     serve::serve(config, wiring).await

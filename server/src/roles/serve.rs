@@ -23,6 +23,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         shard_api,
         cluster,
         node,
+        node_host,
         faults,
     } = wiring;
     let listener = tokio::net::TcpListener::bind(config.http_addr())
@@ -64,8 +65,8 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     if let Some(cluster) = &cluster {
         crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
-    if let Some(node) = &node {
-        super::sync::spawn(node.clone(), catalog.clone());
+    if let (Some(node), Some(host)) = (&node, &node_host) {
+        super::sync::spawn(node.clone(), host.clone(), catalog.clone());
     }
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");

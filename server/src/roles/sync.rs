@@ -1,26 +1,33 @@
 //! A peer node's catalog follows the cluster's metadata: a collection recorded there is opened
 //! here (its replica joins the partition's group), one removed there is closed and its files
 //! go. Whichever node took the create or delete request, every node converges on the same
-//! collections.
+//! collections. Then each open collection's partitions are settled on their placements
+//! (replicas opened, replaced or removed as they move: `node::host`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_consensus::Transport;
+
 use crate::catalog::Catalog;
+use crate::node::host::NodeHost;
 use crate::node::Node;
 
 /// How often the catalog is compared with the metadata.
 const EVERY: Duration = Duration::from_millis(200);
 
-/// Keeps `catalog` in step with `node`'s metadata until the process ends.
-pub fn spawn(node: Arc<Node>, catalog: Arc<Catalog>) {
+/// Keeps `catalog` and `host` in step with `node`'s metadata until the process ends.
+pub fn spawn<T: Transport>(node: Arc<Node>, host: Arc<NodeHost<T>>, catalog: Arc<Catalog>) {
     tokio::spawn(async move {
         // The uid each open collection had when this loop saw it open.
         let mut seen: HashMap<String, u64> = HashMap::new();
         loop {
             if let Err(e) = step(&node, &catalog, &mut seen).await {
                 tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
+            }
+            if let Err(e) = host.follow().await {
+                tracing::warn!(error = %e, "replicas do not follow their placements yet");
             }
             tokio::time::sleep(EVERY).await;
         }

@@ -206,18 +206,44 @@ impl CairnProcess {
 /// The cluster secret of peer clusters started here.
 pub const TEST_SECRET: &str = "cairn-testkit-secret";
 
+/// A free TCP port on loopback for a server that must know its port before it starts (a peer
+/// node's internal address is in every peer's configuration). Picked below the kernel's
+/// ephemeral range, from a counter shared by the whole test process: a port taken from the
+/// ephemeral range could be handed to another test's server binding port 0 in the moment
+/// between this check and the server's own bind.
+pub fn free_port() -> Result<u16> {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    /// Where this process starts picking: spread by process id, so test binaries running at
+    /// once rarely pick the same ports (a port in use is skipped anyway).
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        20_000 + (std::process::id() % 500) as u16 * 20,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..2_000 {
+        let port = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = if port >= 32_000 {
+            NEXT.store(20_000, Ordering::Relaxed);
+            20_000
+        } else {
+            port
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io("cannot pick a free port")(std::io::Error::other(
+        "no free port between 20000 and 32000",
+    )))
+}
+
 /// Starts `n` peer nodes (`cluster.role = "node"`) that form one cluster, node 1 bootstrapping
 /// it, each with `extra` settings besides. Their internal ports are picked free here; each
 /// returns once it is ready (serving, its metadata group joined or forming).
 pub fn start_peers(n: usize, extra: &[(&str, &str)]) -> Result<Vec<CairnProcess>> {
-    let ports = (0..n)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .map_err(io("cannot pick a free port"))
-        })
-        .collect::<Result<Vec<u16>>>()?;
+    let ports = (0..n).map(|_| free_port()).collect::<Result<Vec<u16>>>()?;
     let peers = format!(
         "[{}]",
         ports

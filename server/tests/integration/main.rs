@@ -11,6 +11,7 @@ mod cluster;
 mod durability;
 mod harness;
 mod mips;
+mod moves;
 mod nemesis;
 mod partitions;
 mod peers;

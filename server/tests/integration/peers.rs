@@ -13,11 +13,7 @@ use super::harness::Server;
 pub(super) const SECRET: &str = "test-cluster-secret";
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    cairn_testkit::free_port().unwrap()
 }
 
 /// Three nodes, node 1 bootstrapping the group.
@@ -284,7 +280,12 @@ pub(super) fn wait_count(node: &Server, name: &str, count: u64) {
     }
 }
 
-fn upsert(node: &Server, name: &str, ids: std::ops::Range<u64>, tag: &str) -> (u16, Value) {
+pub(super) fn upsert(
+    node: &Server,
+    name: &str,
+    ids: std::ops::Range<u64>,
+    tag: &str,
+) -> (u16, Value) {
     let points: Vec<Value> = ids
         .map(|id| json!({"id": id, "vector": [id as f32, 1.0, 0.5, 0.25], "payload": {"tag": tag}}))
         .collect();
@@ -296,7 +297,7 @@ fn upsert(node: &Server, name: &str, ids: std::ops::Range<u64>, tag: &str) -> (u
 }
 
 /// Every point of `name` on `node`: id → payload tag.
-fn contents(node: &Server, name: &str) -> std::collections::BTreeMap<u64, String> {
+pub(super) fn contents(node: &Server, name: &str) -> std::collections::BTreeMap<u64, String> {
     let body = node.ok(
         "POST",
         &format!("/collections/{name}/points/scroll"),
@@ -565,13 +566,11 @@ fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
     let (status, body) = upsert(&nodes[0], "snap", 0..20, "early");
     assert_eq!(status, 200, "{body}");
     nodes[2].kill9();
-    // 300 entries while node 3 is away: three snapshots' worth, the log purged behind them.
-    for id in 20..320 {
-        let (status, body) = upsert(&nodes[id as usize % 2], "snap", id..id + 1, "late");
-        assert_eq!(status, 200, "{body}");
-    }
+    // Entries while node 3 is away, until the leader has discarded its log past what node 3
+    // holds (several snapshots' worth).
+    let next = write_until_purged(&[&nodes[0], &nodes[1]], "snap", 20, 100);
     nodes[2].restart();
-    wait_count(&nodes[2], "snap", 320);
+    wait_count(&nodes[2], "snap", next);
     let log = nodes[2].log();
     assert!(
         log.contains("snapshot installed"),
@@ -579,10 +578,51 @@ fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
     );
     assert_eq!(contents(&nodes[2], "snap"), contents(&nodes[0], "snap"));
     // It takes part again: a write through it reaches everyone.
-    let (status, body) = upsert(&nodes[2], "snap", 320..330, "after");
+    let (status, body) = upsert(&nodes[2], "snap", next..next + 10, "after");
     assert_eq!(status, 200, "{body}");
     for node in &nodes {
-        wait_count(node, "snap", 330);
+        wait_count(node, "snap", next + 10);
+    }
+}
+
+/// Writes one point per entry through `writers` (in turn), ids from `next` on, until the
+/// partition's leader has discarded its log past `index` behind a snapshot, so a replica that
+/// holds less must be sent the snapshot. (The leader discards only when it has built a
+/// snapshot and no message to a replica is using the entries, so how many writes that takes
+/// varies.) Returns the next unused id.
+pub(super) fn write_until_purged(
+    writers: &[&Server],
+    name: &str,
+    mut next: u64,
+    index: u64,
+) -> u64 {
+    let started = Instant::now();
+    loop {
+        for _ in 0..20 {
+            let writer = writers[next as usize % writers.len()];
+            let (status, body) = upsert(writer, name, next..next + 1, "late");
+            assert_eq!(status, 200, "{body}");
+            next += 1;
+        }
+        let purged = writers
+            .iter()
+            .filter_map(|w| {
+                let cluster = w.ok("GET", &format!("/collections/{name}/cluster"), None);
+                cluster["replicas"][0]["replicas"]
+                    .as_array()?
+                    .iter()
+                    .find(|r| r["role"] == "Leader" && r["purged"].is_u64())
+                    .and_then(|r| r["purged"].as_u64())
+            })
+            .max()
+            .unwrap_or(0);
+        if purged >= index {
+            return next;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the leader never discarded its log past {index} (at {purged} after {next} writes)"
+        );
     }
 }
 

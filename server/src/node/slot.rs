@@ -1,0 +1,145 @@
+//! A partition's place in a collection on this node, whose serving handle changes as replicas
+//! move: a replica here ([`super::partition::ReplicatedPartition`]) while this node holds
+//! one, the nodes that hold one ([`super::remote::ForwardedPartition`]) otherwise.
+//!
+//! The collection keeps one [`Slot`] per partition for its whole life; a move swaps what is in
+//! it (`host.rs`). A call in flight keeps the handle it started with, so a swap never cuts a
+//! request short: a replica being removed serves its last calls, then closes.
+
+use std::sync::Arc;
+
+use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
+use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use parking_lot::RwLock;
+
+use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
+use crate::error::Result;
+use crate::partition::LoadReport;
+
+/// A swappable [`PartitionHandle`] (see the module docs).
+pub struct Slot {
+    current: RwLock<Arc<dyn PartitionHandle>>,
+}
+
+impl Slot {
+    /// A slot serving through `handle`.
+    pub fn new(handle: Arc<dyn PartitionHandle>) -> Self {
+        Self {
+            current: RwLock::new(handle),
+        }
+    }
+
+    /// What serves now.
+    pub fn get(&self) -> Arc<dyn PartitionHandle> {
+        self.current.read().clone()
+    }
+
+    /// Serves through `handle` from now on.
+    pub fn set(&self, handle: Arc<dyn PartitionHandle>) {
+        *self.current.write() = handle;
+    }
+}
+
+impl PartitionHandle for Slot {
+    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+        self.get().upsert(points)
+    }
+
+    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.get().delete(ids)
+    }
+
+    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+        self.get().delete_present(ids)
+    }
+
+    fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
+        self.get().holds(ids)
+    }
+
+    fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>> {
+        self.get().stored(ids)
+    }
+
+    fn stored_ids(&self) -> Result<Vec<PointId>> {
+        self.get().stored_ids()
+    }
+
+    fn sample(&self, n: usize, seed: u64) -> Result<Vec<f32>> {
+        self.get().sample(n, seed)
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.get().last_seq()
+    }
+
+    fn wait_applied_blocking(&self, seq: u64) -> Result<()> {
+        self.get().wait_applied_blocking(seq)
+    }
+
+    fn wait_applied(&self, seq: u64) -> HandleFuture<'_, ()> {
+        let handle = self.get();
+        Box::pin(async move { handle.wait_applied(seq).await })
+    }
+
+    fn state(&self) -> Result<PartitionState> {
+        self.get().state()
+    }
+
+    fn points(&self) -> usize {
+        self.get().points()
+    }
+
+    fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        self.get().search(plan, hedge)
+    }
+
+    fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
+        self.get().scroll(plan)
+    }
+
+    fn count(&self, filter: Option<&Filter>) -> Result<u64> {
+        self.get().count(filter)
+    }
+
+    fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
+        self.get().matching_ids(filter)
+    }
+
+    fn get_points(
+        &self,
+        ids: &[PointId],
+        with_payload: &PayloadSelection,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
+        self.get().get_points(ids, with_payload, with_vector)
+    }
+
+    fn is_remote(&self) -> bool {
+        self.get().is_remote()
+    }
+
+    fn load_report(&self) -> Option<LoadReport> {
+        self.get().load_report()
+    }
+
+    fn local_search_time(&self) -> (u64, f64) {
+        self.get().local_search_time()
+    }
+
+    fn is_short(&self, plan: &SearchPlan) -> bool {
+        self.get().is_short(plan)
+    }
+
+    fn health(&self) -> PartitionHealth {
+        self.get().health()
+    }
+
+    fn replica_info(&self) -> Option<Vec<ReplicaInfo>> {
+        self.get().replica_info()
+    }
+
+    fn close(&self) {
+        self.get().close();
+    }
+}
