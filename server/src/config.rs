@@ -94,6 +94,10 @@ pub struct ClusterConfig {
     /// Node: create the metadata group with `peers` as its voters if this node's group has
     /// never been initialized. Set it on one node, for the cluster's first start only.
     pub bootstrap: bool,
+    /// Node: the internal URL of any node of a running cluster, to join it at this node's
+    /// first start (empty: none). `peers` then lists only this node; the cluster learns its
+    /// address from the join and makes it a member.
+    pub join: String,
     /// Node: a Raft group snapshots its state after this many log entries.
     pub snapshot_every_entries: u64,
     /// Node: log entries a group keeps behind its latest snapshot, for replicas that were
@@ -332,6 +336,21 @@ impl Config {
             }
             if c.snapshot_every_entries == 0 {
                 problems.push("cluster.snapshot_every_entries must be at least 1".into());
+            }
+            if !c.join.is_empty() {
+                if !(c.join.starts_with("http://") || c.join.starts_with("https://")) {
+                    problems.push(format!(
+                        "cluster.join must be an http(s) URL, got {:?}",
+                        c.join
+                    ));
+                }
+                if c.bootstrap {
+                    problems.push(
+                        "cluster.join and cluster.bootstrap exclude each other: a node either \
+                         starts a cluster or joins one"
+                            .into(),
+                    );
+                }
             }
             if c.secret.expose().is_empty() {
                 problems.push("cluster.secret must be set on a node".into());

@@ -143,6 +143,10 @@ pub fn router(state: State) -> Router {
         .route("/readyz", get(service::readyz))
         .route("/metrics", get(service::metrics))
         .route("/cluster", get(service::cluster))
+        .route(
+            "/cluster/peer/{id}",
+            axum::routing::delete(service::remove_peer),
+        )
         .route("/collections", get(collections::list))
         .route(
             "/collections/{collection}",

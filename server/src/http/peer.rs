@@ -33,7 +33,7 @@ use crate::collection::handle::serve_call;
 use crate::config::ClusterConfig;
 use crate::error::ServerError;
 use crate::node::remote::PartitionCalls;
-use crate::node::Node;
+use crate::node::{JoinRequest, Node};
 
 /// The header that carries the cluster secret.
 pub const SECRET_HEADER: &str = "x-cairn-cluster-key";
@@ -92,7 +92,8 @@ pub fn router(node: Arc<Node>, secret: &str, faults: Arc<Faults>) -> Router {
     });
     let mut app = Router::new()
         .route("/internal/raft/{group}/{rpc}", post(raft_message))
-        .route("/internal/partition/{group}", post(partition_call));
+        .route("/internal/partition/{group}", post(partition_call))
+        .route("/internal/join", post(join));
     if enabled {
         tracing::warn!("fault injection is on (cluster.fault_injection): for tests only");
         app = app.route("/internal/faults", axum::routing::put(set_faults));
@@ -181,6 +182,52 @@ async fn raft_message(
     }
 }
 
+/// `POST /internal/join`: a node asks to join the cluster (`cluster.join`). Answers every
+/// node's internal address, for the newcomer's address book.
+async fn join(AxState(state): AxState<Arc<Internal>>, body: Bytes) -> Response {
+    let started = std::time::Instant::now();
+    let request: JoinRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error_response(ErrorCode::InvalidRequest, format!("join: {e}"));
+        }
+    };
+    match state
+        .node
+        .admit(request.node_id, request.internal_uri, request.api_uri)
+        .await
+    {
+        Ok(addresses) => super::ok(addresses, started).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Joins the cluster through the node at `url` (`cluster.join`), in the background, retrying
+/// until a member admits this node; then the metadata group's leader adds it as a member and
+/// it receives the metadata. A node that is a member already (a restart) skips it.
+pub fn spawn_join(peers: Arc<PeerClient>, node: Arc<Node>, url: String, api_uri: String) {
+    tokio::spawn(async move {
+        let request = JoinRequest {
+            node_id: node.id(),
+            internal_uri: node.internal_uri().to_owned(),
+            api_uri,
+        };
+        while !node.is_member() {
+            match peers.join(&url, &request).await {
+                Ok(addresses) => {
+                    tracing::info!(via = url, "admitted into the cluster");
+                    peers.learn(&addresses);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(via = url, error = %e, "cannot join the cluster yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+}
+
 /// A call for a partition replica on this node, from a node without one (`node::remote`).
 /// Answered in the public API's envelope, so a refusal keeps its code.
 async fn partition_call(
@@ -217,8 +264,9 @@ async fn partition_call(
 /// This node's client of its peers' internal APIs.
 pub struct PeerClient {
     http: reqwest::Client,
-    /// Internal URL of every peer, by node id.
-    peers: BTreeMap<u64, String>,
+    /// Internal URL of every peer, by node id: `cluster.peers`, then what the metadata records
+    /// (nodes that joined), learned as it is applied (`roles::sync`).
+    peers: parking_lot::RwLock<BTreeMap<u64, String>>,
     secret: String,
     from: String,
     faults: Arc<Faults>,
@@ -238,11 +286,57 @@ impl PeerClient {
             .map_err(|e| ServerError::Internal(format!("http client: {e}")))?;
         Ok(Self {
             http,
-            peers,
+            peers: parking_lot::RwLock::new(peers),
             secret: cluster.secret.expose().to_owned(),
             from: cluster.node_id.to_string(),
             faults,
         })
+    }
+}
+
+impl PeerClient {
+    /// Adds or updates peers' internal addresses.
+    pub fn learn(&self, addresses: &BTreeMap<u64, String>) {
+        let mut peers = self.peers.write();
+        for (id, uri) in addresses {
+            if peers.get(id) != Some(uri) {
+                tracing::info!(node = id, uri, "peer address learned");
+                peers.insert(*id, uri.clone());
+            }
+        }
+    }
+
+    fn address(&self, node: u64) -> Option<String> {
+        self.peers.read().get(&node).cloned()
+    }
+
+    /// Asks the node at `url` to admit this one; answers every node's internal address.
+    pub async fn join(
+        &self,
+        url: &str,
+        request: &JoinRequest,
+    ) -> Result<BTreeMap<u64, String>, ServerError> {
+        let unavailable = |e: reqwest::Error| ServerError::Unavailable(format!("{url}: {e}"));
+        let answer = self
+            .http
+            .post(format!("{}/internal/join", url.trim_end_matches('/')))
+            .header(SECRET_HEADER, &self.secret)
+            .header(NODE_HEADER, &self.from)
+            .timeout(PARTITION_CALL_TIMEOUT)
+            .json(request)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let status = answer.status();
+        let mut body: serde_json::Value = answer.json().await.map_err(unavailable)?;
+        if !status.is_success() {
+            return Err(ServerError::Unavailable(format!(
+                "{url} refused to admit this node: {status} {}",
+                body["status"]["error"]
+            )));
+        }
+        serde_json::from_value(body["result"].take())
+            .map_err(|e| ServerError::Internal(format!("{url} answered a join with {e}")))
     }
 }
 
@@ -261,7 +355,7 @@ impl Transport for PeerClient {
                 reason: "link cut (fault injection)".into(),
             });
         }
-        let base = self.peers.get(&node).ok_or(TransportError::Unreachable {
+        let base = self.address(node).ok_or(TransportError::Unreachable {
             node,
             reason: "no address known for this node".into(),
         })?;
@@ -306,7 +400,7 @@ impl PartitionCalls for PeerClient {
                     "node {node}: link cut (fault injection)"
                 )));
             }
-            let base = self.peers.get(&node).ok_or_else(|| {
+            let base = self.address(node).ok_or_else(|| {
                 ServerError::Unavailable(format!("no address known for node {node}"))
             })?;
             let unavailable =

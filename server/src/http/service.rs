@@ -47,6 +47,44 @@ pub(super) async fn cluster(AxState(state): AxState<State>) -> Response {
     }
 }
 
+/// `DELETE /cluster/peer/{id}` (Qdrant's node removal): the node's replicas move to other
+/// nodes, then it leaves the metadata group; `GET /cluster` shows it `removing` until then.
+/// Qdrant's `force=true` (remove without moving the replicas, losing them) is refused: Cairn
+/// always moves them first.
+pub(super) async fn remove_peer(
+    AxState(state): AxState<State>,
+    axum::extract::Path(id): axum::extract::Path<u64>,
+    axum::extract::Query(query): axum::extract::Query<RemovePeer>,
+) -> crate::error::Result<Response> {
+    let started = Instant::now();
+    let node = state.node.clone().ok_or_else(|| {
+        crate::error::ServerError::InvalidRequest(
+            "removing a node needs a peer node (`cluster.role = \"node\"`)".into(),
+        )
+    })?;
+    if query.force {
+        return Err(crate::error::ServerError::InvalidRequest(
+            "force=true (dropping the node's replicas without moving them) is not supported: \
+             without it, the node's replicas move to other nodes first"
+                .into(),
+        ));
+    }
+    node.remove_node(id).await?;
+    Ok(ok(true, started).into_response())
+}
+
+/// Query parameters of `DELETE /cluster/peer/{id}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RemovePeer {
+    #[serde(default)]
+    force: bool,
+    /// Qdrant's wait for the removal, accepted: the removal here is asynchronous either way,
+    /// and `GET /cluster` shows when it is done.
+    #[serde(default, rename = "timeout")]
+    _timeout: Option<u64>,
+}
+
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
     // A router's collections ask their shards for counters: off the async workers.
     let body = tokio::task::spawn_blocking(move || {

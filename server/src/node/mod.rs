@@ -12,9 +12,11 @@
 //! metadata group in Qdrant's shape.
 
 pub mod host;
+pub mod members;
 pub mod moves;
 pub mod partition;
 pub mod placement;
+pub mod rebalance;
 pub mod remote;
 pub mod replica;
 pub mod slot;
@@ -51,6 +53,8 @@ pub struct Node {
     meta_store: Arc<PartitionStore>,
     groups: Arc<Groups>,
     peers: BTreeMap<u64, String>,
+    /// This node's internal address, as its peers reach it.
+    internal_uri: String,
     /// Counts the metadata replica's snapshot installs, so reads can tell a consistent view.
     installs: Installs,
 }
@@ -76,10 +80,26 @@ impl cairn_consensus::Observer for Installs {
     }
 }
 
-/// What one metadata row says. Rows are keyed `node/{id}`; each is written by its node.
+/// What one metadata row says. Rows are keyed `node/{id}`; each is written by its node (or,
+/// for a node joining, by the node that admits it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct NodeRecord {
     /// The node's public REST address (`http://host:port`), for clients and `GET /cluster`.
+    pub api_uri: String,
+    /// The node's internal address, where its peers reach it.
+    #[serde(default)]
+    pub internal_uri: Option<String>,
+}
+
+/// A node's request to join the cluster (`POST /internal/join` on any member).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinRequest {
+    /// The joining node's id (`cluster.node_id`), which no other node may hold.
+    pub node_id: u64,
+    /// Where its peers reach it.
+    pub internal_uri: String,
+    /// Its public REST address.
     pub api_uri: String,
 }
 
@@ -107,11 +127,19 @@ struct MetaRow;
 
 impl MetaRow {
     const NODE: &'static str = "node/";
+    /// `removed/{id}`: the node is being removed (its replicas move away, then it leaves the
+    /// metadata group). A row of its own, so the node's own record, which it rewrites at every
+    /// start, never undoes it.
+    const REMOVED: &'static str = "removed/";
     const COLLECTION: &'static str = "collection/";
     const PLACEMENT: &'static str = "placement/";
 
     fn node(id: u64) -> Vec<u8> {
         format!("{}{id}", Self::NODE).into_bytes()
+    }
+
+    fn removed(id: u64) -> Vec<u8> {
+        format!("{}{id}", Self::REMOVED).into_bytes()
     }
 
     fn collection(name: &str) -> Vec<u8> {
@@ -175,6 +203,7 @@ impl Node {
             tracing::info!(voters = ?peers.keys().collect::<Vec<_>>(), "cluster bootstrapped");
         }
         tracing::info!(node = cluster.node_id, initialized, "node started");
+        let internal_uri = peers.get(&cluster.node_id).cloned().unwrap_or_default();
         Ok(Arc::new(Self {
             id: cluster.node_id,
             replicas: parking_lot::RwLock::new(BTreeMap::new()),
@@ -182,6 +211,7 @@ impl Node {
             meta_store,
             groups,
             peers,
+            internal_uri,
             installs,
         }))
     }
@@ -192,7 +222,10 @@ impl Node {
     pub fn register(self: &Arc<Self>, api_uri: String) {
         let node = self.clone();
         tokio::spawn(async move {
-            let record = NodeRecord { api_uri };
+            let record = NodeRecord {
+                api_uri,
+                internal_uri: Some(node.internal_uri.clone()),
+            };
             let payload = match serde_json::to_string(&record) {
                 Ok(payload) => payload,
                 Err(e) => {
@@ -226,6 +259,17 @@ impl Node {
     /// This node's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// This node's internal address.
+    pub fn internal_uri(&self) -> &str {
+        &self.internal_uri
+    }
+
+    /// Whether this node holds the metadata group's membership (it bootstrapped the cluster,
+    /// or a leader has reached it since it joined).
+    pub fn is_member(&self) -> bool {
+        !self.meta.status().members.is_empty()
     }
 
     /// Serves other nodes' calls for `group` from `replica`.
@@ -280,6 +324,96 @@ impl Node {
             nodes.insert(id, record);
         }
         Ok(nodes)
+    }
+
+    /// Admits node `id` into the cluster (the internal API's join): records its addresses, so
+    /// every node learns where it is and the metadata leader makes it a member
+    /// (`members.rs`). Answers every node's internal address, the newcomer's address book.
+    /// A node id already recorded with another internal address is refused.
+    pub async fn admit(
+        &self,
+        id: u64,
+        internal_uri: String,
+        api_uri: String,
+    ) -> Result<BTreeMap<u64, String>> {
+        if id == 0 {
+            return Err(ServerError::InvalidRequest(
+                "node id 0 is not a node id".into(),
+            ));
+        }
+        if let Some(existing) = self.nodes()?.get(&id) {
+            if existing.internal_uri.as_deref() != Some(internal_uri.as_str()) {
+                return Err(ServerError::InvalidRequest(format!(
+                    "node id {id} is taken (by {}); give the new node an id of its own",
+                    existing
+                        .internal_uri
+                        .as_deref()
+                        .unwrap_or("a node of cluster.peers")
+                )));
+            }
+        }
+        if self.removed()?.contains(&id) {
+            return Err(ServerError::InvalidRequest(format!(
+                "node id {id} was removed from the cluster and cannot come back; give the new \
+                 node an id of its own"
+            )));
+        }
+        let record = NodeRecord {
+            api_uri,
+            internal_uri: Some(internal_uri),
+        };
+        let index = self
+            .propose(PartitionCommand::Upsert(vec![Row {
+                key: MetaRow::node(id),
+                vector: Vec::new(),
+                payload: Some(to_json(&record)?),
+            }]))
+            .await?;
+        self.wait_meta(index).await?;
+        tracing::info!(node = id, "node admitted into the cluster");
+        Ok(self.addresses())
+    }
+
+    /// Starts removing node `id` (`DELETE /cluster/peer/{id}`): the rebalancer moves its
+    /// replicas to other nodes, then it leaves the metadata group (`members.rs`).
+    pub async fn remove_node(&self, id: u64) -> Result<()> {
+        if !self.nodes()?.contains_key(&id) {
+            return Err(ServerError::InvalidRequest(format!(
+                "node {id} is not in the cluster"
+            )));
+        }
+        let index = self
+            .propose(PartitionCommand::Upsert(vec![Row {
+                key: MetaRow::removed(id),
+                vector: Vec::new(),
+                payload: Some("{}".into()),
+            }]))
+            .await?;
+        self.wait_meta(index).await?;
+        tracing::info!(node = id, "node removal started");
+        Ok(())
+    }
+
+    /// The nodes being removed (or removed).
+    pub fn removed(&self) -> Result<std::collections::BTreeSet<u64>> {
+        self.rows(MetaRow::REMOVED)?
+            .into_iter()
+            .map(|(key, _, _)| key.parse().map_err(|_| corrupt(&key)))
+            .collect()
+    }
+
+    /// Every node's internal address: the configured peers', and those recorded in the
+    /// metadata (joined nodes).
+    pub fn addresses(&self) -> BTreeMap<u64, String> {
+        let mut addresses = self.peers.clone();
+        if let Ok(nodes) = self.nodes() {
+            for (id, record) in nodes {
+                if let Some(uri) = record.internal_uri {
+                    addresses.insert(id, uri);
+                }
+            }
+        }
+        addresses
     }
 
     /// Every collection in the metadata: name → (uid, record), from one consistent view.
@@ -525,13 +659,27 @@ impl Node {
     /// The cluster as `GET /cluster` reports it.
     pub fn status(&self) -> ClusterStatus {
         let group = self.meta.status();
+        let removed = self.removed().unwrap_or_default();
         let peers = group
             .members
             .iter()
             .map(|(id, _)| {
-                let uri = self.peers.get(id).cloned().unwrap_or_default();
-                let api_uri = self.node_record(*id).map(|r| r.api_uri);
-                (id.to_string(), Peer { uri, api_uri })
+                let record = self.node_record(*id);
+                let uri = record
+                    .as_ref()
+                    .and_then(|r| r.internal_uri.clone())
+                    .or_else(|| self.peers.get(id).cloned())
+                    .unwrap_or_default();
+                let api_uri = record.map(|r| r.api_uri);
+                let removing = removed.contains(id);
+                (
+                    id.to_string(),
+                    Peer {
+                        uri,
+                        api_uri,
+                        removing,
+                    },
+                )
             })
             .collect();
         ClusterStatus {
@@ -577,6 +725,9 @@ pub struct Peer {
     /// Its public REST address, once the node has recorded it in the metadata (a Cairn
     /// addition: what a client fails over to).
     pub api_uri: Option<String>,
+    /// Whether the node is being removed (its replicas move away, then it leaves).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub removing: bool,
 }
 
 /// The metadata group as one node sees it.

@@ -45,6 +45,8 @@ pub struct Wiring {
     pub node: Option<Arc<Node>>,
     /// A peer node's host, which the catalog's follower settles on the placements.
     pub node_host: Option<Arc<NodeHost<PeerClient>>>,
+    /// A peer node's client of the other nodes, whose address book follows the metadata.
+    pub peer_client: Option<Arc<PeerClient>>,
     /// A peer node's links cut on purpose (tests only).
     pub faults: Arc<Faults>,
 }
@@ -58,6 +60,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     let mut node = None;
     let mut node_host = None;
+    let mut peer_client = None;
     let mut faults = Faults::new(false);
     let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
         match config.cluster.role {
@@ -76,6 +79,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 let started =
                     Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
                 node = Some(started.clone());
+                peer_client = Some(peers.clone());
                 let host = Arc::new(NodeHost::new(
                     started,
                     peers.clone(),
@@ -95,6 +99,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         cluster,
         node,
         node_host,
+        peer_client,
         faults,
     };
     serve::serve(config, wiring).await

@@ -24,6 +24,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         cluster,
         node,
         node_host,
+        peer_client,
         faults,
     } = wiring;
     let listener = tokio::net::TcpListener::bind(config.http_addr())
@@ -44,7 +45,18 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let internal = match &node {
         Some(node) => {
             let internal = serve_internal(&config, node, faults).await?;
-            node.register(format!("http://{addr}"));
+            let api_uri = format!("http://{addr}");
+            if let (false, Some(peers)) = (config.cluster.join.is_empty(), &peer_client) {
+                crate::http::peer::spawn_join(
+                    peers.clone(),
+                    node.clone(),
+                    config.cluster.join.clone(),
+                    api_uri.clone(),
+                );
+            }
+            node.register(api_uri);
+            crate::node::members::spawn(node.clone());
+            crate::node::rebalance::spawn(node.clone());
             Some(internal)
         }
         None => None,
@@ -65,8 +77,8 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     if let Some(cluster) = &cluster {
         crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
-    if let (Some(node), Some(host)) = (&node, &node_host) {
-        super::sync::spawn(node.clone(), host.clone(), catalog.clone());
+    if let (Some(node), Some(host), Some(peers)) = (&node, &node_host, &peer_client) {
+        super::sync::spawn(node.clone(), host.clone(), peers.clone(), catalog.clone());
     }
     state.set_ready(catalog.clone());
     tracing::info!(collections = catalog.names().len(), "ready");

@@ -11,18 +11,26 @@ use std::time::Duration;
 use cairn_consensus::Transport;
 
 use crate::catalog::Catalog;
+use crate::http::peer::PeerClient;
 use crate::node::host::NodeHost;
 use crate::node::Node;
 
 /// How often the catalog is compared with the metadata.
 const EVERY: Duration = Duration::from_millis(200);
 
-/// Keeps `catalog` and `host` in step with `node`'s metadata until the process ends.
-pub fn spawn<T: Transport>(node: Arc<Node>, host: Arc<NodeHost<T>>, catalog: Arc<Catalog>) {
+/// Keeps `catalog`, `host` and the address book of `peers` in step with `node`'s metadata
+/// until the process ends.
+pub fn spawn<T: Transport>(
+    node: Arc<Node>,
+    host: Arc<NodeHost<T>>,
+    peers: Arc<PeerClient>,
+    catalog: Arc<Catalog>,
+) {
     tokio::spawn(async move {
         // The uid each open collection had when this loop saw it open.
         let mut seen: HashMap<String, u64> = HashMap::new();
         loop {
+            peers.learn(&node.addresses());
             if let Err(e) = step(&node, &catalog, &mut seen).await {
                 tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
             }

@@ -10,6 +10,7 @@ mod bad_input;
 mod cluster;
 mod durability;
 mod harness;
+mod membership;
 mod mips;
 mod moves;
 mod nemesis;

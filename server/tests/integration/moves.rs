@@ -68,7 +68,7 @@ fn wait_settled(nodes: &[Server], name: &str, wanted: &BTreeSet<u64>) -> Vec<(u6
 }
 
 /// Clients writing unique ids and querying through every node until told to stop.
-struct Load {
+pub(super) struct Load {
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<u64>>>,
     failed_writes: Arc<AtomicU64>,
@@ -78,7 +78,7 @@ struct Load {
 }
 
 impl Load {
-    fn start(urls: Vec<String>, name: &str) -> Load {
+    pub(super) fn start(urls: Vec<String>, name: &str) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Vec::new()));
         let failed_writes = Arc::new(AtomicU64::new(0));
@@ -169,7 +169,7 @@ impl Load {
     }
 
     /// Stops the clients; returns the acknowledged ids.
-    fn finish(self) -> Vec<u64> {
+    pub(super) fn finish(self) -> Vec<u64> {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
             t.join().unwrap();
