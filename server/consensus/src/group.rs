@@ -394,11 +394,8 @@ impl Group {
         &self,
         voters: std::collections::BTreeSet<ReplicaId>,
     ) -> Result<(), GroupError> {
-        self.raft
-            .change_membership(openraft::ChangeMembers::ReplaceAllVoters(voters), false)
+        self.change(openraft::ChangeMembers::ReplaceAllVoters(voters))
             .await
-            .map(|_| ())
-            .map_err(|e| self.failed(e))
     }
 
     /// On the leader: removes learners that are no longer wanted (a replica whose move was
@@ -407,8 +404,17 @@ impl Group {
         &self,
         learners: std::collections::BTreeSet<ReplicaId>,
     ) -> Result<(), GroupError> {
+        self.change(openraft::ChangeMembers::RemoveNodes(learners))
+            .await
+    }
+
+    /// A membership change; members it leaves out are removed, not kept as learners.
+    async fn change(
+        &self,
+        change: openraft::ChangeMembers<ReplicaId, ReplicaAddr>,
+    ) -> Result<(), GroupError> {
         self.raft
-            .change_membership(openraft::ChangeMembers::RemoveNodes(learners), false)
+            .change_membership(change, false)
             .await
             .map(|_| ())
             .map_err(|e| self.failed(e))

@@ -10,6 +10,13 @@
 //! after `docker start`), `docker pause`s another for 10 s under load (p99 within 1.5× the
 //! healthy p99), restarts the project (data survives) and tears it down.
 //!
+//! The peer one starts `configs/docker-compose.peers.yml` (three Raft peer nodes), loads
+//! siftsmall with three replicas through one node, then `docker kill`s, `docker pause`s and
+//! restarts each node in turn under a query load spread over all three (a client that tries the
+//! next node when one does not answer, as the SDK does): no query fails, writes go on through
+//! the others, the node catches up, the data survives a restart of the project, and `down -v`
+//! leaves nothing.
+//!
 //! Runs whenever a Docker engine answers; with `CI=true` a missing engine is a failure, since
 //! CI machines have one.
 #![allow(
@@ -76,6 +83,10 @@ impl Project {
             .arg(&self.file)
             .args(args)
             .env("CAIRN_PORT", "")
+            .env("CAIRN_PORT_1", "")
+            .env("CAIRN_PORT_2", "")
+            .env("CAIRN_PORT_3", "")
+            .env("CAIRN_CLUSTER_SECRET", "docker-test-secret")
             .env("CAIRN_BIND", "127.0.0.1");
         c
     }
@@ -421,4 +432,188 @@ fn cluster_compose_survives_kills_pauses_and_restarts() {
     drop(project);
     let left = leftovers(&name);
     assert!(left.is_empty(), "down -v left {left}");
+}
+
+/// Queries spread over several nodes until stopped, each sent to the next node when one does
+/// not answer in time (as the SDK fails over): (sent, failed).
+struct SpreadLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(usize, usize)>,
+}
+
+impl SpreadLoad {
+    fn start(urls: &[String], data: &Dataset) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let queries: Vec<Vec<f32>> = data.queries.rows().map(<[f32]>::to_vec).collect();
+        let urls: Vec<String> = urls
+            .iter()
+            .map(|u| format!("{u}/collections/sift/points/query"))
+            .collect();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .unwrap();
+            let (mut sent, mut failed) = (0, 0);
+            while !flag.load(Ordering::Relaxed) {
+                let body = json!({"query": queries[sent % queries.len()], "limit": 10});
+                let ok = (0..urls.len()).any(|k| {
+                    client
+                        .post(&urls[(sent + k) % urls.len()])
+                        .json(&body)
+                        .send()
+                        .is_ok_and(|r| r.status().is_success())
+                });
+                sent += 1;
+                failed += usize::from(!ok);
+            }
+            (sent, failed)
+        });
+        Self { stop, thread }
+    }
+
+    fn finish(self) -> (usize, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// Points counted through `url`, if it answers.
+fn count_at(client: &reqwest::blocking::Client, url: &str) -> Option<u64> {
+    let response = client
+        .post(format!("{url}/collections/sift/points/count"))
+        .json(&json!({"exact": true}))
+        .send()
+        .ok()?;
+    let body: Value = response.json().ok()?;
+    body["result"]["count"].as_u64()
+}
+
+fn wait_count_at(client: &reqwest::blocking::Client, url: &str, count: u64) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count_at(client, url) != Some(count) {
+        assert!(
+            Instant::now() < deadline,
+            "{url} never counted {count} (at {:?})",
+            count_at(client, url)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn peer_compose_survives_kills_pauses_and_restarts_of_any_node() {
+    let Some((project, data)) = up("cairnpeers", "docker-compose.peers.yml") else {
+        return;
+    };
+    let nodes = ["node-1", "node-2", "node-3"];
+    project.wait_healthy(&nodes);
+    let urls: Vec<String> = nodes.iter().map(|n| project.url(n)).collect();
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    // The nodes elect the metadata group's leader and record themselves; a create before that
+    // is refused with a 503, so wait for all three records.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call(&client, "GET", &format!("{}/cluster", urls[0]), &json!({}))["peers"]
+        .as_object()
+        .is_none_or(|peers| peers.values().filter(|p| p["api_uri"].is_string()).count() < 3)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the nodes never formed a cluster"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    call(
+        &client,
+        "PUT",
+        &format!("{}/collections/sift", urls[0]),
+        &json!({"vectors": {"size": 128, "distance": "Euclid"}, "replication_factor": 3}),
+    );
+    for (b, chunk) in data.base.data.chunks(128 * 1000).enumerate() {
+        let points: Vec<Value> = chunk
+            .chunks(128)
+            .enumerate()
+            .map(|(i, v)| json!({"id": b * 1000 + i, "vector": v}))
+            .collect();
+        call(
+            &client,
+            "PUT",
+            &format!("{}/collections/sift/points?wait=true", urls[b % 3]),
+            &json!({"points": points}),
+        );
+    }
+    let mut expected = 10_000u64;
+    for url in &urls {
+        wait_count_at(&client, url, expected);
+        let r = recall(&client, url, &data);
+        eprintln!("docker peers, 3 replicas, through {url}: recall@10 {r:.4}");
+        assert!(r >= 0.95, "recall@10 {r} through {url}");
+    }
+
+    for (i, node) in nodes.iter().enumerate() {
+        let urls = project_urls(&project, &nodes);
+        let container = project.container(node);
+        // docker kill under load: no query fails; writes go on through another node.
+        let load = SpreadLoad::start(&urls, &data);
+        std::thread::sleep(Duration::from_millis(500));
+        run(Command::new("docker").args(["kill", &container]));
+        let extra: Vec<Value> = (0..100)
+            .map(|k| {
+                let id = 50_000 + expected + k;
+                json!({"id": id, "vector": vec![1000.0 + k as f32; 128]})
+            })
+            .collect();
+        call(
+            &client,
+            "PUT",
+            &format!("{}/collections/sift/points?wait=true", urls[(i + 1) % 3]),
+            &json!({"points": extra}),
+        );
+        expected += 100;
+        std::thread::sleep(Duration::from_secs(2));
+        let (sent, failed) = load.finish();
+        eprintln!("docker kill {node} under load: {sent} queries, {failed} failed");
+        assert_eq!(failed, 0, "queries failed while {node} was killed");
+        // docker start: it catches up.
+        run(Command::new("docker").args(["start", &container]));
+        project.wait_healthy(&[node]);
+        let url = project.url(node);
+        wait_count_at(&client, &url, expected);
+
+        // docker pause for 5 s under load: no query fails.
+        let urls = project_urls(&project, &nodes);
+        let load = SpreadLoad::start(&urls, &data);
+        run(Command::new("docker").args(["pause", &container]));
+        std::thread::sleep(Duration::from_secs(5));
+        run(Command::new("docker").args(["unpause", &container]));
+        std::thread::sleep(Duration::from_secs(1));
+        let (sent, failed) = load.finish();
+        eprintln!("docker pause {node} 5 s under load: {sent} queries, {failed} failed");
+        assert_eq!(failed, 0, "queries failed while {node} was paused");
+    }
+
+    // Data survives `restart` of the whole project.
+    run(&mut project.cmd(&["restart"]));
+    project.wait_healthy(&nodes);
+    for url in project_urls(&project, &nodes) {
+        wait_count_at(&client, &url, expected);
+    }
+    let url = project.url("node-2");
+    let r = recall(&client, &url, &data);
+    assert!(r >= 0.95, "recall@10 after the restart {r}");
+
+    let name = project.name.clone();
+    drop(project);
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "down -v left {left}");
+}
+
+/// Each node's published URL (ports may change when a container restarts).
+fn project_urls(project: &Project, nodes: &[&str]) -> Vec<String> {
+    nodes.iter().map(|n| project.url(n)).collect()
 }
