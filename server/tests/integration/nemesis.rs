@@ -1,9 +1,11 @@
 //! The randomized fault test of issue #22 on peer nodes: five nodes, one collection with three
 //! replicas, client threads upserting unique values and deleting, while a nemesis SIGKILLs and
-//! restarts nodes, freezes them (SIGSTOP/SIGCONT), cuts a node's links to others, and
-//! isolates the partition's leader from its followers while clients still reach it (the
-//! fencing test: a leader cut off from its majority must not acknowledge a write, and any it
-//! did would show up below as a lost write). After healing, the history is checked:
+//! restarts nodes, freezes them (SIGSTOP/SIGCONT), cuts a node's links to others, moves the
+//! partition's replica from one node to another (a Raft membership change that the later
+//! faults hit while it runs), and isolates the partition's leader from its followers while
+//! clients still reach it (the fencing test: a leader cut off from its majority must not
+//! acknowledge a write, and any it did would show up below as a lost write). After healing
+//! and the last move finishing, the history is checked:
 //! every acknowledged write is there with its last acknowledged value (or a later write whose
 //! outcome is unknown), nothing acknowledged as deleted is back, every replica holds the same
 //! points, and no read failed (the nemesis never takes down two nodes at once, so every
@@ -214,7 +216,7 @@ fn randomized_faults_lose_no_acknowledged_write() {
         std::thread::sleep(Duration::from_millis(rng.gen_range(1500..3500)));
         let mut victim = rng.gen_range(0..NODES);
         let pause = Duration::from_millis(rng.gen_range(500..3000));
-        match rng.gen_range(0..4) {
+        match rng.gen_range(0..5) {
             0 => {
                 actions.push(format!("kill node {}", victim + 1));
                 nodes[victim].kill9();
@@ -242,6 +244,35 @@ fn randomized_faults_lose_no_acknowledged_write() {
                 std::thread::sleep(pause);
                 cut(victim, &[]);
             }
+            3 => {
+                // A replica moves (learner, catch-up, joint configuration, removal) while the
+                // other faults go on around it; a partition takes one move at a time, so one
+                // asked for while another runs is refused.
+                let holders: Vec<u64> = nodes[0].ok("GET", "/collections/n/cluster", None)
+                    ["replicas"][0]["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|r| r["peer_id"].as_u64())
+                    .collect();
+                let spare: Vec<u64> = (1..=NODES as u64)
+                    .filter(|n| !holders.contains(n))
+                    .collect();
+                let (Some(from), Some(to)) = (
+                    holders.get(rng.gen_range(0..holders.len().max(1))),
+                    spare.get(rng.gen_range(0..spare.len().max(1))),
+                ) else {
+                    continue;
+                };
+                let (code, _) = nodes[victim].call(
+                    "POST",
+                    "/collections/n/cluster",
+                    Some(&json!({"move_shard": {"shard_id": 0, "from_peer_id": from, "to_peer_id": to}})),
+                );
+                actions.push(format!(
+                    "move the replica on node {from} to node {to} ({code})"
+                ));
+            }
             _ => {
                 if let Some(leader) = partition_leader(&nodes) {
                     victim = leader;
@@ -262,8 +293,21 @@ fn randomized_faults_lose_no_acknowledged_write() {
         worker.join().unwrap();
     }
 
-    // Healed: every replica settles on the same points.
+    // Healed: a move under way finishes, and every replica settles on the same points.
     let history = history.lock().unwrap().clone();
+    let settle = Instant::now();
+    while !nodes[0].ok("GET", "/collections/n/cluster", None)["shard_transfers"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            settle.elapsed() < Duration::from_secs(60),
+            "a move never finished: {}",
+            nodes[0].ok("GET", "/collections/n/cluster", None)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     let replicas: Vec<&Server> = nodes
         .iter()
         .filter(|n| {

@@ -570,18 +570,29 @@ fn a_replica_behind_the_retained_log_comes_back_by_snapshot() {
     // holds (several snapshots' worth).
     let next = write_until_purged(&[&nodes[0], &nodes[1]], "snap", 20, 100);
     nodes[2].restart();
+    // (While it installs, its reads go to the other replicas: the count alone does not tell.)
+    wait_log(&nodes[2], "snapshot installed");
     wait_count(&nodes[2], "snap", next);
-    let log = nodes[2].log();
-    assert!(
-        log.contains("snapshot installed"),
-        "no snapshot was installed:\n{log}"
-    );
     assert_eq!(contents(&nodes[2], "snap"), contents(&nodes[0], "snap"));
     // It takes part again: a write through it reaches everyone.
     let (status, body) = upsert(&nodes[2], "snap", next..next + 10, "after");
     assert_eq!(status, 200, "{body}");
     for node in &nodes {
         wait_count(node, "snap", next + 10);
+    }
+}
+
+/// Waits until `node`'s log (this start's) says `needle`.
+pub(super) fn wait_log(node: &Server, needle: &str) {
+    let started = Instant::now();
+    while !node.log().contains(needle) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} never logged {needle:?}:\n{}",
+            node.addr,
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
