@@ -186,6 +186,13 @@ fn load_siftsmall(client: &reqwest::blocking::Client, url: &str, data: &Dataset,
         .unwrap()
         .extend(extra.as_object().unwrap().clone());
     call(client, "PUT", &format!("{url}/collections/sift"), &body);
+    put_siftsmall(client, &[url.to_owned()], data);
+    wait_routed(client, url);
+}
+
+/// Puts siftsmall's points into `sift`, 1,000 per request (each waiting until searchable),
+/// through `urls` in turn.
+fn put_siftsmall(client: &reqwest::blocking::Client, urls: &[String], data: &Dataset) {
     for (b, chunk) in data.base.data.chunks(128 * 1000).enumerate() {
         let points: Vec<Value> = chunk
             .chunks(128)
@@ -195,11 +202,10 @@ fn load_siftsmall(client: &reqwest::blocking::Client, url: &str, data: &Dataset,
         call(
             client,
             "PUT",
-            &format!("{url}/collections/sift/points?wait=true"),
+            &format!("{}/collections/sift/points?wait=true", urls[b % urls.len()]),
             &json!({"points": points}),
         );
     }
-    wait_routed(client, url);
 }
 
 fn wait_routed(client: &reqwest::blocking::Client, url: &str) {
@@ -534,19 +540,7 @@ fn peer_compose_survives_kills_pauses_and_restarts_of_any_node() {
         &format!("{}/collections/sift", urls[0]),
         &json!({"vectors": {"size": 128, "distance": "Euclid"}, "replication_factor": 3}),
     );
-    for (b, chunk) in data.base.data.chunks(128 * 1000).enumerate() {
-        let points: Vec<Value> = chunk
-            .chunks(128)
-            .enumerate()
-            .map(|(i, v)| json!({"id": b * 1000 + i, "vector": v}))
-            .collect();
-        call(
-            &client,
-            "PUT",
-            &format!("{}/collections/sift/points?wait=true", urls[b % 3]),
-            &json!({"points": points}),
-        );
-    }
+    put_siftsmall(&client, &urls, &data);
     let mut expected = 10_000u64;
     for url in &urls {
         wait_count_at(&client, url, expected);
