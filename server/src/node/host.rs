@@ -136,7 +136,8 @@ impl<T: Transport> NodeHost<T> {
                 replica = here.replica.id(),
                 "replica removed from this node"
             );
-            remove_dir(&replica_dir(&collection.dir, p, here.replica.id()))?;
+            let dir = replica_dir(&collection.dir, p, here.replica.id());
+            off_workers(move || remove_dir(&dir)).await?;
         }
         // The replica placed here; or one leaving whose files are here (after a restart): it
         // still votes until the group lets it go.
@@ -153,8 +154,10 @@ impl<T: Transport> NodeHost<T> {
             if !matches!(&*serving, Serving::Away(away) if *away == nodes) {
                 slot.handle.set(self.forwarded(group, placement));
                 *serving = Serving::Away(nodes);
+                // Once per change, not every pass: folders a removal left behind.
+                let partition = partition_dir(&collection.dir, p);
+                off_workers(move || sweep(&partition, None)).await?;
             }
-            sweep(&partition_dir(&collection.dir, p), None)?;
             return Ok(());
         };
         let dir = replica_dir(&collection.dir, p, mine.id);
@@ -186,7 +189,8 @@ impl<T: Transport> NodeHost<T> {
             }
             ReplicaState::Live | ReplicaState::Leaving => {}
         }
-        sweep(&partition_dir(&collection.dir, p), Some(mine.id))?;
+        let (partition, keep) = (partition_dir(&collection.dir, p), mine.id);
+        off_workers(move || sweep(&partition, Some(keep))).await?;
         let label = if p == 0 {
             collection.name.clone()
         } else {
@@ -326,7 +330,8 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
                         },
                         &record.placement[p],
                     ))),
-                    serving: tokio::sync::Mutex::new(Serving::Away(record.placement[p].nodes())),
+                    // Nothing yet: the first pass settles it (and sweeps leftover folders).
+                    serving: tokio::sync::Mutex::new(Serving::Away(Vec::new())),
                 })
                 .collect(),
         });
@@ -446,6 +451,14 @@ fn sweep(partition: &Path, keep: Option<ReplicaId>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Runs file work (removing a replica's folder, gigabytes perhaps) on a blocking thread: the
+/// passes that settle replicas run on the async workers, beside every group's heartbeats.
+async fn off_workers(work: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ServerError::Internal(format!("file work: {e}")))?
 }
 
 fn remove_dir(dir: &Path) -> Result<()> {

@@ -624,7 +624,8 @@ impl Node {
     }
 
     /// Runs `read` on the metadata store where no snapshot install overlapped it (see
-    /// [`Installs`]).
+    /// [`Installs`]). Never waits (callers run on async workers): during an install it
+    /// answers Unavailable, and the caller's next pass reads again.
     fn consistent<T>(&self, read: impl Fn() -> Result<T>) -> Result<T> {
         use std::sync::atomic::Ordering;
         for _ in 0..3 {
@@ -635,7 +636,6 @@ impl Node {
                     return Ok(value);
                 }
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
         Err(ServerError::Unavailable(
             "this node's copy of the cluster's metadata is being replaced by a snapshot".into(),

@@ -90,7 +90,7 @@ impl PartitionHandle for ReplicatedPartition {
         if let Some(other) = self.closed_instead() {
             return other.upsert(points);
         }
-        let attempt = self.block_on(self.replica.upsert(points.clone(), WRITE_TIMEOUT));
+        let attempt = self.block_on(self.replica.upsert(&points, WRITE_TIMEOUT));
         match self.closed_instead() {
             // The replica closed under the write (moved away): upserts are idempotent, so the
             // partition's other replicas take it.
@@ -103,7 +103,7 @@ impl PartitionHandle for ReplicatedPartition {
         if let Some(other) = self.closed_instead() {
             return other.delete(ids);
         }
-        let attempt = self.block_on(self.replica.delete(ids.clone(), WRITE_TIMEOUT));
+        let attempt = self.block_on(self.replica.delete(&ids, WRITE_TIMEOUT));
         match self.closed_instead() {
             Some(other) if attempt.is_err() => other.delete(ids),
             _ => attempt,

@@ -224,20 +224,25 @@ impl PartitionReplica {
 
     /// Writes points through the group's leader; returns the write's log index once a
     /// majority holds it.
-    pub async fn upsert(&self, points: Vec<NewPoint>, within: Duration) -> Result<u64> {
+    pub async fn upsert(&self, points: &[NewPoint], within: Duration) -> Result<u64> {
+        // Copied into the entry (the caller keeps the points, to send them to another replica
+        // if this one closes under the write).
         let rows = points
-            .into_iter()
+            .iter()
             .map(|p| Row {
                 key: keys::encode(&p.id),
-                vector: p.vector,
-                payload: p.payload.map(|m| serde_json::Value::Object(m).to_string()),
+                vector: p.vector.clone(),
+                payload: p
+                    .payload
+                    .as_ref()
+                    .map(|m| serde_json::Value::Object(m.clone()).to_string()),
             })
             .collect();
         self.write(PartitionCommand::Upsert(rows), within).await
     }
 
     /// Deletes points through the group's leader; returns the write's log index.
-    pub async fn delete(&self, ids: Vec<PointId>, within: Duration) -> Result<u64> {
+    pub async fn delete(&self, ids: &[PointId], within: Duration) -> Result<u64> {
         let keys = ids.iter().map(keys::encode).collect();
         self.write(PartitionCommand::Delete(keys), within).await
     }
@@ -365,11 +370,11 @@ mod tests {
         let within = Duration::from_secs(10);
         let mut last = 0;
         for i in 0..20 {
-            last = replica.upsert(vec![point(i)], within).await.unwrap();
+            last = replica.upsert(&[point(i)], within).await.unwrap();
         }
         last = last.max(
             replica
-                .delete(vec![PointId::Num(3), PointId::Num(4)], within)
+                .delete(&[PointId::Num(3), PointId::Num(4)], within)
                 .await
                 .unwrap(),
         );
