@@ -85,6 +85,13 @@ impl CreateCollectionBuilder {
         self
     }
 
+    /// Share of points also stored in a second partition (partitioned collections; see
+    /// [`cairn_api::CreateCollection::spill`]).
+    pub fn spill(mut self, share: f64) -> Self {
+        self.request.spill = Some(share);
+        self
+    }
+
     /// Copies of each partition.
     pub fn replication_factor(mut self, copies: u32) -> Self {
         self.request.replication_factor = Some(copies);

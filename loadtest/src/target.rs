@@ -45,6 +45,10 @@ pub struct TargetArgs {
     /// waits until the router is trained and every point re-homed).
     #[arg(long, default_value_t = 1)]
     pub partitions: u32,
+    /// Share of points also stored in a second partition, when a partitioned collection is
+    /// created (the server's default when left out).
+    #[arg(long)]
+    pub spill: Option<f64>,
     /// Copies of each partition, when the collection is created (a router's shard nodes
     /// hold them).
     #[arg(long, default_value_t = 1)]
@@ -110,18 +114,19 @@ impl Target {
             }
             client.delete_collection(&self.collection).await?;
         }
-        client
-            .create_collection(
-                CreateCollectionBuilder::new(&self.collection, workload.dim(), args.distance)
-                    .hnsw(HnswConfigDiff {
-                        m: Some(args.m),
-                        ef_construct: Some(args.ef_construct),
-                        ..HnswConfigDiff::default()
-                    })
-                    .partitions(args.partitions)
-                    .replication_factor(args.replication),
-            )
-            .await?;
+        let mut create =
+            CreateCollectionBuilder::new(&self.collection, workload.dim(), args.distance)
+                .hnsw(HnswConfigDiff {
+                    m: Some(args.m),
+                    ef_construct: Some(args.ef_construct),
+                    ..HnswConfigDiff::default()
+                })
+                .partitions(args.partitions)
+                .replication_factor(args.replication);
+        if let Some(spill) = args.spill {
+            create = create.spill(spill);
+        }
+        client.create_collection(create).await?;
         let bar = ProgressBar::new(n as u64).with_style(
             ProgressStyle::with_template(
                 "loading {bar:40} {pos}/{len} points ({per_sec}, eta {eta})",
@@ -162,6 +167,7 @@ impl Target {
             };
             if routing.phase == "routed" && !routing.training_due {
                 tracing::info!(partitions = ?routing.partition_points, version = routing.version,
+                    centres = routing.centres, branching = routing.branching, spill = routing.spill,
                     secs = started.elapsed().as_secs_f64(), "routed");
                 return Ok(());
             }

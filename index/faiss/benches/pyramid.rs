@@ -127,6 +127,10 @@ fn routed(set: &Set, w: usize) -> Cluster {
     for (i, v) in set.base.rows().enumerate() {
         match meta_index.assign(v).unwrap() {
             Assignment::One(p) => members[p as usize].push(i as u32),
+            Assignment::Two(p, s) => {
+                members[p as usize].push(i as u32);
+                members[s as usize].push(i as u32);
+            }
             Assignment::All => members.iter_mut().for_each(|m| m.push(i as u32)),
         }
     }

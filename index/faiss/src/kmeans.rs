@@ -104,8 +104,12 @@ mod tests {
 
         let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
         let dim = data.base.dim;
+        // Unspilled, so that partition sizes show the partitioner's balance alone.
         let meta_index = MetaIndex::train(
-            PyramidParams::new(8),
+            PyramidParams {
+                spill: 0.0,
+                ..PyramidParams::new(8)
+            },
             Metric::L2,
             dim,
             &data.base.data,
@@ -118,7 +122,7 @@ mod tests {
             .rows()
             .map(|v| match meta_index.assign(v).unwrap() {
                 Assignment::One(p) => p,
-                Assignment::All => unreachable!("L2 meta-indexes never replicate"),
+                Assignment::Two(..) | Assignment::All => unreachable!("nothing spilled"),
             })
             .collect();
         let mut sizes = [0usize; 8];

@@ -11,6 +11,20 @@
 //! Items ([`MetaIndex::assign`]) go to the part of their nearest centre. Queries
 //! ([`MetaIndex::route`]) take the parts of their top-`branching` centres, best first.
 //!
+//! Two measures keep the partitions a query visits few (issue #22):
+//!
+//! - **Spilled assignment.** An item near a part boundary has neighbours on both sides, so a
+//!   query near it would have to visit both parts. The `spill` share of items closest to a
+//!   boundary (smallest ratio of the distance to the nearest centre of another part over the
+//!   distance to their own centre, measured on the training sample) is stored in that second
+//!   part too ([`Assignment::Two`]), as SOAR does for IVF lists: memory grows by at most
+//!   `spill`, and queries find boundary items from either side.
+//! - **Branching tuned per collection** ([`MetaIndex::tune_branching`]): the default number of
+//!   centres a query looks up is the fewest that keep routed recall@10 — the share of a
+//!   query's exact top-10 stored in a visited part — at `route_recall` for queries held apart
+//!   from the training sample. A fixed default over-visits on easy data and under-visits on
+//!   embeddings whose neighbours are spread.
+//!
 //! Inner product is not a metric, and routing by it would send most queries to the part
 //! holding the largest norms, which then becomes every query's straggler (the paper's §IV-D).
 //! `Dot` collections therefore route by *direction*: spherical k-means and a cosine meta-HNSW.
@@ -56,11 +70,20 @@ pub struct PyramidParams {
     pub replicate_top_norms: f64,
     /// Seed of the partitioner and the meta-HNSW.
     pub seed: u64,
+    /// Share of items also stored in a second partition, those nearest a partition boundary
+    /// (0: none; absent in settings written before spilling existed).
+    #[serde(default)]
+    pub spill: f64,
+    /// Routed recall@10 the default `branching` is tuned for at training (0: `branching` as
+    /// given; absent in settings written before tuning existed).
+    #[serde(default)]
+    pub route_recall: f64,
 }
 
 impl PyramidParams {
-    /// Defaults for `partitions` parts: 32 centres per part, queries looking up 8 centres, 3%
-    /// imbalance, the top 5% of norms everywhere for `Dot`.
+    /// Defaults for `partitions` parts: 32 centres per part, 3% imbalance, the top 5% of norms
+    /// everywhere for `Dot`, [`DEFAULT_SPILL`] of items in a second part, and `branching`
+    /// tuned at training for routed recall@10 0.95 (8 centres until then).
     pub fn new(partitions: usize) -> Self {
         Self {
             partitions,
@@ -69,6 +92,8 @@ impl PyramidParams {
             imbalance: 0.03,
             replicate_top_norms: 0.05,
             seed: 0x5eed,
+            spill: DEFAULT_SPILL,
+            route_recall: 0.95,
         }
     }
 
@@ -102,17 +127,66 @@ impl PyramidParams {
                 self.replicate_top_norms
             ));
         }
+        if !(0.0..=1.0).contains(&self.spill) {
+            return fail(format!("spill must be between 0 and 1, got {}", self.spill));
+        }
+        if !(0.0..1.0).contains(&self.route_recall) {
+            return fail(format!(
+                "route_recall must be in [0, 1), got {}",
+                self.route_recall
+            ));
+        }
         Ok(())
     }
 }
+
+/// Share of items stored in a second partition by default: every item with another part among
+/// its nearest centres, so up to twice the memory. Chosen from the routing study
+/// (`index/faiss/tests/routing.rs`, BENCHMARKS.md): on 384-d sentence embeddings in 8 parts,
+/// only full spilling reached routed recall@10 0.95 touching at most 35% of the parts (0.5
+/// needed 41%, none 54%); collections that cannot pay the memory set a smaller `spill`.
+pub const DEFAULT_SPILL: f64 = 1.0;
 
 /// Where an item is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Assignment {
     /// In one partition: the one owning its nearest centre.
     One(u32),
+    /// In its own partition (first) and, being near a boundary, in the partition of its
+    /// nearest centre across it (second).
+    Two(u32, u32),
     /// In every partition (a large-norm item of a `Dot` collection).
     All,
+}
+
+impl Assignment {
+    /// Whether the item is stored in partition `p`.
+    pub fn includes(self, p: u32) -> bool {
+        match self {
+            Self::One(t) => t == p,
+            Self::Two(a, b) => a == p || b == p,
+            Self::All => true,
+        }
+    }
+
+    /// The partition holding the item's first copy (every partition for `All`: `None`).
+    pub fn home(self) -> Option<u32> {
+        match self {
+            Self::One(t) | Self::Two(t, _) => Some(t),
+            Self::All => None,
+        }
+    }
+}
+
+/// What [`MetaIndex::tune_branching`] measured at one branching.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoutePoint {
+    /// Centres looked up.
+    pub branching: usize,
+    /// Share of the held-apart queries' top-10 (within the sample) stored in a visited part.
+    pub recall: f64,
+    /// Parts visited per query, on average.
+    pub touched: f64,
 }
 
 /// The meta-HNSW and the centre → partition table; see the module docs.
@@ -129,7 +203,17 @@ pub struct MetaIndex {
     loads: Vec<f64>,
     /// Meta-HNSW bottom-layer edges between partitions.
     cut: usize,
+    /// Items whose boundary ratio ([`MetaIndex::boundary`]) is at most this are spilled
+    /// (0: none are).
+    spill_ratio: f32,
 }
+
+/// Centres looked at to find an item's nearest centre in another part.
+const SPILL_CANDIDATES: usize = 16;
+/// Query results a branching is tuned for (recall@10).
+const TUNE_K: usize = 10;
+/// The branchings [`MetaIndex::tune_branching`] tries, in order.
+const BRANCHING_LADDER: &[usize] = &[1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64];
 
 /// The meta-HNSW's shape: tiny, so built generously.
 fn meta_params(seed: u64) -> HnswParams {
@@ -223,7 +307,7 @@ impl MetaIndex {
         } else {
             f32::INFINITY
         };
-        Ok(Self {
+        let mut built = Self {
             params,
             metric,
             dim,
@@ -233,7 +317,61 @@ impl MetaIndex {
             hot_norm,
             loads: split.loads,
             cut: split.cut,
+            spill_ratio: 0.0,
+        };
+        built.spill_ratio = built.spill_threshold(sample)?;
+        Ok(built)
+    }
+
+    /// The boundary ratio under which the `spill` share of the sample's items fall (0 when
+    /// nothing is to spill).
+    fn spill_threshold(&self, sample: &[f32]) -> Result<f32> {
+        if self.params.spill <= 0.0 || self.params.partitions < 2 {
+            return Ok(0.0);
+        }
+        let mut ratios = Vec::with_capacity(sample.len() / self.dim);
+        for item in sample.chunks_exact(self.dim) {
+            if norm(item) >= self.hot_norm {
+                continue;
+            }
+            // Items with no other part among their candidate centres never spill: they count
+            // in the share, as they are stored once.
+            let ratio = self.boundary(item)?.1.map_or(f32::INFINITY, |(_, r)| r);
+            ratios.push(ratio);
+        }
+        if ratios.is_empty() {
+            return Ok(0.0);
+        }
+        ratios.sort_by(f32::total_cmp);
+        let take = (ratios.len() as f64 * self.params.spill).floor() as usize;
+        Ok(match take {
+            0 => 0.0,
+            n => ratios[n - 1].min(f32::MAX),
         })
+    }
+
+    /// `vector`'s own part, and the nearest other part with the ratio of the distance to its
+    /// nearest centre over the distance to the item's own centre (≥ 1; `None` when no
+    /// candidate centre lies in another part or the item sits on its centre).
+    fn boundary(&self, vector: &[f32]) -> Result<(u32, Option<(u32, f32)>)> {
+        let distance = self.distance_of_key();
+        let (hits, _) = self.meta.search(
+            vector,
+            SPILL_CANDIDATES.min(self.params.centres),
+            &SearchParams::default(),
+            None,
+        )?;
+        let first = hits
+            .first()
+            .ok_or_else(|| IndexError::InvalidParams("the meta_index has no centres".into()))?;
+        let home = self.centre_part[first.slot as usize];
+        let own = distance(first.key);
+        let across = hits
+            .iter()
+            .find(|h| self.centre_part[h.slot as usize] != home)
+            .filter(|_| own > 0.0)
+            .map(|h| (self.centre_part[h.slot as usize], distance(h.key) / own));
+        Ok((home, across))
     }
 
     /// Where `vector` is stored.
@@ -241,8 +379,74 @@ impl MetaIndex {
         if norm(vector) >= self.hot_norm {
             return Ok(Assignment::All);
         }
-        let centre = nearest(&self.meta, vector)?;
-        Ok(Assignment::One(self.centre_part[centre as usize]))
+        if self.spill_ratio <= 0.0 {
+            let centre = nearest(&self.meta, vector)?;
+            return Ok(Assignment::One(self.centre_part[centre as usize]));
+        }
+        Ok(match self.boundary(vector)? {
+            (home, Some((other, ratio))) if ratio <= self.spill_ratio => {
+                Assignment::Two(home, other)
+            }
+            (home, _) => Assignment::One(home),
+        })
+    }
+
+    /// Sets the default `branching` to the fewest centres whose routing keeps recall@10 at
+    /// `target` for `queries` (held apart from `sample`): recall counts the share of each
+    /// query's exact top-10 *within `sample`* stored in a visited part. The sample's neighbours
+    /// are farther apart than the whole collection's, so this errs towards visiting more.
+    /// Returns the measured ladder, up to the branching chosen (all of it when none reaches
+    /// `target`: the largest is kept).
+    pub fn tune_branching(
+        &mut self,
+        sample: &[f32],
+        queries: &[f32],
+        target: f64,
+    ) -> Result<Vec<RoutePoint>> {
+        let dim = self.dim;
+        if sample.len() % dim != 0 || queries.len() % dim != 0 || sample.len() < TUNE_K * dim {
+            return Err(IndexError::InvalidParams(format!(
+                "tuning needs whole rows of dimension {dim} and at least {TUNE_K} sample items"
+            )));
+        }
+        let exact = crate::flat::FlatIndex::new(self.metric, dim);
+        exact.add(sample)?;
+        let stored: Vec<Assignment> = sample
+            .chunks_exact(dim)
+            .map(|item| self.assign(item))
+            .collect::<Result<_>>()?;
+        let truth: Vec<Vec<Assignment>> = queries
+            .chunks_exact(dim)
+            .map(|q| {
+                let (hits, _) = exact.search(q, TUNE_K, &SearchParams::default(), None)?;
+                Ok(hits.iter().map(|h| stored[h.slot as usize]).collect())
+            })
+            .collect::<Result<_>>()?;
+        let mut ladder = Vec::new();
+        let centres = self.params.centres;
+        for &branching in BRANCHING_LADDER.iter().filter(|&&k| k <= centres) {
+            let (mut found, mut asked, mut touched) = (0usize, 0usize, 0usize);
+            for (q, answers) in queries.chunks_exact(dim).zip(&truth) {
+                let (parts, _) = self.route(q, Some(branching), None)?;
+                touched += parts.len();
+                asked += answers.len();
+                found += answers
+                    .iter()
+                    .filter(|a| parts.iter().any(|&p| a.includes(p)))
+                    .count();
+            }
+            let point = RoutePoint {
+                branching,
+                recall: found as f64 / asked.max(1) as f64,
+                touched: touched as f64 / truth.len().max(1) as f64,
+            };
+            ladder.push(point);
+            self.params.branching = branching;
+            if point.recall >= target {
+                break;
+            }
+        }
+        Ok(ladder)
     }
 
     /// The partitions a query visits, best first: those owning its top `branching` centres
@@ -276,6 +480,15 @@ impl MetaIndex {
             }
         }
         Ok((parts, stats))
+    }
+
+    /// Turns a meta-HNSW key into a distance ≥ 0: squared L2, or 1 − cosine.
+    fn distance_of_key(&self) -> impl Fn(f32) -> f32 {
+        let route_metric = routing_metric(self.metric);
+        move |key: f32| match route_metric {
+            Metric::Cosine => (1.0 + key).max(0.0),
+            Metric::L2 | Metric::InnerProduct => key.max(0.0),
+        }
     }
 
     /// Number of partitions.
@@ -318,6 +531,11 @@ impl MetaIndex {
         self.hot_norm.is_finite().then_some(self.hot_norm)
     }
 
+    /// Boundary ratio up to which items are stored in a second part (`None`: none are).
+    pub fn spill_ratio(&self) -> Option<f32> {
+        (self.spill_ratio > 0.0).then_some(self.spill_ratio)
+    }
+
     /// Serialises the meta-index (the caller wraps it in a checksummed file, as for indexes).
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let mut meta = Vec::new();
@@ -334,6 +552,9 @@ impl MetaIndex {
         e.u64(p.imbalance.to_bits());
         e.u64(p.replicate_top_norms.to_bits());
         e.u64(p.seed);
+        e.u64(p.spill.to_bits());
+        e.u64(p.route_recall.to_bits());
+        e.u32(self.spill_ratio.to_bits());
         e.u32(self.hot_norm.to_bits());
         e.u32s(self.centre_part.iter().copied());
         e.u32s(self.loads.iter().map(|&l| l as u32));
@@ -345,23 +566,32 @@ impl MetaIndex {
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
         let mut d = Decoder::new(bytes);
         let format = d.u64()?;
-        if format != FORMAT {
+        if !(1..=FORMAT).contains(&format) {
             return Err(IndexError::corrupt(format!(
-                "meta_index format {format}, this build reads {FORMAT}"
+                "meta_index format {format}, this build reads 1 to {FORMAT}"
             )));
         }
         let version = d.u64()?;
         let metric =
             Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric tag"))?;
         let dim = d.usize()?;
-        let params = PyramidParams {
+        let mut params = PyramidParams {
             partitions: d.usize()?,
             centres: d.usize()?,
             branching: d.usize()?,
             imbalance: f64::from_bits(d.u64()?),
             replicate_top_norms: f64::from_bits(d.u64()?),
             seed: d.u64()?,
+            spill: 0.0,
+            route_recall: 0.0,
         };
+        // Format 1 predates spilling and tuning: nothing spilled, branching as given.
+        let mut spill_ratio = 0.0;
+        if format >= 2 {
+            params.spill = f64::from_bits(d.u64()?);
+            params.route_recall = f64::from_bits(d.u64()?);
+            spill_ratio = f32::from_bits(d.u32()?);
+        }
         let hot_norm = f32::from_bits(d.u32()?);
         let centre_part = d.u32s_map(|p| p)?;
         let loads = d.u32s_map(f64::from)?;
@@ -391,12 +621,13 @@ impl MetaIndex {
             hot_norm,
             loads,
             cut,
+            spill_ratio,
         })
     }
 }
 
-/// Version of [`MetaIndex::write_to`]'s layout.
-const FORMAT: u64 = 1;
+/// Version of [`MetaIndex::write_to`]'s layout: 2 added spilling and the tuning target.
+const FORMAT: u64 = 2;
 
 /// The centre nearest to `vector` in the meta-HNSW.
 fn nearest(meta: &Hnsw, vector: &[f32]) -> Result<u32> {

@@ -165,6 +165,11 @@ fn place(meta_index: &MetaIndex, data: &Dataset) -> Placed {
                 per_partition[p as usize] += 1;
                 vec![p]
             }
+            Assignment::Two(p, s) => {
+                per_partition[p as usize] += 1;
+                per_partition[s as usize] += 1;
+                vec![p, s]
+            }
             Assignment::All => {
                 per_partition.iter_mut().for_each(|c| *c += 1);
                 (0..w as u32).collect()
@@ -210,7 +215,11 @@ fn routed(
 fn siftsmall_routes_to_few_balanced_partitions() {
     let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
     let dim = data.base.dim;
-    let params = PyramidParams::new(4);
+    // Unspilled: the partitioner's balance and the hot-norm copies alone.
+    let params = PyramidParams {
+        spill: 0.0,
+        ..PyramidParams::new(4)
+    };
     let sample: Vec<f32> = data.base.rows().step_by(2).flatten().copied().collect();
     let centres = sample_centres(&sample, dim, params.centres, 1);
     let meta_index = MetaIndex::build(params, Metric::L2, dim, &sample, &centres, 1).unwrap();
@@ -241,7 +250,11 @@ fn siftsmall_routes_to_few_balanced_partitions() {
 fn movielens_routes_by_direction_without_a_hot_partition() {
     let data = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
     let dim = data.base.dim;
-    let params = PyramidParams::new(4);
+    // Unspilled: the partitioner's balance and the hot-norm copies alone.
+    let params = PyramidParams {
+        spill: 0.0,
+        ..PyramidParams::new(4)
+    };
     let all: Vec<f32> = data.base.rows().flatten().copied().collect();
     let mut unit = all.clone();
     unit.chunks_exact_mut(dim).for_each(normalize);
@@ -274,7 +287,8 @@ fn movielens_routes_by_direction_without_a_hot_partition() {
     let centre_part: Vec<u32> = raw_centres
         .chunks_exact(dim)
         .map(|c| match blind.assign(c).unwrap() {
-            Assignment::One(p) => p,
+            // A centre sits on itself, so it is never spilled.
+            Assignment::One(p) | Assignment::Two(p, _) => p,
             Assignment::All => unreachable!("no replication asked for"),
         })
         .collect();
@@ -342,6 +356,82 @@ fn survives_a_round_trip() {
         .unwrap();
     assert_eq!(two.len(), 2);
     assert!(MetaIndex::read_from(&bytes[..bytes.len() - 3]).is_err());
+}
+
+/// A meta-index written in layout 1 (before spilling and tuning) reads as unspilled, with its
+/// branching as it was.
+#[test]
+fn reads_the_layout_before_spilling() {
+    let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
+    let dim = data.base.dim;
+    let params = PyramidParams {
+        centres: 48,
+        spill: 0.0,
+        route_recall: 0.0,
+        ..PyramidParams::new(3)
+    };
+    let all: Vec<f32> = data.base.rows().flatten().copied().collect();
+    let centres = sample_centres(&all, dim, params.centres, 3);
+    let meta_index = MetaIndex::build(params, Metric::Cosine, dim, &all, &centres, 7).unwrap();
+    let mut v2 = Vec::new();
+    meta_index.write_to(&mut v2);
+    // Layout 1 is layout 2 without the two f64s and the f32 after the seed, and format 1.
+    let seed_end = 8 * 9 + 1;
+    let mut v1 = 1u64.to_le_bytes().to_vec();
+    v1.extend_from_slice(&v2[8..seed_end]);
+    v1.extend_from_slice(&v2[seed_end + 20..]);
+    let back = MetaIndex::read_from(&v1).unwrap();
+    assert_eq!(back.params(), meta_index.params());
+    assert_eq!(back.spill_ratio(), None);
+    for q in data.queries.rows().take(20) {
+        assert_eq!(back.assign(q).unwrap(), meta_index.assign(q).unwrap());
+    }
+}
+
+/// Spilling stores about the asked share of items twice, in two different partitions, and
+/// the share of true top-10s found at a given branching does not fall; tuning picks the
+/// fewest centres reaching its target on held-apart items.
+#[test]
+fn spilled_items_sit_in_two_partitions_and_tuning_meets_its_target() {
+    let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();
+    let dim = data.base.dim;
+    let all: Vec<f32> = data.base.rows().flatten().copied().collect();
+    let (held, sample) = all.split_at(500 * dim);
+    let base = PyramidParams {
+        centres: 64,
+        route_recall: 0.0,
+        ..PyramidParams::new(4)
+    };
+    let centres = sample_centres(sample, dim, base.centres, 5);
+    let mut found = Vec::new();
+    for spill in [0.0, 0.3] {
+        let params = PyramidParams { spill, ..base };
+        let meta_index =
+            MetaIndex::build(params, Metric::Cosine, dim, sample, &centres, 1).unwrap();
+        let placed = place(&meta_index, &data);
+        let twice = placed.homes.iter().filter(|h| h.len() == 2).count();
+        let share = twice as f64 / data.base.len() as f64;
+        assert!(
+            (share - spill).abs() <= 0.05,
+            "spill {spill}: {share:.3} of items stored twice"
+        );
+        assert!(placed
+            .homes
+            .iter()
+            .all(|h| h.len() == 1 || (h.len() == 2 && h[0] != h[1])));
+        found.push(routed(&meta_index, &data, &placed, 2).0);
+    }
+    assert!(found[1] > found[0], "routed recall@10 at K = 2: {found:?}");
+
+    let params = PyramidParams { spill: 0.3, ..base };
+    let mut meta_index =
+        MetaIndex::build(params, Metric::Cosine, dim, sample, &centres, 1).unwrap();
+    let ladder = meta_index.tune_branching(sample, held, 0.9).unwrap();
+    let chosen = ladder.last().unwrap();
+    assert!(chosen.recall >= 0.9, "{ladder:?}");
+    assert!(ladder[..ladder.len() - 1].iter().all(|p| p.recall < 0.9));
+    assert_eq!(meta_index.params().branching, chosen.branching);
+    assert!(ladder.windows(2).all(|w| w[0].touched <= w[1].touched));
 }
 
 #[test]

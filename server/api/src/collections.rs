@@ -192,6 +192,12 @@ pub struct CreateCollection {
     /// placed by content and queries routed to the few partitions near them.
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "partitions")]
     pub shard_number: Option<u32>,
+    /// Partitioned collections only (a Cairn extension): the share of points, those nearest a
+    /// partition boundary, also stored in the partition across it, from 0 to 1 (default 1 for
+    /// Euclid and Cosine: up to twice the memory, and queries visit fewer partitions at equal
+    /// recall, BENCHMARKS.md; default 0 for Dot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill: Option<f64>,
     /// Copies of each partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication_factor: Option<u32>,
@@ -230,6 +236,7 @@ impl CreateCollection {
             hnsw_config: None,
             index: None,
             shard_number: None,
+            spill: None,
             replication_factor: None,
             write_consistency_factor: None,
             quantization_config: None,
@@ -375,8 +382,11 @@ pub struct RoutingInfo {
     pub partitions: usize,
     /// k-means centres of the router.
     pub centres: usize,
-    /// Centres a query looks up by default.
+    /// Centres a query looks up by default (tuned at each training).
     pub branching: usize,
+    /// Share of points also stored in a second partition, those nearest a partition boundary.
+    #[serde(default)]
+    pub spill: f64,
     /// Points at which the router is first trained.
     pub train_at_points: u64,
     /// Points the collection held at the last training (0 before it).

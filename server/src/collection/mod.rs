@@ -4,26 +4,28 @@
 //! code is the same either way.
 //!
 //! **Placement.** A point lives in the partition the meta-index assigns its vector to
-//! ([`cairn_index::pyramid::MetaIndex::assign`]); a large-norm point of a `Dot` collection lives
-//! in every partition. Until the collection holds enough points to train the meta-index
+//! ([`cairn_index::pyramid::MetaIndex::assign`]), and a point near a partition boundary also in
+//! the partition across it (spilled); a large-norm point of a `Dot` collection lives in every
+//! partition. Until the collection holds enough points to train the meta-index
 //! ([`routing::train_at`]), every point goes to partition 0 and queries search it alone.
 //!
 //! **Writes** are serialised per collection (one lock: a point that changes partitions must
 //! not race another write of the same id) and run in this order:
 //!
 //! ```text
-//!  assign each point ──▶ find copies outside its new partitions ("stale")
-//!        │                      │ any?
-//!        │                      └──▶ record the moves in partition 0's meta (synced)
+//!  assign each point ──▶ ask every partition which ids it holds
+//!        │                      │ a stored point moving, or rewritten in two partitions or more?
+//!        │                      └──▶ record the rewrite in partition 0's meta (synced)
 //!        ▼
-//!  upsert into each target partition ──▶ delete the stale copies ──▶ clear the record ──▶ ack
+//!  upsert (recorded points' home copies first) ──▶ delete the stale copies ──▶ clear the record
 //! ```
 //!
 //! The deletes wait until the upserts are searchable, so a query never misses a moving point.
-//! A crash between the upsert and the deletes leaves a point in two partitions; the record
-//! says which copy is new, and opening the collection finishes the deletes
-//! ([`Collection::redo_moves`]). Deletes go to every partition; a partition without the ids
-//! writes nothing.
+//! A crash part-way can leave a point's copies at two versions; the record says where the
+//! point was and where it goes, and opening the collection makes it one version again
+//! ([`Collection::redo_moves`]). A new point is not recorded: a crash can only leave it
+//! missing from some of its partitions, at one version, until the write is retried. Deletes go
+//! to every partition; a partition without the ids writes nothing.
 //!
 //! **Training and re-homing** happen in the background ([`rebalance`]): when partition 0
 //! reaches the training size, and again whenever the collection has grown fourfold since the
@@ -169,12 +171,16 @@ impl Collection {
     pub fn routing_info(&self) -> Option<cairn_api::RoutingInfo> {
         let params = self.settings.routing?;
         let r = self.routing();
+        // Once trained, the meta-index's own figures: its centres grow with the collection and
+        // its branching is tuned at training.
+        let trained = r.meta_index.as_ref().map_or(params, |m| *m.params());
         Some(cairn_api::RoutingInfo {
             phase: r.phase.name().to_owned(),
             version: r.version(),
             partitions: params.partitions,
-            centres: params.centres,
-            branching: params.branching,
+            centres: trained.centres,
+            branching: trained.branching,
+            spill: params.spill,
             train_at_points: routing::train_at(&params),
             trained_at_points: r.trained_at_points,
             sample_points: r.sample_points,
@@ -305,49 +311,70 @@ impl Collection {
             .iter()
             .map(|p| routing.assign(&p.vector))
             .collect::<Result<Vec<_>>>()?;
-        // Copies outside a point's new partitions are stale: one question per partition.
-        let mut stale: Vec<Vec<PointId>> = vec![Vec::new(); w];
-        let mut moved = vec![false; points.len()];
+        // Where each point is held now: one question per partition.
+        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
+        let mut held: Vec<Vec<u32>> = vec![Vec::new(); points.len()];
         for (q, partition) in self.partitions.iter().enumerate() {
-            let asked: Vec<usize> = (0..points.len())
-                .filter(|&k| !routing::includes(targets[k], q))
-                .collect();
-            if asked.is_empty() {
-                continue;
-            }
-            let ids: Vec<PointId> = asked.iter().map(|&k| points[k].id).collect();
-            for (&k, held) in asked.iter().zip(partition.holds(&ids)?) {
-                if held {
-                    stale[q].push(points[k].id);
-                    moved[k] = true;
+            for (k, is_held) in partition.holds(&ids)?.into_iter().enumerate() {
+                if is_held {
+                    held[k].push(q as u32);
                 }
             }
         }
-        let moves: Vec<routing::Move> = (0..points.len())
-            .filter(|&k| moved[k])
-            .map(|k| routing::Move::new(points[k].id, targets[k]))
-            .collect();
-        let mut per_partition: Vec<Vec<NewPoint>> = vec![Vec::new(); w];
-        for (point, to) in points.into_iter().zip(targets) {
-            match to {
-                Assignment::One(t) => per_partition[t as usize].push(point),
-                Assignment::All => {
-                    for list in &mut per_partition {
-                        list.push(point.clone());
-                    }
+        // Copies outside a point's new partitions are stale. A rewrite of a stored point that
+        // touches two partitions or more is recorded before its first step.
+        let mut stale: Vec<Vec<PointId>> = vec![Vec::new(); w];
+        let mut recorded = vec![false; points.len()];
+        let mut moves = Vec::new();
+        for (k, (point, &to)) in points.iter().zip(&targets).enumerate() {
+            let mut moving = false;
+            for &q in &held[k] {
+                if !to.includes(q) {
+                    stale[q as usize].push(point.id);
+                    moving = true;
                 }
+            }
+            let copies = match to {
+                Assignment::One(_) => 1,
+                Assignment::Two(..) => 2,
+                Assignment::All => w,
+            };
+            if moving || (!held[k].is_empty() && copies > 1) {
+                recorded[k] = true;
+                moves.push(routing::Move::new(
+                    point.id,
+                    to,
+                    std::mem::take(&mut held[k]),
+                ));
+            }
+        }
+        // A recorded point's home copy is written before any other (see `redo_moves`), so
+        // those go in a first round; everything else in the second.
+        let mut first: Vec<Vec<NewPoint>> = vec![Vec::new(); w];
+        let mut second: Vec<Vec<NewPoint>> = vec![Vec::new(); w];
+        for ((point, to), recorded) in points.into_iter().zip(targets).zip(recorded) {
+            let home = to.home().unwrap_or(0) as usize;
+            for q in (0..w).filter(|&q| q != home && to.includes(q as u32)) {
+                second[q].push(point.clone());
+            }
+            if recorded {
+                first[home].push(point);
+            } else {
+                second[home].push(point);
             }
         }
         if !moves.is_empty() {
             routing::record_moves(&self.meta, &moves)?;
         }
         let mut waits = Vec::new();
-        for (q, batch) in per_partition.into_iter().enumerate() {
-            if !batch.is_empty() {
-                waits.push((PartitionId(q), self.partitions[q].upsert(batch)?));
+        for round in [first, second] {
+            for (q, batch) in round.into_iter().enumerate() {
+                if !batch.is_empty() {
+                    waits.push((PartitionId(q), self.partitions[q].upsert(batch)?));
+                }
             }
         }
-        if !moves.is_empty() {
+        if stale.iter().any(|ids| !ids.is_empty()) {
             // A moved point must be searchable at its new home before it disappears from the
             // old one, or a query in between would miss it (a moment of two copies is
             // harmless: results drop duplicate ids).
@@ -369,35 +396,59 @@ impl Collection {
         Ok(self.ticket(waits))
     }
 
-    /// Finishes the moves a crash interrupted: where the new copy landed, the old copies go;
-    /// where it did not, the write was never acknowledged and the old copy stays.
+    /// Finishes the rewrites a crash interrupted, leaving one version of each point (the write
+    /// was not acknowledged, so either is right, but never both). The home copy is written
+    /// first: if the home holds the point, that copy is placed again through the write path;
+    /// if it does not, the rewrite wrote nothing, and copies outside the partitions that held
+    /// the point before are removed.
     fn redo_moves(&self) -> Result<()> {
         let Some(moves) = routing::recorded_moves(&self.meta)? else {
             return Ok(());
         };
-        let mut finished = 0usize;
+        let mut again = Vec::new();
         for m in &moves {
             let to = m.assignment();
-            let landed = match to {
-                Assignment::One(t) => self.partitions[t as usize].holds(&[m.id])?[0],
-                Assignment::All => true,
-            };
-            if !landed {
+            let home = to.home().unwrap_or(0) as usize;
+            let Some(from) = m.from() else {
+                // A record from before spilling: a point of one home or of every partition,
+                // finished once its new copy landed.
+                let landed = match to {
+                    Assignment::All => true,
+                    Assignment::One(_) | Assignment::Two(..) => {
+                        self.partitions[home].holds(&[m.id])?[0]
+                    }
+                };
+                if landed {
+                    for (q, partition) in self.partitions.iter().enumerate() {
+                        if !to.includes(q as u32) {
+                            partition.delete_present(&[m.id])?;
+                        }
+                    }
+                }
                 continue;
-            }
-            for (q, partition) in self.partitions.iter().enumerate() {
-                if !routing::includes(to, q) {
-                    partition.delete_present(&[m.id])?;
+            };
+            match self.partitions[home].stored(&[m.id])?.pop().flatten() {
+                Some(copy) => again.push(copy),
+                None => {
+                    for (q, partition) in self.partitions.iter().enumerate() {
+                        if !from.contains(&(q as u32)) {
+                            partition.delete_present(&[m.id])?;
+                        }
+                    }
                 }
             }
-            finished += 1;
+        }
+        let placed = again.len();
+        if !again.is_empty() {
+            let routing = self.routing();
+            self.place_locked(&routing, again)?;
         }
         routing::clear_moves(&self.meta)?;
         tracing::info!(
             collection = self.name,
             recorded = moves.len(),
-            finished,
-            "finished moves interrupted by a crash"
+            placed,
+            "finished rewrites interrupted by a crash"
         );
         Ok(())
     }

@@ -34,13 +34,16 @@ impl Collection {
         if let [only] = self.partitions.as_slice() {
             return only.points();
         }
-        // Each point lives in one partition, unless the meta-index replicates large norms or a
-        // migration is moving points: then ids must be counted once (a union, O(n)). A
-        // single point changing partitions counts twice for the moment between its two steps.
+        // Each point lives in one partition, unless the meta-index spills boundary points or
+        // replicates large norms, or a migration is moving points: then ids must be counted
+        // once (a union, O(n)). A single point changing partitions counts twice for the moment
+        // between its two steps.
         let routing = self.routing();
         let single_homed = match (&routing.phase, &routing.meta_index) {
             (Phase::Untrained, _) => true,
-            (Phase::Routed, Some(meta_index)) => meta_index.hot_norm().is_none(),
+            (Phase::Routed, Some(meta_index)) => {
+                meta_index.hot_norm().is_none() && meta_index.spill_ratio().is_none()
+            }
             (Phase::Routed | Phase::Migrating, _) => false,
         };
         if single_homed {

@@ -27,6 +27,8 @@ const RETRAIN_GROWTH: u64 = 4;
 const RETRAIN_UP_TO: u64 = 1 << 20;
 /// Sample items per k-means centre (FAISS's own cap is 256).
 const SAMPLE_PER_CENTRE: usize = 256;
+/// Points held apart from the training sample to tune the default branching on.
+const TUNE_QUERIES: usize = 1000;
 
 /// The running thread.
 pub struct Handle {
@@ -118,25 +120,35 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         return Ok(());
     };
     let dim = collection.settings.dim;
-    let cap = SAMPLE_PER_CENTRE * params.centres;
+    let params = PyramidParams {
+        centres: routing::centres_for(&params, points),
+        ..params
+    };
+    let tune = params.route_recall > 0.0;
+    let cap = SAMPLE_PER_CENTRE * params.centres + if tune { TUNE_QUERIES } else { 0 };
     // Each partition draws a uniform sample in proportion to its points, so the union is
-    // uniform over the collection (a point stored in every partition is seen once per
-    // partition, which only weighs the largest norms a little more).
+    // uniform over the collection (a point stored in two partitions or all is seen in each,
+    // which weighs boundary points and the largest norms a little more).
     let counts: Vec<u64> = collection
         .partitions
         .iter()
         .map(|p| p.points() as u64)
         .collect();
     let total = counts.iter().sum::<u64>().max(1);
-    let mut sample: Vec<f32> = Vec::with_capacity(cap * dim);
+    let mut drawn: Vec<f32> = Vec::with_capacity(cap * dim);
     for (i, (partition, &count)) in collection.partitions.iter().zip(&counts).enumerate() {
         let n = (cap as u64 * count).div_ceil(total) as usize;
         if n > 0 {
-            sample.extend(partition.sample(n, params.seed ^ points ^ i as u64)?);
+            drawn.extend(partition.sample(n, params.seed ^ points ^ i as u64)?);
         }
     }
+    let (sample, queries) = if tune {
+        hold_apart(&drawn, dim, TUNE_QUERIES, params.seed ^ points)
+    } else {
+        (drawn, Vec::new())
+    };
     let version = collection.routing().version() + 1;
-    let meta_index = MetaIndex::train(
+    let mut meta_index = MetaIndex::train(
         params,
         collection.settings.metric(),
         dim,
@@ -145,6 +157,17 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         version,
     )
     .map_err(|e| ServerError::Internal(format!("meta_index training: {e}")))?;
+    if tune && !queries.is_empty() {
+        let ladder = meta_index
+            .tune_branching(&sample, &queries, params.route_recall)
+            .map_err(|e| ServerError::Internal(format!("branching tuning: {e}")))?;
+        tracing::info!(
+            collection = collection.name(),
+            branching = meta_index.params().branching,
+            ladder = ?ladder,
+            "routing branching tuned on held-apart points"
+        );
+    }
     let state = Routing {
         phase: Phase::Migrating,
         meta_index: Some(Arc::new(meta_index)),
@@ -164,6 +187,35 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         "meta_index trained; re-homing points"
     );
     Ok(())
+}
+
+/// Splits `drawn` rows into a training sample and up to `queries` rows held apart from it, by
+/// a seeded shuffle; a held-apart row equal to a sample row (a point drawn from two of its
+/// partitions) is dropped, since it would find itself.
+fn hold_apart(drawn: &[f32], dim: usize, queries: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let rows = drawn.len() / dim.max(1);
+    // Keep at least most of the draw for training.
+    let queries = queries.min(rows / 4);
+    let mut order: Vec<usize> = (0..rows).collect();
+    order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    let row = |i: usize| &drawn[i * dim..(i + 1) * dim];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let (held, kept) = order.split_at(queries);
+    let mut sample = Vec::with_capacity(kept.len() * dim);
+    let mut seen = std::collections::HashSet::with_capacity(kept.len());
+    for &i in kept {
+        sample.extend_from_slice(row(i));
+        seen.insert(bits(row(i)));
+    }
+    let mut apart = Vec::with_capacity(held.len() * dim);
+    for &i in held {
+        if !seen.contains(&bits(row(i))) {
+            apart.extend_from_slice(row(i));
+        }
+    }
+    (sample, apart)
 }
 
 /// Re-writes every point whose assignment changed under the meta-index in force, then marks the
@@ -190,18 +242,19 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
                 .iter()
                 .map(|p| routing.assign(&p.vector))
                 .collect::<crate::error::Result<Vec<_>>>()?;
-            // A point every partition should hold must be in each: ask each partition once.
-            let everywhere: Vec<_> = stored
+            // A point of several partitions must be in each: ask each partition once.
+            let spread: Vec<_> = stored
                 .iter()
                 .zip(&targets)
-                .filter(|(_, t)| **t == Assignment::All)
-                .map(|(p, _)| p.id)
+                .filter(|(_, t)| !matches!(t, Assignment::One(_)))
+                .map(|(p, t)| (p.id, *t))
                 .collect();
             let mut missing = std::collections::HashSet::new();
-            if !everywhere.is_empty() {
-                for p in &collection.partitions {
-                    for (id, held) in everywhere.iter().zip(p.holds(&everywhere)?) {
-                        if !held {
+            if !spread.is_empty() {
+                let ids: Vec<_> = spread.iter().map(|(id, _)| *id).collect();
+                for (r, p) in collection.partitions.iter().enumerate() {
+                    for ((id, to), held) in spread.iter().zip(p.holds(&ids)?) {
+                        if !held && to.includes(r as u32) {
                             missing.insert(*id);
                         }
                     }
@@ -210,10 +263,7 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
             let batch: Vec<_> = stored
                 .into_iter()
                 .zip(targets)
-                .filter(|(point, to)| match to {
-                    Assignment::One(t) => *t as usize != q,
-                    Assignment::All => missing.contains(&point.id),
-                })
+                .filter(|(point, to)| !to.includes(q as u32) || missing.contains(&point.id))
                 .map(|(point, _)| point)
                 .collect();
             moved += batch.len();

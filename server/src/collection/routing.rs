@@ -72,18 +72,24 @@ pub struct Routing {
     pub sample_points: u64,
 }
 
-/// Points a collection needs before its meta-index is trained: 32 per k-means centre, enough
-/// for FAISS's k-means to place every centre (it warns below 39 and fails below 1).
+/// Points a collection needs per k-means centre: enough for FAISS's k-means to place every
+/// centre (it warns below 39 and fails below 1).
+const POINTS_PER_CENTRE: u64 = 32;
+/// Centres per partition of the first training of a small collection: routing coarser than
+/// `params.centres` allows, but routing at all (a few thousand points in 8 partitions).
+const FIRST_CENTRES_PER_PARTITION: usize = 8;
+
+/// Points a collection needs before its meta-index is first trained, with
+/// [`FIRST_CENTRES_PER_PARTITION`] centres per partition (or `params.centres` if fewer).
 pub fn train_at(params: &PyramidParams) -> u64 {
-    32 * params.centres as u64
+    POINTS_PER_CENTRE * (FIRST_CENTRES_PER_PARTITION * params.partitions).min(params.centres) as u64
 }
 
-/// Whether `to` places a point in partition `q`.
-pub fn includes(to: Assignment, q: usize) -> bool {
-    match to {
-        Assignment::One(t) => t as usize == q,
-        Assignment::All => true,
-    }
+/// Centres of a training at `points` points: as many as the points can place, from the first
+/// training's up to `params.centres`.
+pub fn centres_for(params: &PyramidParams, points: u64) -> usize {
+    let first = (FIRST_CENTRES_PER_PARTITION * params.partitions).min(params.centres);
+    ((points / POINTS_PER_CENTRE) as usize).clamp(first, params.centres)
 }
 
 impl Routing {
@@ -172,27 +178,50 @@ impl Routing {
     }
 }
 
-/// A point moving to new partitions: `to` is a partition, or `None` for every partition.
+/// A rewrite of a stored point that touches more than one partition, recorded before its
+/// first step: `to` is its home partition (`None`: every partition), `also` its spilled copy,
+/// `from` the partitions that held the point before.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Move {
     /// The point.
     pub id: PointId,
     to: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    also: Option<u32>,
+    /// Absent in records written before spilling: read as "unknown", and such a move is
+    /// finished the old way (see the collection's `redo_moves`).
+    #[serde(default)]
+    from: Option<Vec<u32>>,
 }
 
 impl Move {
-    /// A move of `id` to `to`.
-    pub fn new(id: PointId, to: Assignment) -> Self {
-        let to = match to {
-            Assignment::One(t) => Some(t),
-            Assignment::All => None,
+    /// A rewrite of `id` to `to`, held before in the partitions `from`.
+    pub fn new(id: PointId, to: Assignment, from: Vec<u32>) -> Self {
+        let (to, also) = match to {
+            Assignment::One(t) => (Some(t), None),
+            Assignment::Two(t, s) => (Some(t), Some(s)),
+            Assignment::All => (None, None),
         };
-        Self { id, to }
+        Self {
+            id,
+            to,
+            also,
+            from: Some(from),
+        }
     }
 
     /// Where the point goes.
     pub fn assignment(&self) -> Assignment {
-        self.to.map_or(Assignment::All, Assignment::One)
+        match (self.to, self.also) {
+            (None, _) => Assignment::All,
+            (Some(t), None) => Assignment::One(t),
+            (Some(t), Some(s)) => Assignment::Two(t, s),
+        }
+    }
+
+    /// The partitions that held the point before the rewrite (`None` in old records).
+    pub fn from(&self) -> Option<&[u32]> {
+        self.from.as_deref()
     }
 }
 

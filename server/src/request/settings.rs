@@ -212,8 +212,34 @@ impl CollectionSettings {
                 .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
         }
         let partitions = req.shard_number.unwrap_or(1) as usize;
+        let routing = match (partitions, req.spill) {
+            (1, None) => None,
+            (1, Some(_)) => {
+                return Err(ServerError::InvalidRequest(
+                    "spill applies to partitioned collections (shard_number above 1)".into(),
+                ))
+            }
+            (_, Some(spill)) if !(0.0..=1.0).contains(&spill) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "spill must be between 0 and 1, got {spill}"
+                )))
+            }
+            // Inner-product queries (users) are not drawn from the items' distribution, so
+            // points held apart say nothing of them: `Dot` keeps the fixed branching, and
+            // spills only when asked (at a fixed branching a spill buys recall, not fewer
+            // partitions).
+            (_, spill) if v.distance == Distance::Dot => Some(PyramidParams {
+                spill: spill.unwrap_or(0.0),
+                route_recall: 0.0,
+                ..PyramidParams::new(partitions)
+            }),
+            (_, spill) => Some(PyramidParams {
+                spill: spill.unwrap_or(cairn_index::pyramid::DEFAULT_SPILL),
+                ..PyramidParams::new(partitions)
+            }),
+        };
         let settings = Self {
-            routing: (partitions > 1).then(|| PyramidParams::new(partitions)),
+            routing,
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
             dim: v.size,
             distance: v.distance,
