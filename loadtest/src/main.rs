@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout)]
 
 mod chaos;
+mod cluster_ingest;
 mod echo;
 mod load;
 mod openloop;
@@ -45,6 +46,8 @@ enum Command {
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
     /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
+    /// REST ingest through a peer cluster (R = nodes) against a standalone server, in rounds.
+    ClusterIngest(cluster_ingest::Args),
     /// In-process search after JSON work, a loopback round trip, and a round trip plus an idle
     /// wait: what between-request work does to the next search.
     SocketGap(socket_gap::Args),
@@ -63,6 +66,7 @@ fn main() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     match &command {
         Command::Standalone(args) => return standalone::run(args),
+        Command::ClusterIngest(args) => return cluster_ingest::run(args),
         Command::SocketGap(args) => return socket_gap::run(args),
         Command::Plot(args) => return plot::run(args),
         Command::Recall(_) | Command::Load(_) | Command::Chaos(_) => {}
@@ -75,7 +79,10 @@ fn main() -> anyhow::Result<()> {
             Command::Recall(args) => recall::run(&args).await.map(drop),
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
-            Command::Standalone(_) | Command::SocketGap(_) | Command::Plot(_) => {
+            Command::Standalone(_)
+            | Command::ClusterIngest(_)
+            | Command::SocketGap(_)
+            | Command::Plot(_) => {
                 unreachable!("handled above")
             }
         }

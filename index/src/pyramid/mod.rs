@@ -143,8 +143,9 @@ impl PyramidParams {
 /// Share of items stored in a second partition by default: every item with another part among
 /// its nearest centres, so up to twice the memory. Chosen from the routing study
 /// (`index/faiss/tests/routing.rs`, BENCHMARKS.md): on 384-d sentence embeddings in 8 parts,
-/// only full spilling reached routed recall@10 0.95 touching at most 35% of the parts (0.5
-/// needed 41%, none 54%); collections that cannot pay the memory set a smaller `spill`.
+/// only full spilling reached routed recall@10 0.95 touching at most 35% of the parts reliably
+/// (0.75 needed 31–38%, 0.5 41%, none 57%); collections that cannot pay the memory set a
+/// smaller `spill`.
 pub const DEFAULT_SPILL: f64 = 1.0;
 
 /// Where an item is stored.
