@@ -28,6 +28,13 @@ fn meta_store(dir: &Path) -> Result<PartitionStore> {
 
 impl PartitionHost for ClusterHost {
     fn check(&self, settings: &CollectionSettings) -> Result<()> {
+        if settings.write_consistency_factor > 1 {
+            return Err(ServerError::InvalidRequest(format!(
+                "write_consistency_factor {} is not supported by a router: a write is \
+                 acknowledged once one live replica has applied it",
+                settings.write_consistency_factor
+            )));
+        }
         self.cluster
             .placement(PartitionId(0), settings.replication_factor)
             .map(drop)

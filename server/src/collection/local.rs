@@ -121,6 +121,13 @@ impl PartitionHost for LocalHost {
                 settings.replication_factor
             )));
         }
+        if settings.write_consistency_factor > 1 {
+            return Err(ServerError::InvalidRequest(format!(
+                "write_consistency_factor {} is not supported by a standalone server: a write \
+                 is acknowledged once its one copy is durable",
+                settings.write_consistency_factor
+            )));
+        }
         Ok(())
     }
 

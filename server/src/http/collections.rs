@@ -260,7 +260,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
                 vectors: VectorParams::new(s.dim, s.distance),
                 shard_number: s.partitions() as u32,
                 replication_factor: s.replication_factor as u32,
-                write_consistency_factor: 1,
+                write_consistency_factor: s.write_consistency_factor as u32,
                 on_disk_payload: false,
             },
             hnsw_config: HnswConfig {

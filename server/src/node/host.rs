@@ -278,6 +278,16 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
                     .into(),
             ));
         }
+        // Raft acknowledges a write once a majority of the replicas hold it in their logs, so
+        // any factor up to that majority is kept; waiting for more is not built.
+        let majority = settings.replication_factor / 2 + 1;
+        if settings.write_consistency_factor > majority {
+            return Err(ServerError::InvalidRequest(format!(
+                "write_consistency_factor {} is not supported with replication_factor {}: a \
+                 write is acknowledged once a majority ({majority}) of the replicas hold it",
+                settings.write_consistency_factor, settings.replication_factor
+            )));
+        }
         let nodes = self.node.nodes()?.len();
         if settings.replication_factor > nodes {
             return Err(ServerError::InvalidRequest(format!(

@@ -30,9 +30,13 @@ pub struct CollectionSettings {
     /// (Absent in settings stored before partitioning existed: those have one partition.)
     #[serde(default)]
     pub routing: Option<PyramidParams>,
-    /// Copies of each partition (above 1 only on a router, whose shard nodes hold them).
+    /// Copies of each partition (above 1 only in a cluster).
     #[serde(default = "one")]
     pub replication_factor: usize,
+    /// Copies that must hold a write before it is acknowledged; each host refuses what it
+    /// cannot promise (`PartitionHost::check`).
+    #[serde(default = "one")]
+    pub write_consistency_factor: usize,
 }
 
 fn one() -> usize {
@@ -67,16 +71,12 @@ fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
             "replication_factor must be at least 1".into(),
         ));
     }
-    match req.write_consistency_factor {
-        None | Some(1) => Ok(()),
-        Some(0) => Err(ServerError::InvalidRequest(
+    if req.write_consistency_factor == Some(0) {
+        return Err(ServerError::InvalidRequest(
             "write_consistency_factor must be at least 1".into(),
-        )),
-        Some(n) => Err(ServerError::InvalidRequest(format!(
-            "write_consistency_factor {n} is not supported: a write is acknowledged once one \
-             live replica has applied it"
-        ))),
+        ));
     }
+    Ok(())
 }
 
 /// `quantization_config` in Cairn's shapes: `{"neq": {"codec", "m", "oversampling"}}` (NEQ:
@@ -241,6 +241,7 @@ impl CollectionSettings {
         let settings = Self {
             routing,
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
+            write_consistency_factor: req.write_consistency_factor.unwrap_or(1) as usize,
             dim: v.size,
             distance: v.distance,
             index,

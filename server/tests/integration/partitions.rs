@@ -300,6 +300,15 @@ fn partition_options_are_checked() {
         (json!({"partitions": 100_000}), "maximum"),
         (json!({"replication_factor": 2}), "standalone"),
         (json!({"partitions": 2, "shard_number": 2}), "shard_number"),
+        (json!({"spill": 0.5}), "spill applies to partitioned"),
+        (
+            json!({"partitions": 2, "spill": 1.5}),
+            "spill must be between 0 and 1",
+        ),
+        (
+            json!({"write_consistency_factor": 2}),
+            "write_consistency_factor 2 is not supported by a standalone",
+        ),
     ] {
         let (status, error) = server.call("PUT", "/collections/bad", Some(&body(extra.clone())));
         assert_eq!(status, 400, "{extra}: {error}");
@@ -317,23 +326,6 @@ fn partition_options_are_checked() {
         .as_str()
         .unwrap()
         .contains("not partitioned"));
-    for (body, names) in [
-        (json!({"spill": 0.5}), "shard_number"),
-        (json!({"partitions": 2, "spill": 1.5}), "between 0 and 1"),
-    ] {
-        let mut create = json!({"vectors": {"size": 4, "distance": "Euclid"}});
-        create
-            .as_object_mut()
-            .unwrap()
-            .extend(body.as_object().unwrap().clone());
-        let (status, error) = server.call("PUT", "/collections/spilled", Some(&create));
-        assert_eq!(status, 400, "{error}");
-        let message = error["status"]["error"].as_str().unwrap();
-        assert!(
-            message.contains("spill") && message.contains(names),
-            "{message}"
-        );
-    }
     server.create("two", 4, "Euclid", json!({"partitions": 2}));
     let (status, error) = server.call(
         "POST",

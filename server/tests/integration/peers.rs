@@ -324,12 +324,37 @@ fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_los
     agreed_leader(&all, &[1, 2, 3]);
     wait_for_records(&all, &nodes);
 
+    // A write is acknowledged once a majority holds it: a factor above that is refused.
+    let (status, error) = nodes[1].call(
+        "PUT",
+        "/collections/c",
+        Some(&json!({"vectors": {"size": 4, "distance": "Euclid"},
+                     "replication_factor": 3, "write_consistency_factor": 3})),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["status"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("write_consistency_factor 3"),
+        "{error}"
+    );
     // Created through node 2, with a replica on every node.
-    nodes[1].create("c", 4, "Euclid", json!({"replication_factor": 3}));
+    nodes[1].create(
+        "c",
+        4,
+        "Euclid",
+        json!({"replication_factor": 3, "write_consistency_factor": 2}),
+    );
     // Every node opens it as it applies the metadata (a moment after the create returns).
     for node in &nodes {
         wait_count(node, "c", 0);
     }
+    let info = nodes[0].ok("GET", "/collections/c", None);
+    assert_eq!(
+        info["config"]["params"]["write_consistency_factor"], 2,
+        "{info}"
+    );
     // Written through node 3; read back through every node.
     let (status, body) = upsert(&nodes[2], "c", 0..100, "a");
     assert_eq!(status, 200, "{body}");
