@@ -247,10 +247,10 @@ impl<T: Transport> NodeHost<T> {
         ))
     }
 
-    /// Makes every collection open here match its placements in the metadata (the catalog's
-    /// follower calls this after opening and closing collections).
-    pub async fn follow(&self) -> Result<()> {
-        let recorded = self.node.collections()?;
+    /// Makes every collection open here match its placements in `recorded`, the metadata's
+    /// collections (the catalog's follower calls this after opening and closing collections,
+    /// with the metadata it read for that pass).
+    pub async fn follow(&self, recorded: &BTreeMap<String, (u64, CollectionRecord)>) -> Result<()> {
         let open: Vec<Arc<OpenCollection>> = self.opened.lock().values().cloned().collect();
         for collection in open {
             let Some((uid, record)) = recorded.get(&collection.name) else {

@@ -4,7 +4,7 @@
 //! collections. Then each open collection's partitions are settled on their placements
 //! (replicas opened, replaced or removed as they move: `node::host`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,10 @@ use cairn_consensus::Transport;
 use crate::catalog::Catalog;
 use crate::http::peer::PeerClient;
 use crate::node::host::NodeHost;
-use crate::node::Node;
+use crate::node::{CollectionRecord, Node};
+
+/// The collections in the metadata, by name, with their uids.
+type Recorded = BTreeMap<String, (u64, CollectionRecord)>;
 
 /// How often the catalog is compared with the metadata.
 const EVERY: Duration = Duration::from_millis(200);
@@ -30,12 +33,22 @@ pub fn spawn<T: Transport>(
         // The uid each open collection had when this loop saw it open.
         let mut seen: HashMap<String, u64> = HashMap::new();
         loop {
-            peers.learn(&node.addresses());
-            if let Err(e) = step(&node, &catalog, &mut seen).await {
-                tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
-            }
-            if let Err(e) = host.follow().await {
-                tracing::warn!(error = %e, "replicas do not follow their placements yet");
+            // The metadata is read once a pass, off the async workers (RocksDB scans).
+            let read = {
+                let node = node.clone();
+                crate::http::blocking(move || Ok((node.addresses(), node.collections()?))).await
+            };
+            match read {
+                Ok((addresses, recorded)) => {
+                    peers.learn(&addresses);
+                    if let Err(e) = step(&recorded, &catalog, &mut seen).await {
+                        tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
+                    }
+                    if let Err(e) = host.follow(&recorded).await {
+                        tracing::warn!(error = %e, "replicas do not follow their placements yet");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "the cluster's metadata cannot be read yet"),
             }
             tokio::time::sleep(EVERY).await;
         }
@@ -43,11 +56,10 @@ pub fn spawn<T: Transport>(
 }
 
 async fn step(
-    node: &Node,
+    recorded: &Recorded,
     catalog: &Arc<Catalog>,
     seen: &mut HashMap<String, u64>,
 ) -> crate::error::Result<()> {
-    let recorded = node.collections()?;
     let open = catalog.names();
     for name in &open {
         match recorded.get(name) {
@@ -69,12 +81,12 @@ async fn step(
         }
     }
     for (name, (uid, record)) in recorded {
-        if catalog.get(&name).is_ok() {
+        if catalog.get(name).is_ok() {
             continue;
         }
-        let (catalog, settings, label) = (catalog.clone(), record.settings, name.clone());
+        let (catalog, settings, label) = (catalog.clone(), record.settings.clone(), name.clone());
         crate::http::blocking(move || catalog.adopt(&label, &settings)).await?;
-        seen.insert(name, uid);
+        seen.insert(name.clone(), *uid);
     }
     Ok(())
 }
