@@ -98,6 +98,10 @@ pub struct ClusterConfig {
     /// first start (empty: none). `peers` then lists only this node; the cluster learns its
     /// address from the join and makes it a member.
     pub join: String,
+    /// Node: the public URL other nodes record for this one (`GET /cluster` shows it); empty
+    /// for `http://` and `http.addr`, which is wrong whenever the API listens on `0.0.0.0` or
+    /// behind a published port (Docker).
+    pub api_url: String,
     /// Node: a Raft group snapshots its state after this many log entries.
     pub snapshot_every_entries: u64,
     /// Node: log entries a group keeps behind its latest snapshot, for replicas that were
@@ -337,6 +341,15 @@ impl Config {
             if c.snapshot_every_entries == 0 {
                 problems.push("cluster.snapshot_every_entries must be at least 1".into());
             }
+            if !(c.api_url.is_empty()
+                || c.api_url.starts_with("http://")
+                || c.api_url.starts_with("https://"))
+            {
+                problems.push(format!(
+                    "cluster.api_url must be empty or an http(s) URL, got {:?}",
+                    c.api_url
+                ));
+            }
             if !c.join.is_empty() {
                 if !(c.join.starts_with("http://") || c.join.starts_with("https://")) {
                     problems.push(format!(
@@ -452,9 +465,15 @@ mod tests {
             jail.set_env("CAIRN__CLUSTER__NODE_ID", "4");
             jail.set_env("CAIRN__CLUSTER__PEERS", "[\"1=http://10.0.0.1:6335\"]");
             jail.set_env("CAIRN__CLUSTER__INTERNAL_ADDR", "nowhere");
+            jail.set_env("CAIRN__CLUSTER__API_URL", "node-4:6333");
             let err = Config::load(None, &CliOverrides::default())
                 .unwrap_err()
                 .to_string();
+            assert!(
+                err.contains("cluster.api_url must be empty or an http(s) URL"),
+                "{err}"
+            );
+            jail.set_env("CAIRN__CLUSTER__API_URL", "http://node-4:6333");
             assert!(err.contains("node_id 4 is not among"), "{err}");
             assert!(err.contains("cluster.secret"), "{err}");
             assert!(err.contains("cluster.internal_addr"), "{err}");

@@ -45,7 +45,10 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let internal = match &node {
         Some(node) => {
             let internal = serve_internal(&config, node, faults).await?;
-            let api_uri = format!("http://{addr}");
+            let api_uri = match config.cluster.api_url.as_str() {
+                "" => format!("http://{addr}"),
+                url => url.trim_end_matches('/').to_owned(),
+            };
             if let (false, Some(peers)) = (config.cluster.join.is_empty(), &peer_client) {
                 crate::http::peer::spawn_join(
                     peers.clone(),

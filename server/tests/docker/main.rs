@@ -534,6 +534,15 @@ fn peer_compose_survives_kills_pauses_and_restarts_of_any_node() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Each node records the URL it is reached at on the compose network, not 0.0.0.0.
+    let peers = call(&client, "GET", &format!("{}/cluster", urls[0]), &json!({}))["peers"].clone();
+    for id in 1..=3 {
+        assert_eq!(
+            peers[id.to_string()]["api_uri"],
+            format!("http://node-{id}:6333"),
+            "{peers}"
+        );
+    }
     call(
         &client,
         "PUT",
