@@ -737,3 +737,121 @@ fn status_reports_replicas_roles_and_quorum() {
     // It still serves reads of what it holds.
     wait_count(&nodes[survivor], "st", 20);
 }
+
+/// The partition's leader as `(node id, term)`, once the replicas agree on one.
+fn partition_leader(node: &Server, name: &str, newer_than: u64) -> (u64, u64) {
+    let started = Instant::now();
+    loop {
+        let (status, cluster) = node.call("GET", &format!("/collections/{name}/cluster"), None);
+        if status == 200 {
+            let replicas = cluster["result"]["replicas"][0]["replicas"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let leader = replicas
+                .iter()
+                .find(|r| r["role"] == "Leader" && r["term"].as_u64() > Some(newer_than));
+            if let Some(leader) = leader {
+                return (
+                    leader["peer_id"].as_u64().unwrap(),
+                    leader["term"].as_u64().unwrap(),
+                );
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no leader newer than term {newer_than}: {cluster}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Failover under load (issue #22's figures, BENCHMARKS C18): the node of a partition's leader
+/// is SIGKILLed while one client queries and another writes through the two other nodes, one
+/// request at a time each. Prints how long the survivors took to elect a leader, and the
+/// slowest query and write across the kill; no query may fail, and every write is acknowledged.
+#[test]
+fn the_loss_of_a_partition_leader_under_load_fails_no_query() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = nodes_with_collection(root.path(), &[], "fo", 3);
+    let (status, body) = upsert(&nodes[0], "fo", 0..200, "a");
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        wait_status(node, "fo", "green");
+    }
+    let (leader_node, term) = partition_leader(&nodes[0], "fo", 0);
+    let leader = usize::try_from(leader_node - 1).unwrap();
+    let survivors: Vec<String> = (0..3)
+        .filter(|&i| i != leader)
+        .map(|i| nodes[i].url(""))
+        .collect();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    // Each worker records (seconds since the start, latency, outcome) per request.
+    let worker = |url: String, write: bool| {
+        let (stop, client) = (stop.clone(), client.clone());
+        std::thread::spawn(move || {
+            let mut history = Vec::new();
+            let mut id = 1_000u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                let answer = if write {
+                    id += 1;
+                    client
+                        .put(format!("{url}/collections/fo/points?wait=true"))
+                        .json(&json!({"points": [{"id": id, "vector": [1.0, 2.0, 3.0, 4.0]}]}))
+                        .send()
+                } else {
+                    client
+                        .post(format!("{url}/collections/fo/points/query"))
+                        .json(&json!({"query": [1.0, 1.0, 0.5, 0.25], "limit": 5}))
+                        .send()
+                };
+                let ok = answer.is_ok_and(|r| r.status().is_success());
+                history.push((t.elapsed(), ok, id));
+            }
+            history
+        })
+    };
+    let queries = worker(survivors[0].clone(), false);
+    let writes = worker(survivors[1].clone(), true);
+    std::thread::sleep(Duration::from_millis(1_000));
+    let killed = Instant::now();
+    nodes[leader].kill9();
+    let (new_leader, new_term) = partition_leader(&nodes[(leader + 1) % 3], "fo", term);
+    let election = killed.elapsed();
+    std::thread::sleep(Duration::from_millis(2_000));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let queries = queries.join().unwrap();
+    let writes = writes.join().unwrap();
+
+    let slowest = |history: &[(Duration, bool, u64)]| {
+        history
+            .iter()
+            .map(|(latency, _, _)| *latency)
+            .max()
+            .unwrap_or_default()
+    };
+    let failed_queries = queries.iter().filter(|(_, ok, _)| !ok).count();
+    let failed_writes = writes.iter().filter(|(_, ok, _)| !ok).count();
+    eprintln!(
+        "failover: leader on node {leader_node} (term {term}) SIGKILLed; node {new_leader} \
+         leads from term {new_term} after {:.0} ms; slowest query {:.1} ms of {} ({failed_queries} \
+         failed), slowest write {:.1} ms of {} ({failed_writes} failed)",
+        election.as_secs_f64() * 1e3,
+        slowest(&queries).as_secs_f64() * 1e3,
+        queries.len(),
+        slowest(&writes).as_secs_f64() * 1e3,
+        writes.len(),
+    );
+    assert_eq!(failed_queries, 0, "queries failed across the kill");
+    assert_eq!(failed_writes, 0, "writes failed across the kill");
+    assert_ne!(new_leader, leader_node);
+    // Every acknowledged write is there, read through the other survivor.
+    let last = writes.iter().map(|(_, _, id)| *id).max().unwrap();
+    wait_count(&nodes[(leader + 2) % 3], "fo", 200 + (last - 1_000));
+}
