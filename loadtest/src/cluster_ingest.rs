@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 
-use crate::standalone::SetArgs;
+use crate::standalone::{upsert_bodies, SetArgs};
 use cairn_testkit::CairnProcess;
 
 /// Options of `cairn-loadtest cluster-ingest`.
@@ -49,18 +49,7 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     ensure!(args.nodes >= 1, "--nodes must be at least 1");
     let (base, _) = args.set.generate();
-    let bodies: Arc<Vec<Vec<u8>>> = base
-        .data
-        .chunks(args.set.dim * args.batch)
-        .enumerate()
-        .map(|(b, chunk)| {
-            let ids: Vec<usize> =
-                (b * args.batch..b * args.batch + chunk.len() / args.set.dim).collect();
-            let vectors: Vec<&[f32]> = chunk.chunks(args.set.dim).collect();
-            serde_json::to_vec(&json!({"batch": {"ids": ids, "vectors": vectors}}))
-        })
-        .collect::<Result<Vec<_>, _>>()?
-        .into();
+    let bodies: Arc<Vec<Vec<u8>>> = upsert_bodies(&base, args.batch)?.into();
     // Timed snapshots would land in the middle of a round on one side only.
     let quiet = [("CAIRN__STORAGE__SNAPSHOT_EVERY_SECS", "86400")];
     let standalone = CairnProcess::start(&quiet)?;
@@ -69,6 +58,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let client = reqwest::Client::new();
+    runtime.block_on(wait_members(&client, &peers[0], args.nodes))?;
     println!(
         "# cluster-ingest: n={} dim={} batch={} M={} efC={}, {} nodes with R = {}",
         args.set.n, args.set.dim, args.batch, args.m, args.ef_construction, args.nodes, args.nodes
@@ -106,6 +96,35 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ratios.sort_by(f64::total_cmp);
     println!("\nMedian ratio: **{:.2}**", ratios[ratios.len() / 2]);
     Ok(())
+}
+
+/// Waits until `server` lists `nodes` members with their records (a collection needing that
+/// many replicas is refused before).
+async fn wait_members(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+    nodes: usize,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let cluster: Value = client
+            .get(server.url("/cluster"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let recorded = cluster["result"]["peers"].as_object().map_or(0, |peers| {
+            peers.values().filter(|p| p["api_uri"].is_string()).count()
+        });
+        if recorded >= nodes {
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the cluster has {recorded} of {nodes} members after 60 s: {cluster}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// CPU seconds (user + system) the processes have used so far, from `/proc/<pid>/stat`.

@@ -692,17 +692,7 @@ async fn ingest(
         "create failed: {}",
         r.text().await?
     );
-    let bodies: Vec<Vec<u8>> = base
-        .data
-        .chunks(args.set.dim * args.batch)
-        .enumerate()
-        .map(|(b, chunk)| {
-            let ids: Vec<usize> =
-                (b * args.batch..b * args.batch + chunk.len() / args.set.dim).collect();
-            let vectors: Vec<&[f32]> = chunk.chunks(args.set.dim).collect();
-            serde_json::to_vec(&json!({"batch": {"ids": ids, "vectors": vectors}}))
-        })
-        .collect::<Result<_, _>>()?;
+    let bodies = upsert_bodies(base, args.batch)?;
     let url = server.url("/collections/bench/points?wait=true");
     let t = Instant::now();
     for body in bodies {
@@ -719,6 +709,23 @@ async fn ingest(
         );
     }
     Ok(t.elapsed().as_secs_f64())
+}
+
+/// The upsert request bodies of `base`, `batch` points each with ids from 0 (Qdrant's batch
+/// shape), serialised once so that the client's JSON encoding is not timed.
+pub fn upsert_bodies(base: &Vectors, batch: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+    let dim = base.dim;
+    base.data
+        .chunks(dim * batch)
+        .enumerate()
+        .map(|(b, chunk)| {
+            let ids: Vec<usize> = (b * batch..b * batch + chunk.len() / dim).collect();
+            let vectors: Vec<&[f32]> = chunk.chunks(dim).collect();
+            Ok(serde_json::to_vec(
+                &json!({"batch": {"ids": ids, "vectors": vectors}}),
+            )?)
+        })
+        .collect()
 }
 
 /// Latency of the cheapest request: what HTTP on loopback costs before any search.
