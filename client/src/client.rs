@@ -1,11 +1,13 @@
 //! The client handle and its builder.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cairn_api::{
     CollectionExists, CollectionInfo, CollectionsList, CountResult, QueryBatchRequest,
-    QueryResponse, Record, ScrollResult, ServerInfo, UpdateResult, UpsertRequest,
+    QueryResponse, ReadConsistency, ReadToken, Record, ScrollResult, ServerInfo, UpdateResult,
+    UpsertRequest,
 };
 use reqwest::Method;
 use serde::de::DeserializeOwned;
@@ -42,6 +44,7 @@ pub struct ClientBuilder {
     connect_timeout: Duration,
     api_key: Option<String>,
     retry: RetryPolicy,
+    read_your_writes: bool,
 }
 
 impl Default for ClientBuilder {
@@ -56,11 +59,21 @@ impl Default for ClientBuilder {
                 initial_backoff: Duration::from_millis(50),
                 max_backoff: Duration::from_secs(2),
             },
+            read_your_writes: false,
         }
     }
 }
 
 impl ClientBuilder {
+    /// Reads see this client's own earlier writes, whichever node serves them: the client
+    /// keeps each collection's latest write `read_token` and sends it with every read that
+    /// does not ask for a consistency of its own (session consistency; default off, when a
+    /// read may trail the latest writes by a moment in a cluster). Clones share the session.
+    pub fn read_your_writes(mut self, on: bool) -> Self {
+        self.read_your_writes = on;
+        self
+    }
+
     /// Adds a base URL (`http://host:port`). With several, requests go to the one that answered
     /// last and move on to the next when it cannot be reached or answers 503.
     pub fn url(mut self, url: impl Into<String>) -> Self {
@@ -122,6 +135,7 @@ impl ClientBuilder {
         Ok(Client {
             transport: Arc::new(Transport::new(http, self.urls, self.api_key, self.retry)),
             timeout: self.timeout,
+            sessions: self.read_your_writes.then(Default::default),
         })
     }
 }
@@ -148,9 +162,40 @@ impl ClientBuilder {
 pub struct Client {
     pub(crate) transport: Arc<Transport>,
     timeout: Duration,
+    /// Per collection, where this client's writes left it (read-your-writes; `None`: off).
+    sessions: Option<Arc<Mutex<HashMap<String, ReadToken>>>>,
 }
 
 impl Client {
+    /// The consistency a read of `collection` goes with: the one it asks for, else this
+    /// client's session token for the collection, else any replica.
+    fn consistency_of(&self, collection: &str, asked: Option<&ReadConsistency>) -> ReadConsistency {
+        if let Some(asked) = asked {
+            return asked.clone();
+        }
+        let Some(sessions) = &self.sessions else {
+            return ReadConsistency::Any;
+        };
+        let sessions = sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions
+            .get(collection)
+            .map_or(ReadConsistency::Any, |token| {
+                ReadConsistency::After(token.clone())
+            })
+    }
+
+    /// Remembers where a write left `collection`, for later reads (read-your-writes).
+    fn remember(&self, collection: &str, result: &UpdateResult) {
+        let (Some(sessions), Some(token)) = (&self.sessions, &result.read_token) else {
+            return;
+        };
+        let mut sessions = sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let merged = sessions
+            .get(collection)
+            .map_or_else(|| token.clone(), |held| held.merge(token));
+        sessions.insert(collection.to_owned(), merged);
+    }
+
     /// A client of one server with default settings.
     pub fn new(url: impl Into<String>) -> Result<Self> {
         Self::builder().url(url).build()
@@ -166,6 +211,7 @@ impl Client {
         Self {
             transport: Arc::clone(&self.transport),
             timeout,
+            sessions: self.sessions.clone(),
         }
     }
 
@@ -255,13 +301,17 @@ impl Client {
             points: Some(upsert.points),
             ..UpsertRequest::default()
         };
-        self.send(Method::PUT, &path, &body, Idempotency::Idempotent)
-            .await
+        let result = self
+            .send(Method::PUT, &path, &body, Idempotency::Idempotent)
+            .await?;
+        self.remember(&upsert.collection, &result);
+        Ok(result)
     }
 
     /// Points by id, in the order found; missing ids are skipped.
     pub async fn get_points(&self, get: GetPoints) -> Result<Vec<Record>> {
-        let path = format!("{}/points", collection_path(&get.collection)?);
+        let consistency = self.consistency_of(&get.collection, get.consistency.as_ref());
+        let path = read_path(&get.collection, "/points", &consistency)?;
         self.send(Method::POST, &path, &get.request, Idempotency::Idempotent)
             .await
     }
@@ -278,19 +328,23 @@ impl Client {
             collection_path(&delete.collection)?,
             delete.wait
         );
-        self.send(
-            Method::POST,
-            &path,
-            &delete.request,
-            Idempotency::Idempotent,
-        )
-        .await
+        let result = self
+            .send(
+                Method::POST,
+                &path,
+                &delete.request,
+                Idempotency::Idempotent,
+            )
+            .await?;
+        self.remember(&delete.collection, &result);
+        Ok(result)
     }
 
     /// A page of points in id order; pass `next_page_offset` to [`ScrollPoints::offset`] for
     /// the next page.
     pub async fn scroll(&self, scroll: ScrollPoints) -> Result<ScrollResult> {
-        let path = format!("{}/points/scroll", collection_path(&scroll.collection)?);
+        let consistency = self.consistency_of(&scroll.collection, scroll.consistency.as_ref());
+        let path = read_path(&scroll.collection, "/points/scroll", &consistency)?;
         self.send(
             Method::POST,
             &path,
@@ -302,7 +356,8 @@ impl Client {
 
     /// Number of points (matching a filter, if given); always exact.
     pub async fn count(&self, count: CountPoints) -> Result<u64> {
-        let path = format!("{}/points/count", collection_path(&count.collection)?);
+        let consistency = self.consistency_of(&count.collection, count.consistency.as_ref());
+        let path = read_path(&count.collection, "/points/count", &consistency)?;
         let result: CountResult = self
             .send(Method::POST, &path, &count.request, Idempotency::Idempotent)
             .await?;
@@ -311,7 +366,8 @@ impl Client {
 
     /// The nearest points to a vector or to a stored point, best first.
     pub async fn query(&self, query: QueryPoints) -> Result<QueryResponse> {
-        let path = format!("{}/points/query", collection_path(&query.collection)?);
+        let consistency = self.consistency_of(&query.collection, query.consistency.as_ref());
+        let path = read_path(&query.collection, "/points/query", &consistency)?;
         self.send(Method::POST, &path, &query.request, Idempotency::Idempotent)
             .await
     }
@@ -328,13 +384,31 @@ impl Client {
                 other.collection
             )));
         }
-        let path = format!("{}/points/query/batch", collection_path(&collection)?);
+        if let Some(other) = queries.iter().find(|q| q.consistency != first.consistency) {
+            return Err(Error::InvalidArgument(format!(
+                "a batch is read at one consistency; got {:?} and {:?}",
+                first.consistency, other.consistency
+            )));
+        }
+        let consistency = self.consistency_of(&collection, first.consistency.as_ref());
+        let path = read_path(&collection, "/points/query/batch", &consistency)?;
         let body = QueryBatchRequest {
             searches: queries.into_iter().map(|q| q.request).collect(),
         };
         self.send(Method::POST, &path, &body, Idempotency::Idempotent)
             .await
     }
+}
+
+/// `/collections/{name}{tail}` with the query string of `consistency`.
+fn read_path(collection: &str, tail: &str, consistency: &ReadConsistency) -> Result<String> {
+    let path = format!("{}{tail}", collection_path(collection)?);
+    Ok(match consistency {
+        ReadConsistency::Any => path,
+        ReadConsistency::Linearizable => format!("{path}?consistency=majority"),
+        // A token is digits, ':' and ',', all allowed in a query string as they are.
+        ReadConsistency::After(token) => format!("{path}?read_after={token}"),
+    })
 }
 
 /// `/collections/{name}`, refusing names that would change the path.

@@ -7,7 +7,7 @@
 use cairn_api::{
     CountRequest, CreateCollection, DeletePointsRequest, Distance, Filter, GetPointsRequest,
     HnswConfigDiff, IndexConfig, PointId, PointStruct, QuantizationSearchParams, QueryInput,
-    QueryRequest, ScrollRequest, SearchParams, WithPayload, WithVector,
+    QueryRequest, ReadConsistency, ScrollRequest, SearchParams, WithPayload, WithVector,
 };
 
 /// The setters every builder with a `request.filter` shares.
@@ -43,6 +43,26 @@ macro_rules! selection_setters {
     };
 }
 
+/// The setter every read shares: how fresh its answer must be.
+macro_rules! consistency_setter {
+    ($builder:ty) => {
+        impl $builder {
+            /// How fresh the answer must be (default: the client's read-your-writes token if
+            /// it keeps one, else any replica). [`ReadConsistency::Linearizable`] sees every
+            /// write acknowledged before the call; [`ReadConsistency::After`] a write's
+            /// `read_token` and all before it.
+            pub fn consistency(mut self, consistency: ReadConsistency) -> Self {
+                self.consistency = Some(consistency);
+                self
+            }
+        }
+    };
+}
+
+consistency_setter!(GetPoints);
+consistency_setter!(ScrollPoints);
+consistency_setter!(CountPoints);
+consistency_setter!(QueryPoints);
 filter_setter!(DeletePoints, "Deletes every point matching `filter`.");
 filter_setter!(ScrollPoints, "Only points matching `filter`.");
 filter_setter!(CountPoints, "Counts only points matching `filter`.");
@@ -151,6 +171,7 @@ impl UpsertPoints {
 pub struct GetPoints {
     pub(crate) collection: String,
     pub(crate) request: GetPointsRequest,
+    pub(crate) consistency: Option<ReadConsistency>,
 }
 
 impl GetPoints {
@@ -165,6 +186,7 @@ impl GetPoints {
                 ids: ids.into_iter().map(Into::into).collect(),
                 ..GetPointsRequest::default()
             },
+            consistency: None,
         }
     }
 }
@@ -205,6 +227,7 @@ impl DeletePoints {
 pub struct ScrollPoints {
     pub(crate) collection: String,
     pub(crate) request: ScrollRequest,
+    pub(crate) consistency: Option<ReadConsistency>,
 }
 
 impl ScrollPoints {
@@ -213,6 +236,7 @@ impl ScrollPoints {
         Self {
             collection: collection.into(),
             request: ScrollRequest::default(),
+            consistency: None,
         }
     }
 
@@ -234,6 +258,7 @@ impl ScrollPoints {
 pub struct CountPoints {
     pub(crate) collection: String,
     pub(crate) request: CountRequest,
+    pub(crate) consistency: Option<ReadConsistency>,
 }
 
 impl CountPoints {
@@ -242,6 +267,7 @@ impl CountPoints {
         Self {
             collection: collection.into(),
             request: CountRequest::default(),
+            consistency: None,
         }
     }
 }
@@ -277,6 +303,7 @@ impl CountPoints {
 pub struct QueryPoints {
     pub(crate) collection: String,
     pub(crate) request: QueryRequest,
+    pub(crate) consistency: Option<ReadConsistency>,
 }
 
 impl QueryPoints {
@@ -286,6 +313,7 @@ impl QueryPoints {
         Self {
             collection: collection.into(),
             request: QueryRequest::default(),
+            consistency: None,
         }
     }
 

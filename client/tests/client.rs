@@ -513,3 +513,43 @@ async fn queries_survive_the_loss_of_the_node_the_client_talks_to() {
         .unwrap();
     assert_eq!(client.count(CountPoints::new("peers")).await.unwrap(), 301);
 }
+
+/// Read-your-writes: the client carries each write's `read_token` into its later reads, so a
+/// write answered before it is searchable (`wait(false)`) is still found by the next read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reads_its_own_writes() {
+    use cairn_client::api::ReadConsistency;
+
+    let server = server();
+    let client = Client::builder()
+        .url(server.url(""))
+        .read_your_writes(true)
+        .build()
+        .unwrap();
+    client
+        .create_collection(CreateCollectionBuilder::new("session", 8, Distance::Euclid))
+        .await
+        .unwrap();
+    let data = vectors(100, 8, 11);
+    for (i, v) in data.iter().enumerate() {
+        let written = client
+            .upsert(UpsertPoints::new("session", [Point::new(i as u64, v.clone())]).wait(false))
+            .await
+            .unwrap();
+        assert!(written.read_token.is_some(), "{written:?}");
+        let hits = client
+            .query(QueryPoints::new("session").vector(v.clone()).limit(1))
+            .await
+            .unwrap();
+        assert_eq!(hits.points[0].id, PointId::Num(i as u64), "write {i}");
+    }
+    let linearizable = CountPoints::new("session").consistency(ReadConsistency::Linearizable);
+    assert_eq!(client.count(linearizable).await.unwrap(), 100);
+    // A token the collection never gave is refused, not waited on.
+    let foreign = GetPoints::new("session", [1u64])
+        .consistency(ReadConsistency::After("0:999999".parse().unwrap()));
+    match client.get_points(foreign).await {
+        Err(Error::Api { status, .. }) => assert_eq!(status, 400),
+        other => panic!("a foreign token was not refused: {other:?}"),
+    }
+}

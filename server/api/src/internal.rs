@@ -213,6 +213,9 @@ pub enum PartitionCall {
         /// Whether to include vectors.
         with_vector: bool,
     },
+    /// The position a linearizable read must see applied (Raft's ReadIndex, from the
+    /// partition's leader).
+    ReadIndex,
     /// Op-log entries after a sequence number, with current values.
     OplogAfter {
         /// Exclusive start.
@@ -239,6 +242,7 @@ impl PartitionCall {
             | Self::Get { .. }
             | Self::Count { .. }
             | Self::Holds { .. }
+            | Self::ReadIndex
             | Self::State => true,
             Self::Upsert { .. }
             | Self::Delete { .. }

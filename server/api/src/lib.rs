@@ -11,6 +11,7 @@
 //! the client never pulls the engine in.
 
 mod collections;
+mod consistency;
 mod error;
 mod filter;
 pub mod internal;
@@ -19,11 +20,12 @@ mod search;
 mod unsupported;
 
 pub use collections::*;
+pub use consistency::{ReadConsistency, ReadQuery, ReadToken};
 pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use filter::*;
 pub use points::*;
 pub use search::*;
-pub use unsupported::{ReadQuery, RefuseUnsupported, Unsupported};
+pub use unsupported::{RefuseUnsupported, Unsupported};
 
 use serde::{Deserialize, Serialize};
 

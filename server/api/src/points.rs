@@ -255,12 +255,17 @@ pub enum UpdateStatus {
 }
 
 /// Result of a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpdateResult {
-    /// The op-log sequence number the write was given.
+    /// Increases with every write to the collection: for a collection of one partition, the
+    /// write's position in that partition's log.
     pub operation_id: u64,
     /// How far it got.
     pub status: UpdateStatus,
+    /// Where the write left each partition it touched: a read with `read_after=<token>` sees
+    /// it (Cairn's extension; see [`crate::ReadToken`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_token: Option<crate::ReadToken>,
 }
 
 /// `with_payload`: a flag, a list of keys to include, or an include/exclude selector.

@@ -133,29 +133,6 @@ where
     request.refuse_unsupported().err().map(|e| e.field)
 }
 
-/// Query string of the read endpoints (get, scroll, count, query, search), as Qdrant names it.
-/// `timeout` is accepted and ignored: Cairn answers as soon as it can.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReadQuery {
-    /// Qdrant's read consistency: how many replicas must agree on a point. Only `1` (Qdrant's
-    /// default) is accepted: a Cairn read asks one replica.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consistency: Option<String>,
-}
-
-impl RefuseUnsupported for ReadQuery {
-    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        match self.consistency.as_deref() {
-            None | Some("1") => Ok(()),
-            Some(other) => Err(Unsupported {
-                field: "consistency".into(),
-                value: Some(format!("{other:?}")),
-                note: Some("a read asks one replica (consistency 1)"),
-            }),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,18 +165,5 @@ mod tests {
             refuse_set(&[("a", &None), ("b", &Some(json!({})))]).unwrap_err(),
             Unsupported::field("b")
         );
-    }
-
-    #[test]
-    fn read_consistency_other_than_one_is_refused() {
-        let read = |c: Option<&str>| ReadQuery {
-            consistency: c.map(str::to_owned),
-        };
-        assert!(read(None).refuse_unsupported().is_ok());
-        assert!(read(Some("1")).refuse_unsupported().is_ok());
-        for c in ["all", "majority", "quorum", "2"] {
-            let e = read(Some(c)).refuse_unsupported().unwrap_err();
-            assert_eq!(e.field, "consistency", "{c}");
-        }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_storage::PartitionStore;
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{Config, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 
@@ -122,7 +122,40 @@ pub enum WriteError {
     },
 }
 
-/// A replica's answer to a write it was asked to apply (between nodes, so serializable).
+/// Why a linearizable read could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No leader confirmed its leadership in time (an election, or no quorum).
+    #[error("group {group}: no leader confirmed a read index within {waited_ms} ms")]
+    NoLeader {
+        /// The group.
+        group: GroupId,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// This replica did not apply the log up to the index asked for in time.
+    #[error("group {group}: this replica applied {applied}, not {wanted}, within {waited_ms} ms")]
+    Behind {
+        /// The group.
+        group: GroupId,
+        /// The index asked for.
+        wanted: u64,
+        /// How far this replica had applied.
+        applied: u64,
+        /// How long it waited.
+        waited_ms: u64,
+    },
+    /// The group stopped.
+    #[error("group {group}: {reason}")]
+    Failed {
+        /// The group.
+        group: GroupId,
+        /// What it said.
+        reason: String,
+    },
+}
+
+/// A replica's answer to a request it was asked to serve as leader (between nodes, so serializable).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Refusal {
     /// This replica does not lead the group; the leader's node, if known.
@@ -151,27 +184,49 @@ pub(crate) async fn write_here(
     }
 }
 
-/// The one thing a group asks of the node's transport itself: carry a write to the leader's
-/// node. Type-erased, so a [`Group`] is one type whatever the transport.
+/// Confirms through a quorum that this replica leads its group and answers the index a
+/// linearizable read must see applied (Raft's ReadIndex: every write acknowledged before the
+/// call has an index at or below it).
+pub(crate) async fn read_index_here(raft: &Raft<PartTypes>) -> Result<u64, Refusal> {
+    match raft.get_read_log_id().await {
+        Ok((read, _applied)) => Ok(read.map_or(0, |id| id.index)),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward))) => {
+            Err(Refusal::NotLeader {
+                leader_node: forward.leader_node.map(|addr| addr.node),
+            })
+        }
+        // Not confirmed by a quorum (cut off, or deposed meanwhile): ask whoever leads now.
+        Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => {
+            Err(Refusal::NotLeader { leader_node: None })
+        }
+        Err(error) => Err(Refusal::Failed(error.to_string())),
+    }
+}
+
+/// The one thing a group asks of the node's transport itself: carry a request for the leader
+/// (a write, a read index) to the leader's node. Type-erased, so a [`Group`] is one type
+/// whatever the transport.
 trait Forward: Send + Sync {
-    fn propose(
+    fn to_leader(
         &self,
         node: u64,
         group: GroupId,
+        rpc: Rpc,
         body: Vec<u8>,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + '_>>;
 }
 
 impl<T: Transport> Forward for T {
-    fn propose(
+    fn to_leader(
         &self,
         node: u64,
         group: GroupId,
+        rpc: Rpc,
         body: Vec<u8>,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + '_>> {
-        Box::pin(self.call(node, group, Rpc::Propose, body, timeout))
+        Box::pin(self.call(node, group, rpc, body, timeout))
     }
 }
 
@@ -324,7 +379,7 @@ impl Group {
                 let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let answer = self
                     .forward
-                    .propose(node, self.id, body.clone(), remaining)
+                    .to_leader(node, self.id, Rpc::Propose, body.clone(), remaining)
                     .await
                     .ok()
                     .and_then(|bytes| {
@@ -344,6 +399,73 @@ impl Group {
                 return Err(indeterminate());
             }
             tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// The index a linearizable read must see applied (Raft's ReadIndex), from the group's
+    /// leader, here or on its node: once a replica has applied it, that replica's state holds
+    /// every write acknowledged before this call. Costs the leader one heartbeat round to a
+    /// quorum, no log entry. Waits out elections up to `within`.
+    pub async fn read_index(&self, within: Duration) -> Result<u64, ReadError> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + within;
+        let no_leader = || ReadError::NoLeader {
+            group: self.id,
+            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        loop {
+            let local = tokio::time::timeout_at(deadline, read_index_here(&self.raft))
+                .await
+                .map_err(|_| no_leader())?;
+            let leader_node = match local {
+                Ok(index) => return Ok(index),
+                Err(Refusal::Failed(reason)) => {
+                    return Err(ReadError::Failed {
+                        group: self.id,
+                        reason,
+                    })
+                }
+                Err(Refusal::NotLeader { leader_node }) => leader_node,
+            };
+            if let Some(node) = leader_node {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let answer = self
+                    .forward
+                    .to_leader(node, self.id, Rpc::ReadIndex, Vec::new(), remaining)
+                    .await
+                    .ok()
+                    .and_then(|bytes| bincode::deserialize::<Result<u64, Refusal>>(&bytes).ok());
+                if let Some(Ok(index)) = answer {
+                    return Ok(index);
+                }
+            }
+            if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                return Err(no_leader());
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    /// Waits until this replica has applied the log up to `index` (blank and membership
+    /// entries included), at most `within`.
+    pub async fn wait_applied(&self, index: u64, within: Duration) -> Result<(), ReadError> {
+        match self
+            .raft
+            .wait(Some(within))
+            .applied_index_at_least(Some(index), "a read's floor")
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(openraft::metrics::WaitError::Timeout(..)) => Err(ReadError::Behind {
+                group: self.id,
+                wanted: index,
+                applied: self.status().applied,
+                waited_ms: u64::try_from(within.as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(openraft::metrics::WaitError::ShuttingDown) => Err(ReadError::Failed {
+                group: self.id,
+                reason: "the replica is shutting down".into(),
+            }),
         }
     }
 

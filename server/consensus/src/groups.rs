@@ -124,6 +124,7 @@ impl Groups {
                 let command: PartitionCommand = bincode::deserialize(body).map_err(bad)?;
                 encode(&crate::group::write_here(&hosted.raft, command).await)
             }
+            Rpc::ReadIndex => encode(&crate::group::read_index_here(&hosted.raft).await),
         })
     }
 }

@@ -36,7 +36,7 @@ mod snapshot;
 mod state_machine;
 
 pub use command::{Applied, PartitionCommand, Row};
-pub use group::{Group, GroupError, GroupStatus, LogPolicy, Role, Timing, WriteError};
+pub use group::{Group, GroupError, GroupStatus, LogPolicy, ReadError, Role, Timing, WriteError};
 pub use groups::{Groups, HandleError};
 pub use log_store::LogStore;
 pub use network::{GroupId, Network, Rpc, Transport, TransportError, SNAPSHOT_CHUNK_BYTES};

@@ -99,17 +99,20 @@ pub enum Rpc {
     /// A write for the group, from a node whose replica is not the leader (see
     /// [`crate::Group::propose`]).
     Propose,
+    /// A linearizable read's first step, for the leader (see [`crate::Group::read_index`]).
+    ReadIndex,
 }
 
 impl Rpc {
     /// Every kind, for routing tables and tests.
-    pub const ALL: [Rpc; 6] = [
+    pub const ALL: [Rpc; 7] = [
         Rpc::Append,
         Rpc::Vote,
         Rpc::SnapshotBegin,
         Rpc::SnapshotChunk,
         Rpc::SnapshotFinish,
         Rpc::Propose,
+        Rpc::ReadIndex,
     ];
 
     /// The kind's name on the wire.
@@ -121,6 +124,7 @@ impl Rpc {
             Rpc::SnapshotChunk => "snapshot-chunk",
             Rpc::SnapshotFinish => "snapshot-finish",
             Rpc::Propose => "propose",
+            Rpc::ReadIndex => "read-index",
         }
     }
 }

@@ -456,6 +456,18 @@ impl PartitionHandle for RemotePartition {
         self.read(&PartitionCall::State)
     }
 
+    /// No floor: the router acknowledges a write once every active replica applied it, and
+    /// reads only active replicas, so each read already sees every write it acknowledged (as
+    /// far as its replica states are right: the faults of issue #22, which peer nodes fix).
+    fn read_index(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    /// Itself, whatever `floor`: see [`Self::read_index`].
+    fn at_least(self: Arc<Self>, _floor: u64) -> Result<Arc<dyn PartitionHandle>> {
+        Ok(self)
+    }
+
     fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
         self.read_traced(&PartitionCall::Query { plan: plan.clone() }, hedge)
             .map(|(answer, trace)| (answer, Some(trace)))

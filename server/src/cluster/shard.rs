@@ -26,6 +26,7 @@ pub fn dispatch(p: &Partition, call: PartitionCall) -> Result<serde_json::Value>
         | PartitionCall::Scroll { .. }
         | PartitionCall::Count { .. }
         | PartitionCall::Matching { .. }
-        | PartitionCall::Get { .. }) => serve_call(p, other),
+        | PartitionCall::Get { .. }
+        | PartitionCall::ReadIndex) => serve_call(p, other),
     }
 }

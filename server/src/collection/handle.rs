@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use cairn_api::internal::{
     NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
@@ -71,6 +72,16 @@ pub trait PartitionHandle: Send + Sync {
 
     /// Counters of the partition.
     fn state(&self) -> Result<PartitionState>;
+
+    /// The position in the partition's log that a linearizable read must see applied: in a
+    /// cluster, the leader's commit index once a quorum has confirmed it still leads (Raft's
+    /// ReadIndex); for a partition in this process, its last write.
+    fn read_index(&self) -> Result<u64>;
+
+    /// What serves reads that must see the partition's log at least up to `floor` (a write's
+    /// position, or a read index): this handle once its copy has applied that far, or another
+    /// copy that has. `floor` 0 is any copy: the handle itself, at no cost.
+    fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>>;
 
     /// Live points (0 when a remote partition cannot be asked).
     fn points(&self) -> usize {
@@ -184,6 +195,7 @@ pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<serde_
             with_payload,
             with_vector,
         } => json(p.get_points(&ids, &with_payload, with_vector)?),
+        PartitionCall::ReadIndex => json(p.read_index()?),
         PartitionCall::OplogAfter { .. } | PartitionCall::Apply { .. } => {
             Err(ServerError::InvalidRequest(
                 "op-log catch-up is not served here: replicas catch up through their group".into(),

@@ -60,6 +60,29 @@ impl PartitionHandle for Partition {
         Ok(Partition::state(self))
     }
 
+    /// The one copy holds every acknowledged write: its last one.
+    fn read_index(&self) -> Result<u64> {
+        Ok(Partition::last_seq(self))
+    }
+
+    /// Waits for the index to have applied `floor` (a write answered with `wait=false` is
+    /// durable before it is searchable). A floor past the last write is not from this
+    /// partition's history.
+    fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {
+        let last = Partition::last_seq(&self);
+        if floor > last {
+            return Err(ServerError::InvalidRequest(format!(
+                "read_after asks for position {floor} of {}, which has written only up to {last}: \
+                 the token is from another collection",
+                self.name()
+            )));
+        }
+        if floor > 0 {
+            Partition::wait_applied_blocking(&self, floor)?;
+        }
+        Ok(self)
+    }
+
     fn points(&self) -> usize {
         Partition::points(self)
     }

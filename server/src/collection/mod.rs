@@ -53,7 +53,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::PointId;
+use cairn_api::{PointId, ReadToken};
 use cairn_index::pyramid::Assignment;
 use cairn_index::Trainers;
 use parking_lot::{Mutex, RwLock};
@@ -101,6 +101,15 @@ pub struct WriteTicket {
 }
 
 impl WriteTicket {
+    /// Where the write left each partition it touched, for a read that must see it.
+    pub fn read_token(&self) -> ReadToken {
+        let mut token = ReadToken::default();
+        for &(PartitionId(p), seq) in &self.waits {
+            token = token.merge(&ReadToken(vec![(p as u32, seq)]));
+        }
+        token
+    }
+
     /// The ticket of a write to a collection of one partition.
     fn single(seq: u64) -> Self {
         Self {

@@ -1,10 +1,18 @@
 //! The read path of a collection: route, fan out to partitions, merge.
+//!
+//! Every read names how fresh it must be ([`ReadConsistency`]); each partition it touches is
+//! read through [`PartitionHandle::at_least`] the position that asks for, found per partition
+//! and only for the partitions the read touches (a linearizable read asks each one's leader).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, Record};
+use cairn_api::{
+    Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, ReadConsistency, Record,
+};
 
+use super::handle::PartitionHandle;
 use super::merge::{scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
@@ -21,12 +29,40 @@ struct Route {
 
 impl Collection {
     /// Whether `plan` is cheap enough to run on an async worker (one partition only; a
-    /// fan-out leaves the worker).
-    pub fn is_short(&self, plan: &QueryPlan) -> bool {
+    /// fan-out leaves the worker, and so does a read that may wait for a replica).
+    pub fn is_short(&self, plan: &QueryPlan, consistency: &ReadConsistency) -> bool {
         match self.partitions.as_slice() {
-            [only] => only.is_short(&plan.search),
+            [only] => *consistency == ReadConsistency::Any && only.is_short(&plan.search),
             _ => false,
         }
+    }
+
+    /// Refuses a read token that names a partition this collection does not have.
+    fn check_read(&self, consistency: &ReadConsistency) -> Result<()> {
+        let w = self.partitions.len();
+        match consistency {
+            ReadConsistency::After(token) => match token.0.iter().find(|(p, _)| *p as usize >= w) {
+                Some((p, _)) => Err(ServerError::InvalidRequest(format!(
+                    "read_after names partition {p}, but `{}` has {w}: the token is from \
+                     another collection",
+                    self.name
+                ))),
+                None => Ok(()),
+            },
+            ReadConsistency::Any | ReadConsistency::Linearizable => Ok(()),
+        }
+    }
+
+    /// What serves partition `p` for a read at `consistency` (blocking: it may wait for a
+    /// replica to catch up, and a linearizable read first asks the partition's leader).
+    fn reader(&self, p: usize, consistency: &ReadConsistency) -> Result<Arc<dyn PartitionHandle>> {
+        let partition = self.partitions[p].clone();
+        let floor = match consistency {
+            ReadConsistency::Any => return Ok(partition),
+            ReadConsistency::Linearizable => partition.read_index()?,
+            ReadConsistency::After(token) => token.position(p as u32),
+        };
+        partition.at_least(floor)
     }
 
     /// Live points (a point stored in several partitions counts once).
@@ -49,7 +85,8 @@ impl Collection {
         if single_homed {
             self.partitions.iter().map(|p| p.points()).sum()
         } else {
-            self.count_blocking(None).map_or(0, |c| c as usize)
+            self.count_blocking(None, &ReadConsistency::Any)
+                .map_or(0, |c| c as usize)
         }
     }
 
@@ -90,15 +127,23 @@ impl Collection {
     }
 
     /// Runs a k-NN query (blocking).
-    pub fn query_blocking(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+    pub fn query_blocking(
+        &self,
+        plan: &QueryPlan,
+        consistency: &ReadConsistency,
+    ) -> Result<QueryResponse> {
+        self.check_read(consistency)?;
         let (search, fan_out) = (&plan.search, &plan.fan_out);
-        if let [only] = self.partitions.as_slice() {
-            return only.search(search, fan_out.hedge).map(|(answer, _)| answer);
+        if self.partitions.len() == 1 {
+            return self
+                .reader(0, consistency)?
+                .search(search, fan_out.hedge)
+                .map(|(answer, _)| answer);
         }
         let vector = match &search.target {
             QueryTarget::Vector(v) => v.clone(),
             QueryTarget::Point(id) => self
-                .get_points(&[*id], &PayloadSelection::None, true)?
+                .get_points(&[*id], &PayloadSelection::None, true, consistency)?
                 .pop()
                 .and_then(|r| r.vector)
                 .ok_or(ServerError::PointNotFound(*id))?,
@@ -120,8 +165,9 @@ impl Collection {
                     .touched
                     .iter()
                     .map(|&p| {
-                        let (partition, sub) = (&self.partitions[p as usize], &sub);
-                        scope.spawn(move || partition.search(sub, hedge))
+                        let sub = &sub;
+                        scope
+                            .spawn(move || self.reader(p as usize, consistency)?.search(sub, hedge))
                     })
                     .collect();
                 handles
@@ -137,7 +183,7 @@ impl Collection {
             route
                 .touched
                 .iter()
-                .map(|&p| self.partitions[p as usize].search(&sub, hedge))
+                .map(|&p| self.reader(p as usize, consistency)?.search(&sub, hedge))
                 .collect()
         };
         let mut lists = Vec::with_capacity(route.touched.len());
@@ -204,38 +250,54 @@ impl Collection {
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.
-    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
-        if let [only] = self.partitions.as_slice() {
-            return only.scroll(plan);
+    pub fn scroll_blocking(
+        &self,
+        plan: &ScrollPlan,
+        consistency: &ReadConsistency,
+    ) -> Result<(Vec<Record>, Option<PointId>)> {
+        self.check_read(consistency)?;
+        if self.partitions.len() == 1 {
+            return self.reader(0, consistency)?.scroll(plan);
         }
         let sub = ScrollPlan {
             limit: plan.limit + 1,
             ..plan.clone()
         };
-        let pages = self
-            .partitions
-            .iter()
-            .map(|p| p.scroll(&sub).map(|(page, _)| page))
+        let pages = (0..self.partitions.len())
+            .map(|p| {
+                let (page, _) = self.reader(p, consistency)?.scroll(&sub)?;
+                Ok(page)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(scroll_page(pages, plan.limit))
     }
 
     /// Points passing `filter` (all points without one).
-    pub fn count_blocking(&self, filter: Option<&Filter>) -> Result<u64> {
-        match self.partitions.as_slice() {
-            [only] => only.count(filter),
-            _ => Ok(self.matching_ids(filter)?.len() as u64),
+    pub fn count_blocking(
+        &self,
+        filter: Option<&Filter>,
+        consistency: &ReadConsistency,
+    ) -> Result<u64> {
+        self.check_read(consistency)?;
+        match self.partitions.len() {
+            1 => self.reader(0, consistency)?.count(filter),
+            _ => Ok(self.matching_ids(filter, consistency)?.len() as u64),
         }
     }
 
     /// Ids passing `filter` (all ids without one), in id order, each once.
-    pub fn matching_ids(&self, filter: Option<&Filter>) -> Result<Vec<PointId>> {
-        if let [only] = self.partitions.as_slice() {
-            return only.matching_ids(filter);
+    pub fn matching_ids(
+        &self,
+        filter: Option<&Filter>,
+        consistency: &ReadConsistency,
+    ) -> Result<Vec<PointId>> {
+        self.check_read(consistency)?;
+        if self.partitions.len() == 1 {
+            return self.reader(0, consistency)?.matching_ids(filter);
         }
         let mut ids = BTreeSet::new();
-        for p in &self.partitions {
-            ids.extend(p.matching_ids(filter)?);
+        for p in 0..self.partitions.len() {
+            ids.extend(self.reader(p, consistency)?.matching_ids(filter)?);
         }
         Ok(ids.into_iter().collect())
     }
@@ -246,13 +308,18 @@ impl Collection {
         ids: &[PointId],
         with_payload: &PayloadSelection,
         with_vector: bool,
+        consistency: &ReadConsistency,
     ) -> Result<Vec<Record>> {
-        if let [only] = self.partitions.as_slice() {
-            return only.get_points(ids, with_payload, with_vector);
+        self.check_read(consistency)?;
+        if self.partitions.len() == 1 {
+            return self
+                .reader(0, consistency)?
+                .get_points(ids, with_payload, with_vector);
         }
         let mut found: HashMap<PointId, Record> = HashMap::new();
-        for p in &self.partitions {
-            for record in p.get_points(ids, with_payload, with_vector)? {
+        for p in 0..self.partitions.len() {
+            let reader = self.reader(p, consistency)?;
+            for record in reader.get_points(ids, with_payload, with_vector)? {
                 found.entry(record.id).or_insert(record);
             }
         }

@@ -96,6 +96,12 @@ pub(crate) fn ok<T>(result: T, started: Instant) -> json::Body<Response<T>> {
     json::Body(Response::ok(result, started.elapsed().as_secs_f64()))
 }
 
+/// The consistency a read's query string asks for (`?consistency=`, `?read_after=`); a value
+/// it cannot mean is a 400 naming the parameter.
+pub(crate) fn read_consistency(read: &cairn_api::ReadQuery) -> Result<cairn_api::ReadConsistency> {
+    read.consistency().map_err(ServerError::InvalidRequest)
+}
+
 /// Runs a search on the current worker thread. `short` searches (see
 /// [`crate::collection::Collection::is_short`]: bounded, ≲ 500 µs) run as a plain call;
 /// longer ones first tell tokio to move this worker's other tasks elsewhere

@@ -228,11 +228,22 @@ pub fn spawn_join(peers: Arc<PeerClient>, node: Arc<Node>, url: String, api_uri:
     });
 }
 
+/// `?floor=N` of a partition call: serve it only once the replica has applied the
+/// partition's log up to position N.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallQuery {
+    #[serde(default)]
+    floor: u64,
+}
+
 /// A call for a partition replica on this node, from a node without one (`node::remote`).
-/// Answered in the public API's envelope, so a refusal keeps its code.
+/// Answered in the public API's envelope, so a refusal keeps its code. A replica still behind
+/// the call's floor after a short wait answers 503, and the caller asks another.
 async fn partition_call(
     AxState(state): AxState<Arc<Internal>>,
     Path(group): Path<String>,
+    axum::extract::Query(CallQuery { floor }): axum::extract::Query<CallQuery>,
     body: Bytes,
 ) -> Response {
     let started = std::time::Instant::now();
@@ -255,7 +266,8 @@ async fn partition_call(
         return ServerError::Unavailable(format!("no replica of {group} on this node"))
             .into_response();
     };
-    match super::blocking(move || serve_call(replica.as_ref(), call)).await {
+    let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
+    match super::blocking(serve).await {
         Ok(answer) => super::ok(answer, started).into_response(),
         Err(error) => error.into_response(),
     }
@@ -392,6 +404,7 @@ impl PartitionCalls for PeerClient {
         &'a self,
         node: u64,
         group: GroupId,
+        floor: u64,
         call: &'a PartitionCall,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
         Box::pin(async move {
@@ -407,7 +420,11 @@ impl PartitionCalls for PeerClient {
                 |e: reqwest::Error| ServerError::Unavailable(format!("node {node}: {e}"));
             let answer = self
                 .http
-                .post(format!("{base}/internal/partition/{group}"))
+                .post(if floor == 0 {
+                    format!("{base}/internal/partition/{group}")
+                } else {
+                    format!("{base}/internal/partition/{group}?floor={floor}")
+                })
                 .header(SECRET_HEADER, &self.secret)
                 .header(NODE_HEADER, &self.from)
                 .timeout(PARTITION_CALL_TIMEOUT)

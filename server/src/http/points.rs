@@ -7,12 +7,13 @@ use axum::extract::{Path, Query, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery,
-    RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadConsistency,
+    ReadQuery, RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus,
+    UpsertRequest,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
-use super::{blocking, ok, State};
+use super::{blocking, ok, read_consistency, State};
 use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
 use crate::request::filter::validate;
@@ -45,6 +46,7 @@ async fn finish_write(
         } else {
             UpdateStatus::Acknowledged
         },
+        read_token: Some(ticket.read_token()),
     })
 }
 
@@ -85,7 +87,8 @@ pub(super) async fn delete(
             (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
             (None, Some(filter)) => {
                 validate(&filter, "filter")?;
-                c.matching_ids(Some(&filter))?
+                // Linearizable: the delete must see every write acknowledged before it.
+                c.matching_ids(Some(&filter), &ReadConsistency::Linearizable)?
             }
             (Some(_), Some(_)) => {
                 return Err(ServerError::InvalidRequest(
@@ -110,12 +113,12 @@ pub(super) async fn get_one(
     ApiQuery(read): ApiQuery<ReadQuery>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    read.refuse_unsupported()?;
+    let consistency = read_consistency(&read)?;
     let id: PointId = id.parse().map_err(ServerError::InvalidRequest)?;
     let collection = state.catalog()?.get(&name)?;
     let record = blocking(move || {
         collection
-            .get_points(&[id], &PayloadSelection::All, true)?
+            .get_points(&[id], &PayloadSelection::All, true, &consistency)?
             .pop()
             .ok_or(ServerError::PointNotFound(id))
     })
@@ -130,13 +133,16 @@ pub(super) async fn get_many(
     ApiJson(request): ApiJson<GetPointsRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
+    request.refuse_unsupported()?;
+    let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
     let ids = prepare_delete_ids(request.ids, &state.limits)?;
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
     let with_vector = request.with_vector.is_some_and(|w| w.enabled());
-    // A router's collection asks its shards: off the async workers.
-    let records = blocking(move || collection.get_points(&ids, &with_payload, with_vector)).await?;
+    // A cluster's collection may ask other nodes: off the async workers.
+    let records =
+        blocking(move || collection.get_points(&ids, &with_payload, with_vector, &consistency))
+            .await?;
     Ok(ok(records, t))
 }
 
@@ -147,10 +153,12 @@ pub(super) async fn scroll(
     OptionalJson(request): OptionalJson<ScrollRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
+    request.refuse_unsupported()?;
+    let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
     let plan = scroll_plan(request, &state.limits)?;
-    let (points, next_page_offset) = blocking(move || collection.scroll_blocking(&plan)).await?;
+    let (points, next_page_offset) =
+        blocking(move || collection.scroll_blocking(&plan, &consistency)).await?;
     Ok(ok(
         ScrollResult {
             points,
@@ -167,11 +175,13 @@ pub(super) async fn count(
     OptionalJson(request): OptionalJson<CountRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
+    request.refuse_unsupported()?;
+    let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
     if let Some(f) = &request.filter {
         validate(f, "filter")?;
     }
-    let count = blocking(move || collection.count_blocking(request.filter.as_ref())).await?;
+    let count =
+        blocking(move || collection.count_blocking(request.filter.as_ref(), &consistency)).await?;
     Ok(ok(CountResult { count }, t))
 }

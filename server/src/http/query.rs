@@ -10,7 +10,7 @@ use cairn_api::{
 };
 
 use super::json::{ApiJson, ApiQuery};
-use super::{ok, search_in_place, State};
+use super::{ok, read_consistency, search_in_place, State};
 use crate::error::{Result, ServerError};
 use crate::request::query::{check_batch, plan};
 
@@ -19,7 +19,9 @@ fn run(
     name: &str,
     requests: Vec<QueryRequest>,
     batched: bool,
+    read: &ReadQuery,
 ) -> Result<Vec<QueryResponse>> {
+    let consistency = read_consistency(read)?;
     let collection = state.catalog()?.get(name)?;
     let plans = requests
         .into_iter()
@@ -33,9 +35,12 @@ fn run(
             plan(collection.settings(), r, &state.limits, &field)
         })
         .collect::<Result<Vec<_>>>()?;
-    let short = plans.len() == 1 && collection.is_short(&plans[0]);
+    let short = plans.len() == 1 && collection.is_short(&plans[0], &consistency);
     search_in_place(short, move || {
-        plans.iter().map(|p| collection.query_blocking(p)).collect()
+        plans
+            .iter()
+            .map(|p| collection.query_blocking(p, &consistency))
+            .collect()
     })
 }
 
@@ -46,8 +51,8 @@ pub(super) async fn query(
     ApiJson(request): ApiJson<QueryRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
-    let mut responses = run(&state, &name, vec![request], false)?;
+    request.refuse_unsupported()?;
+    let mut responses = run(&state, &name, vec![request], false, &read)?;
     let response = responses
         .pop()
         .ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
@@ -61,9 +66,9 @@ pub(super) async fn query_batch(
     ApiJson(request): ApiJson<QueryBatchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
+    request.refuse_unsupported()?;
     check_batch(request.searches.len(), &state.limits)?;
-    Ok(ok(run(&state, &name, request.searches, true)?, t))
+    Ok(ok(run(&state, &name, request.searches, true, &read)?, t))
 }
 
 pub(super) async fn search(
@@ -73,8 +78,8 @@ pub(super) async fn search(
     ApiJson(request): ApiJson<SearchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
-    let mut responses = run(&state, &name, vec![request.into()], false)?;
+    request.refuse_unsupported()?;
+    let mut responses = run(&state, &name, vec![request.into()], false, &read)?;
     let points = responses.pop().map(|r| r.points).unwrap_or_default();
     Ok(ok(points, t))
 }
@@ -86,14 +91,14 @@ pub(super) async fn search_batch(
     ApiJson(request): ApiJson<SearchBatchRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    (read, &request).refuse_unsupported()?;
+    request.refuse_unsupported()?;
     check_batch(request.searches.len(), &state.limits)?;
     let requests = request
         .searches
         .into_iter()
         .map(QueryRequest::from)
         .collect();
-    let responses = run(&state, &name, requests, true)?;
+    let responses = run(&state, &name, requests, true, &read)?;
     Ok(ok(
         responses.into_iter().map(|r| r.points).collect::<Vec<_>>(),
         t,

@@ -4,7 +4,9 @@
 //! Reads see what this replica has applied: a committed prefix of the partition's log, never a
 //! write that could still be lost, though possibly not the latest acknowledged ones if this
 //! replica trails the leader. `wait=true` waits until the write is applied *here*, so a client
-//! reads its own writes through the node it wrote to.
+//! reads its own writes through the node it wrote to. A read that must see more (a read
+//! index, a write's token: `cairn_api::ReadConsistency`) waits for this replica to apply that
+//! far, or goes to the partition's other replicas ([`PartitionHandle::at_least`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,15 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest wait for a write to become searchable here (the applier applies a batch in
 /// milliseconds, or in the time of one vacuum).
 const APPLY_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a linearizable read waits for the partition's leader to confirm a read index (an
+/// election included) before it fails.
+const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a read with a floor waits for this replica to apply that far before another
+/// replica is asked. A follower learns of a commit with the leader's next message (at most a
+/// heartbeat, 250 ms, later; a read index's own heartbeat round carries it at once).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
 /// How often a wait for the index looks whether the replica has closed meanwhile.
 const CLOSED_CHECK: Duration = Duration::from_millis(50);
@@ -203,6 +214,44 @@ impl PartitionHandle for ReplicatedPartition {
 
     fn points(&self) -> usize {
         self.partition().points()
+    }
+
+    /// From the group's leader through this replica's group; if that fails within a second
+    /// (this node cut off from the leader, say), through the partition's other replicas'
+    /// nodes, which ask the leader themselves.
+    fn read_index(&self) -> Result<u64> {
+        let Some(other) = &self.elsewhere else {
+            return self.block_on(self.replica.read_index(READ_INDEX_TIMEOUT));
+        };
+        match self.block_on(self.replica.read_index(CATCH_UP_WAIT)) {
+            Ok(index) => Ok(index),
+            Err(error) => {
+                tracing::debug!(partition = self.partition().name(), %error, "read index through another replica");
+                other.read_index()
+            }
+        }
+    }
+
+    /// This replica once it has applied `floor`; the partition's other replicas if it is
+    /// installing a snapshot, closed, or still behind after [`CATCH_UP_WAIT`].
+    fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {
+        if floor == 0 {
+            return Ok(self);
+        }
+        let behind = if self.replica.installing() || self.replica.is_closed() {
+            Err(ServerError::Unavailable(format!(
+                "replica {} of {} is installing a snapshot or closed",
+                self.replica.id(),
+                self.partition().name()
+            )))
+        } else {
+            self.block_on(self.replica.catch_up(floor, CATCH_UP_WAIT))
+        };
+        match (behind, &self.elsewhere) {
+            (Ok(()), _) => Ok(self),
+            (Err(_), Some(other)) => other.clone().at_least(floor),
+            (Err(error), None) => Err(error),
+        }
     }
 
     fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {

@@ -23,11 +23,13 @@ use crate::error::{Result, ServerError};
 /// [`ServerError::Relayed`], and anything that is the other node's fault as
 /// [`ServerError::Unavailable`], after which the next replica is tried.
 pub trait PartitionCalls: Send + Sync {
-    /// Sends `call` for `group` to node `node`.
+    /// Sends `call` for `group` to node `node`, to be served from a replica that has applied
+    /// the partition's log at least up to `floor` (0: as it is).
     fn call<'a>(
         &'a self,
         node: u64,
         group: GroupId,
+        floor: u64,
         call: &'a PartitionCall,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
 }
@@ -42,6 +44,8 @@ pub struct ForwardedPartition {
     next: AtomicUsize,
     /// The sequence number of the last write through this handle.
     last_seq: std::sync::atomic::AtomicU64,
+    /// The log position a replica must have applied to serve this handle's reads (0: any).
+    floor: u64,
 }
 
 impl ForwardedPartition {
@@ -53,6 +57,7 @@ impl ForwardedPartition {
             calls,
             next: AtomicUsize::new(0),
             last_seq: std::sync::atomic::AtomicU64::new(0),
+            floor: 0,
         }
     }
 
@@ -64,7 +69,7 @@ impl ForwardedPartition {
         for i in 0..self.nodes.len() {
             let node = self.nodes[(start + i) % self.nodes.len()];
             let answer = tokio::runtime::Handle::current()
-                .block_on(self.calls.call(node, self.group, &call));
+                .block_on(self.calls.call(node, self.group, self.floor, &call));
             match answer {
                 Ok(value) => {
                     return serde_json::from_value(value)
@@ -132,6 +137,27 @@ impl PartitionHandle for ForwardedPartition {
 
     fn state(&self) -> Result<PartitionState> {
         self.send(PartitionCall::State)
+    }
+
+    /// Any replica's node answers: it asks the group's leader.
+    fn read_index(&self) -> Result<u64> {
+        self.send(PartitionCall::ReadIndex)
+    }
+
+    /// The same replicas, each asked to serve only once it has applied `floor`; one still
+    /// behind answers unavailable and the next is asked.
+    fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {
+        if floor == 0 {
+            return Ok(self);
+        }
+        Ok(Arc::new(Self {
+            group: self.group,
+            nodes: self.nodes.clone(),
+            calls: self.calls.clone(),
+            next: AtomicUsize::new(self.next.fetch_add(1, Ordering::Relaxed)),
+            last_seq: std::sync::atomic::AtomicU64::new(self.last_seq()),
+            floor,
+        }))
     }
 
     fn search(

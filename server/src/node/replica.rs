@@ -16,8 +16,8 @@ use std::time::Duration;
 use cairn_api::internal::NewPoint;
 use cairn_api::PointId;
 use cairn_consensus::{
-    Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, ReplicaAddr,
-    ReplicaId, Row, Timing, Transport, WriteError,
+    Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, ReadError,
+    ReplicaAddr, ReplicaId, Row, Timing, Transport, WriteError,
 };
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions};
@@ -79,6 +79,10 @@ impl Feed {
             payload,
         })
     }
+}
+
+fn unavailable(error: ReadError) -> ServerError {
+    ServerError::Unavailable(error.to_string())
 }
 
 /// A partition replica on this node and its group.
@@ -257,6 +261,33 @@ impl PartitionReplica {
                 Err(ServerError::Unavailable(error.to_string()))
             }
         }
+    }
+
+    /// The position a linearizable read must see applied, confirmed by the group's leader
+    /// (here or on its node) with a quorum heartbeat.
+    pub async fn read_index(&self, within: Duration) -> Result<u64> {
+        self.group.read_index(within).await.map_err(unavailable)
+    }
+
+    /// Waits until this replica's index holds every write up to log position `floor`: the
+    /// group has applied that far (blank and membership entries count), and the index has
+    /// applied every write the store then held. Gives up after `within`.
+    pub async fn catch_up(&self, floor: u64, within: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + within;
+        self.group
+            .wait_applied(floor, within)
+            .await
+            .map_err(unavailable)?;
+        let written = self.partition.last_seq();
+        tokio::time::timeout_at(deadline, self.partition.wait_applied(written))
+            .await
+            .map_err(|_| {
+                ServerError::Unavailable(format!(
+                    "{}: the index did not reach position {written} within {} ms",
+                    self.partition.name(),
+                    within.as_millis()
+                ))
+            })?
     }
 
     /// Whether the replica has closed (its group stopped): work that reaches it now belongs

@@ -86,6 +86,14 @@ impl PartitionHandle for Slot {
         self.get().state()
     }
 
+    fn read_index(&self) -> Result<u64> {
+        self.get().read_index()
+    }
+
+    fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {
+        self.get().at_least(floor)
+    }
+
     fn points(&self) -> usize {
         self.get().points()
     }

@@ -8,6 +8,7 @@
 
 mod bad_input;
 mod cluster;
+mod consistency;
 mod durability;
 mod harness;
 mod membership;

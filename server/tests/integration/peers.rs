@@ -65,7 +65,7 @@ pub(super) fn start_n_nodes(
 
 /// Three nodes with `extra` settings, a leader agreed and every node's record in; then the
 /// collection `name` with `replication_factor` replicas, open on every node.
-fn nodes_with_collection(
+pub(super) fn nodes_with_collection(
     root: &std::path::Path,
     extra: &[(&str, &str)],
     name: &str,
@@ -739,7 +739,7 @@ fn status_reports_replicas_roles_and_quorum() {
 }
 
 /// The partition's leader as `(node id, term)`, once the replicas agree on one.
-fn partition_leader(node: &Server, name: &str, newer_than: u64) -> (u64, u64) {
+pub(super) fn partition_leader(node: &Server, name: &str, newer_than: u64) -> (u64, u64) {
     let started = Instant::now();
     loop {
         let (status, cluster) = node.call("GET", &format!("/collections/{name}/cluster"), None);

@@ -432,8 +432,10 @@ fn get_shard_key_is_refused() {
     );
 }
 
+/// Every read route takes Qdrant's consistency levels (served as the two levels of
+/// `cairn_api::consistency`) and Cairn's `read_after`; a value neither can mean is a 400.
 #[test]
-fn read_consistency_other_than_one_is_refused() {
+fn read_consistency_levels_are_served_and_nonsense_refused() {
     let (_dir, server) = fixture();
     let query = json!({"query": [1.0, 0.0, 0.0]});
     let search = json!({"vector": [1.0, 0.0, 0.0], "limit": 3});
@@ -454,18 +456,29 @@ fn read_consistency_other_than_one_is_refused() {
         ),
     ];
     for (route, body) in &reads {
-        for level in ["all", "majority", "quorum", "2"] {
-            let needle = format!("consistency: \"{level}\" is not supported by Cairn");
+        let (method, path) = route.split_once(' ').unwrap();
+        for level in ["1", "all", "majority", "quorum", "2"] {
+            server.ok(
+                method,
+                &format!("{path}?consistency={level}"),
+                body.as_ref(),
+            );
+        }
+        server.ok(method, &format!("{path}?read_after=0:1"), body.as_ref());
+        for level in ["most", "0"] {
             refused(
                 &server,
                 &format!("{route}?consistency={level}"),
                 body.as_ref(),
-                &needle,
+                "consistency must be a positive number of replicas",
             );
         }
-        // 1, Qdrant's default, is what Cairn does.
-        let (method, path) = route.split_once(' ').unwrap();
-        server.ok(method, &format!("{path}?consistency=1"), body.as_ref());
+        refused(
+            &server,
+            &format!("{route}?read_after=soon"),
+            body.as_ref(),
+            "is not a read token",
+        );
     }
     // A second value cannot slip past the first.
     let twice = "GET /collections/c/points/1?consistency=1&consistency=all";
