@@ -107,6 +107,9 @@ pub struct ClusterConfig {
     /// Node: log entries a group keeps behind its latest snapshot, for replicas that were
     /// briefly away; one further behind receives the snapshot instead.
     pub log_keep_entries: u64,
+    /// Node: seconds a node may stay silent (no answer to the metadata leader's messages)
+    /// before the rebalancer re-creates its replicas on the other nodes.
+    pub dead_after_secs: u64,
 }
 
 impl ClusterConfig {
@@ -234,6 +237,8 @@ pub struct CliOverrides {
     pub ready_file: Option<PathBuf>,
     /// `--role`.
     pub role: Option<String>,
+    /// `--join`: a running cluster's internal URL (`cluster.join`).
+    pub join: Option<String>,
 }
 
 /// Why a configuration was refused.
@@ -266,6 +271,9 @@ impl Config {
         }
         if let Some(addr) = &cli.http_addr {
             figment = figment.merge(Serialized::default("http.addr", addr));
+        }
+        if let Some(join) = &cli.join {
+            figment = figment.merge(Serialized::default("cluster.join", join));
         }
         if let Some(role) = &cli.role {
             figment = figment.merge(Serialized::default("cluster.role", role));
@@ -340,6 +348,9 @@ impl Config {
             }
             if c.snapshot_every_entries == 0 {
                 problems.push("cluster.snapshot_every_entries must be at least 1".into());
+            }
+            if c.dead_after_secs == 0 {
+                problems.push("cluster.dead_after_secs must be at least 1".into());
             }
             if !(c.api_url.is_empty()
                 || c.api_url.starts_with("http://")

@@ -37,9 +37,12 @@ enum Command {
         /// Write the bound address to this file once ready (`http.ready_file`).
         #[arg(long)]
         ready_file: Option<PathBuf>,
-        /// standalone, router or shard (`cluster.role`).
+        /// standalone, node, router or shard (`cluster.role`).
         #[arg(long)]
         role: Option<String>,
+        /// Join the cluster of the node at this internal URL on first start (`cluster.join`).
+        #[arg(long)]
+        join: Option<String>,
     },
     /// Exit 0 when `GET <url>` answers 200 (container health checks: the runtime image has
     /// no curl).
@@ -78,12 +81,14 @@ fn main() -> anyhow::Result<()> {
             http_addr,
             ready_file,
             role,
+            join,
         } => {
             let overrides = CliOverrides {
                 data_dir,
                 http_addr,
                 ready_file,
                 role,
+                join,
             };
             let config = Config::load(config.as_deref(), &overrides)?;
             init_logging(&config);

@@ -577,6 +577,21 @@ pub enum ClusterOperation {
     ReplicateShard(ShardTransfer),
     /// Remove the replica on `peer_id`.
     DropReplica(DropReplica),
+    /// Call off a move or replication still under way: the replica on `to_peer_id` goes, the
+    /// one on `from_peer_id` stays.
+    AbortTransfer(AbortTransfer),
+}
+
+/// A move to call off (Qdrant's `AbortShardTransfer`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbortTransfer {
+    /// The partition.
+    pub shard_id: u32,
+    /// The node the replica was leaving (or copied from).
+    pub from_peer_id: u64,
+    /// The node the replica was going to.
+    pub to_peer_id: u64,
 }
 
 /// A partition's replica going from one node to another.

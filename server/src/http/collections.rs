@@ -116,8 +116,9 @@ pub(super) async fn cluster_info(
     Ok(ok(info, t))
 }
 
-/// `POST /collections/{c}/cluster`: moves a partition's replica, adds one or drops one
-/// (Qdrant's `move_shard`, `replicate_shard`, `drop_replica`), on a peer node. Answers once
+/// `POST /collections/{c}/cluster`: moves a partition's replica, adds one, drops one or calls
+/// off a move (Qdrant's `move_shard`, `replicate_shard`, `drop_replica`, `abort_transfer`), on
+/// a peer node. Answers once
 /// the change is recorded in the cluster's metadata; it is carried out in the background.
 pub(super) async fn cluster_update(
     AxState(state): AxState<State>,
@@ -141,6 +142,13 @@ pub(super) async fn cluster_update(
         ),
         ClusterOperation::ReplicateShard(t) => (t.shard_id, Move::Replicate { to: t.to_peer_id }),
         ClusterOperation::DropReplica(d) => (d.shard_id, Move::Drop { node: d.peer_id }),
+        ClusterOperation::AbortTransfer(a) => (
+            a.shard_id,
+            Move::Abort {
+                from: a.from_peer_id,
+                to: a.to_peer_id,
+            },
+        ),
     };
     let partition = shard as usize;
     if partition >= collection.partitions().len() {

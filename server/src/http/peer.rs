@@ -282,6 +282,8 @@ pub struct PeerClient {
     secret: String,
     from: String,
     faults: Arc<Faults>,
+    /// When each peer last answered a message (any answer: a refusal is an answer too).
+    heard: parking_lot::RwLock<BTreeMap<u64, std::time::Instant>>,
 }
 
 impl PeerClient {
@@ -302,6 +304,7 @@ impl PeerClient {
             secret: cluster.secret.expose().to_owned(),
             from: cluster.node_id.to_string(),
             faults,
+            heard: Default::default(),
         })
     }
 }
@@ -384,6 +387,7 @@ impl Transport for PeerClient {
             .map_err(|e| failed(node, &e))?;
         let status = answer.status();
         let bytes = answer.bytes().await.map_err(|e| failed(node, &e))?;
+        self.heard.write().insert(node, std::time::Instant::now());
         if status.is_success() {
             Ok(bytes.to_vec())
         } else {
@@ -392,6 +396,15 @@ impl Transport for PeerClient {
                 reason: format!("{status}: {}", String::from_utf8_lossy(&bytes)),
             })
         }
+    }
+}
+
+impl crate::node::rebalance::Liveness for PeerClient {
+    fn silent_for(&self, node: u64) -> Option<Duration> {
+        self.heard
+            .read()
+            .get(&node)
+            .map(std::time::Instant::elapsed)
     }
 }
 

@@ -75,6 +75,16 @@ pub enum Move {
         /// The node giving its replica up.
         node: u64,
     },
+    /// Call off the move under way from `from` to `to`: the incoming replica on `to` goes, a
+    /// leaving one on `from` stays. Its group follows the placement back (`moves.rs`): a
+    /// learner not yet promoted is removed; if the voters had already changed, the replica on
+    /// `from` (its files intact) rejoins and the one on `to` is voted out again.
+    Abort {
+        /// The node the replica was leaving, or copied from.
+        from: u64,
+        /// The node it was going to.
+        to: u64,
+    },
 }
 
 /// Why an edit cannot be made.
@@ -89,6 +99,10 @@ pub enum PlacementError {
     /// The edit would leave the partition without a replica.
     #[error("the partition's last replica cannot be dropped")]
     LastReplica,
+    /// No move from `from` to `to` is under way (a replication counts until its node has
+    /// opened the new replica; a move until the group has let the old one go).
+    #[error("no transfer of this partition from node {0} to node {1} is under way")]
+    NoTransfer(u64, u64),
     /// A move of this partition is still under way.
     #[error(
         "a move of this partition is still under way (replica {0} is {1:?}); wait for it to finish"
@@ -156,6 +170,9 @@ impl Placement {
     /// while a replica is new or leaving, so the group's membership changes one step at a
     /// time and the voters keep a majority of live replicas throughout.
     pub fn with(&self, edit: Move) -> Result<Placement, PlacementError> {
+        if let Move::Abort { from, to } = edit {
+            return self.aborted(from, to);
+        }
         if let Some(busy) = self.moving() {
             return Err(PlacementError::Busy(busy.id, busy.state));
         }
@@ -194,6 +211,41 @@ impl Placement {
                 if next.voters().is_empty() {
                     return Err(PlacementError::LastReplica);
                 }
+            }
+            Move::Abort { from, to } => return self.aborted(from, to),
+        }
+        Ok(next)
+    }
+
+    /// This placement with the move from `from` to `to` called off (see [`Move::Abort`]).
+    fn aborted(&self, from: u64, to: u64) -> Result<Placement, PlacementError> {
+        let no_transfer = PlacementError::NoTransfer(from, to);
+        // The incoming replica: the latest placed on `to`.
+        let incoming = self
+            .replicas
+            .iter()
+            .rev()
+            .find(|r| r.node == to && r.state != ReplicaState::Leaving)
+            .ok_or(no_transfer.clone())?;
+        let leaving = self
+            .replicas
+            .iter()
+            .find(|r| r.node == from && r.state == ReplicaState::Leaving);
+        let copied_from = self.on(from).filter(|r| r.id != incoming.id);
+        let under_way = match (leaving, copied_from) {
+            (Some(_), _) => true,
+            (None, Some(_)) => incoming.state == ReplicaState::New,
+            (None, None) => false,
+        };
+        if from == to || !under_way {
+            return Err(no_transfer);
+        }
+        let mut next = self.clone();
+        let incoming = incoming.id;
+        next.replicas.retain(|r| r.id != incoming);
+        for r in &mut next.replicas {
+            if r.node == from && r.state == ReplicaState::Leaving {
+                r.state = ReplicaState::Live;
             }
         }
         Ok(next)
@@ -302,6 +354,44 @@ mod tests {
             Err(PlacementError::LastReplica)
         );
         assert!(p.with(Move::Drop { node: 1 }).is_ok());
+    }
+
+    #[test]
+    fn an_abort_restores_the_replica_that_was_leaving() {
+        let p = live(&[1, 2, 3]);
+        let moving = p.with(Move::Move { from: 2, to: 4 }).unwrap();
+        let back = moving.with(Move::Abort { from: 2, to: 4 }).unwrap();
+        assert_eq!(back.replicas, p.replicas);
+        // Also once the new replica is opened, until the old one is let go.
+        let opened = moving.opened(moving.on(4).unwrap().id);
+        assert_eq!(
+            opened
+                .with(Move::Abort { from: 2, to: 4 })
+                .unwrap()
+                .replicas,
+            p.replicas
+        );
+        // A replication, until its replica is opened.
+        let copying = p.with(Move::Replicate { to: 4 }).unwrap();
+        assert_eq!(
+            copying
+                .with(Move::Abort { from: 1, to: 4 })
+                .unwrap()
+                .replicas,
+            p.replicas
+        );
+        let copied = copying.opened(copying.on(4).unwrap().id);
+        for (from, to) in [(1, 4), (2, 4), (4, 4), (1, 2), (9, 4)] {
+            assert_eq!(
+                copied.with(Move::Abort { from, to }),
+                Err(PlacementError::NoTransfer(from, to)),
+                "{from} -> {to}"
+            );
+        }
+        assert_eq!(
+            p.with(Move::Abort { from: 2, to: 3 }),
+            Err(PlacementError::NoTransfer(2, 3))
+        );
     }
 
     #[test]

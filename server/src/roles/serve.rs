@@ -59,7 +59,10 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
             }
             node.register(api_uri);
             crate::node::members::spawn(node.clone());
-            crate::node::rebalance::spawn(node.clone());
+            if let Some(peers) = &peer_client {
+                let dead_after = std::time::Duration::from_secs(config.cluster.dead_after_secs);
+                crate::node::rebalance::spawn(node.clone(), peers.clone(), dead_after);
+            }
             Some(internal)
         }
         None => None,

@@ -213,3 +213,64 @@ fn a_removed_node_hands_its_replicas_to_the_others_and_leaves() {
         wait_count(node, "q", 60);
     }
 }
+
+/// A node that dies and stays away past `cluster.dead_after_secs` has its replicas re-created
+/// on the other nodes under load (the live replicas of each partition carry the move); queries
+/// never fail. When it comes back it holds none of its old replicas until the rebalancer
+/// spreads some onto it again, and every node serves the same points.
+#[test]
+fn a_dead_node_s_replicas_are_re_created_on_the_others() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_n_nodes(root.path(), 4, &[("CAIRN__CLUSTER__DEAD_AFTER_SECS", "3")]);
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3, 4]);
+    wait_for_records(&all, &nodes);
+    let names: Vec<String> = ["p", "q", "r", "s"].iter().map(|n| n.to_string()).collect();
+    collections_with_points(&nodes, &names);
+    let before = wait_replicas(&nodes[0], &names, "placed", |count| {
+        count.values().sum::<usize>() == 12
+    });
+    let victim = *before
+        .iter()
+        .max_by_key(|(id, count)| (**count, **id))
+        .unwrap()
+        .0;
+    let survivors: Vec<usize> = (0..4).filter(|i| *i as u64 + 1 != victim).collect();
+    let load = Load::start(survivors.iter().map(|i| nodes[*i].url("")).collect(), "p");
+
+    nodes[victim as usize - 1].kill9();
+    wait_replicas(&nodes[survivors[0]], &names, "off the dead node", |count| {
+        !count.contains_key(&victim) && count.values().sum::<usize>() == 12
+    });
+    let acked = load.finish();
+    for name in &names {
+        let reference = contents(&nodes[survivors[0]], name);
+        let expected = if name == "p" { 50 + acked.len() } else { 50 };
+        assert_eq!(reference.len(), expected, "{name}");
+        for i in &survivors {
+            assert_eq!(
+                contents(&nodes[*i], name),
+                reference,
+                "{name} on node {}",
+                i + 1
+            );
+        }
+    }
+
+    // Back, it serves the same points (through the nodes that hold them, then from replicas
+    // the rebalancer spreads onto it).
+    nodes[victim as usize - 1].restart();
+    wait_replicas(&nodes[survivors[0]], &names, "spread again", |count| {
+        count.get(&victim).copied().unwrap_or(0) >= 2 && count.values().sum::<usize>() == 12
+    });
+    let back = &nodes[victim as usize - 1];
+    for name in &names {
+        let reference = contents(&nodes[survivors[0]], name);
+        wait_count(back, name, reference.len() as u64);
+        assert_eq!(
+            contents(back, name),
+            reference,
+            "{name} on the returning node"
+        );
+    }
+}

@@ -395,3 +395,55 @@ fn a_wiped_replica_comes_back_by_snapshot_under_a_new_id() {
         wait_count(node, "wipe", next + 10);
     }
 }
+
+/// `abort_transfer` calls off a move that cannot finish (its target node is down, so the new
+/// replica is never opened): the placement, the group and the points are as before, and a
+/// move that is not under way cannot be aborted.
+#[test]
+fn an_aborted_move_leaves_the_partition_as_it_was() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_n_nodes(root.path(), 4, &[]);
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3, 4]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create("ab", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "ab", 0);
+    }
+    let (status, body) = upsert(&nodes[0], "ab", 0..50, "x");
+    assert_eq!(status, 200, "{body}");
+    let placed: BTreeSet<u64> = replicas(&nodes[0], "ab").iter().map(|r| r.0).collect();
+    let before = wait_settled(&nodes, "ab", &placed);
+    let spare = (1..=4u64).find(|n| !placed.contains(n)).unwrap();
+    let from = *placed.iter().next().unwrap();
+    let asker = (1..=4u64).find(|n| *n != spare).unwrap() as usize - 1;
+    nodes[spare as usize - 1].kill9();
+
+    let abort =
+        json!({"abort_transfer": {"shard_id": 0, "from_peer_id": from, "to_peer_id": spare}});
+    let (code, body) = nodes[asker].call("POST", "/collections/ab/cluster", Some(&abort));
+    assert_eq!(code, 400, "nothing to abort yet: {body}");
+    operate(
+        &nodes[asker],
+        "ab",
+        json!({"move_shard": {"shard_id": 0, "from_peer_id": from, "to_peer_id": spare}}),
+    );
+    let transfers =
+        nodes[asker].ok("GET", "/collections/ab/cluster", None)["shard_transfers"].clone();
+    assert_eq!(transfers.as_array().map(Vec::len), Some(1), "{transfers}");
+    std::thread::sleep(Duration::from_secs(1));
+    operate(&nodes[asker], "ab", abort.clone());
+    // Back, the spare holds nothing of it.
+    nodes[spare as usize - 1].restart();
+    let after = wait_settled(&nodes, "ab", &placed);
+    assert_eq!(
+        after.iter().map(|r| (r.0, r.1)).collect::<BTreeSet<_>>(),
+        before.iter().map(|r| (r.0, r.1)).collect::<BTreeSet<_>>(),
+        "the same replicas, under the same ids"
+    );
+    let (code, body) = nodes[asker].call("POST", "/collections/ab/cluster", Some(&abort));
+    assert_eq!(code, 400, "aborted twice: {body}");
+    let (status, body) = upsert(&nodes[asker], "ab", 50..60, "y");
+    assert_eq!(status, 200, "{body}");
+    wait_count(&nodes[asker], "ab", 60);
+}
