@@ -92,6 +92,18 @@ pub trait PartitionHandle: Send + Sync {
     /// hedge was sent (`hedge`: straggler mitigation on).
     fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)>;
 
+    /// Whether a search waits on the network (the partition's replicas are on other nodes):
+    /// then [`Self::search_async`] awaits it on the runtime, rather than blocking a thread on
+    /// a call whose every step is another thread's wake-up.
+    fn searches_remotely(&self) -> bool {
+        false
+    }
+
+    /// The search as a future (here: the blocking search, for handles that search in place).
+    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
+        Box::pin(async move { self.search(plan, false).map(|(answer, _)| answer) })
+    }
+
     /// A scroll page and the next offset.
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)>;
 

@@ -126,6 +126,24 @@ impl Collection {
         })
     }
 
+    /// Whether a query at `consistency` is one search over the network (one partition, read at
+    /// any replica, whose replicas are on other nodes): then [`Self::query_async`] awaits it
+    /// on the runtime and no thread blocks on the call.
+    pub fn queries_remotely(&self, consistency: &ReadConsistency) -> bool {
+        matches!(
+            (self.partitions.as_slice(), consistency),
+            ([only], ReadConsistency::Any) if only.searches_remotely()
+        )
+    }
+
+    /// The query of [`Self::queries_remotely`] collections, as a future.
+    pub async fn query_async(&self, plan: &QueryPlan) -> Result<QueryResponse> {
+        match self.partitions.as_slice() {
+            [only] => only.search_async(&plan.search).await,
+            _ => tokio::task::block_in_place(|| self.query_blocking(plan, &ReadConsistency::Any)),
+        }
+    }
+
     /// Runs a k-NN query (blocking).
     pub fn query_blocking(
         &self,

@@ -266,8 +266,20 @@ async fn partition_call(
         return ServerError::Unavailable(format!("no replica of {group} on this node"))
             .into_response();
     };
+    // A short search runs on this worker, as the public API runs one (a hand-off to the
+    // blocking pool costs two thread wake-ups); reads that may wait (a floor to catch up to,
+    // a long search) let tokio move this worker's other tasks first; writes, which wait for
+    // the group and the index, go to the blocking pool.
+    let short =
+        floor == 0 && matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan));
+    let read = call.is_latency_sensitive();
     let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
-    match super::blocking(serve).await {
+    let answer = if read {
+        super::search_in_place(short, serve)
+    } else {
+        super::blocking(serve).await
+    };
+    match answer {
         Ok(answer) => super::ok(answer, started).into_response(),
         Err(error) => error.into_response(),
     }

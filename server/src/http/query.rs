@@ -44,6 +44,22 @@ fn run(
     })
 }
 
+/// A query of a collection whose one partition lives on other nodes, awaited on the runtime
+/// (`None`: any other query, run by [`run`]).
+async fn over_the_network(
+    state: &State,
+    name: &str,
+    request: &QueryRequest,
+    read: &ReadQuery,
+) -> Result<Option<QueryResponse>> {
+    let collection = state.catalog()?.get(name)?;
+    if !collection.queries_remotely(&read_consistency(read)?) {
+        return Ok(None);
+    }
+    let plan = plan(collection.settings(), request.clone(), &state.limits, "")?;
+    collection.query_async(&plan).await.map(Some)
+}
+
 pub(super) async fn query(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -52,6 +68,9 @@ pub(super) async fn query(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     request.refuse_unsupported()?;
+    if let Some(response) = over_the_network(&state, &name, &request, &read).await? {
+        return Ok(ok(response, t));
+    }
     let mut responses = run(&state, &name, vec![request], false, &read)?;
     let response = responses
         .pop()

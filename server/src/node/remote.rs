@@ -64,12 +64,16 @@ impl ForwardedPartition {
     /// Sends `call` to the replicas in turn until one answers (blocking: the collection calls
     /// on blocking threads).
     fn send<T: DeserializeOwned>(&self, call: PartitionCall) -> Result<T> {
+        tokio::runtime::Handle::current().block_on(self.send_async(call))
+    }
+
+    /// [`Self::send`] for a caller on the runtime: no thread blocks on the network.
+    async fn send_async<T: DeserializeOwned>(&self, call: PartitionCall) -> Result<T> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last_error = None;
         for i in 0..self.nodes.len() {
             let node = self.nodes[(start + i) % self.nodes.len()];
-            let answer = tokio::runtime::Handle::current()
-                .block_on(self.calls.call(node, self.group, self.floor, &call));
+            let answer = self.calls.call(node, self.group, self.floor, &call).await;
             match answer {
                 Ok(value) => {
                     return serde_json::from_value(value)
@@ -167,6 +171,14 @@ impl PartitionHandle for ForwardedPartition {
     ) -> Result<(QueryResponse, Option<ReadTrace>)> {
         let answer = self.send(PartitionCall::Query { plan: plan.clone() })?;
         Ok((answer, None))
+    }
+
+    fn searches_remotely(&self) -> bool {
+        true
+    }
+
+    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
+        Box::pin(self.send_async(PartitionCall::Query { plan: plan.clone() }))
     }
 
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {

@@ -90,6 +90,15 @@ impl PartitionHandle for Slot {
         self.get().read_index()
     }
 
+    fn searches_remotely(&self) -> bool {
+        self.get().searches_remotely()
+    }
+
+    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
+        let handle = self.get();
+        Box::pin(async move { handle.search_async(plan).await })
+    }
+
     fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {
         self.get().at_least(floor)
     }
