@@ -100,7 +100,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 /// Waits until `server` lists `nodes` members with their records (a collection needing that
 /// many replicas is refused before).
-async fn wait_members(
+pub(crate) async fn wait_members(
     client: &reqwest::Client,
     server: &CairnProcess,
     nodes: usize,
@@ -161,9 +161,23 @@ async fn ingest(
     if replicas > 1 {
         create["replication_factor"] = json!(replicas);
     }
+    create_ready(client, server, name, &create).await?;
+    let t = Instant::now();
+    upload(client, server, name, bodies, args.concurrency).await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Creates collection `name` through `server` from the `create` body and waits until it is
+/// green (every replica serves).
+pub(crate) async fn create_ready(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+    name: &str,
+    create: &Value,
+) -> anyhow::Result<()> {
     let r = client
         .put(server.url(&format!("/collections/{name}")))
-        .json(&create)
+        .json(create)
         .send()
         .await?;
     ensure!(
@@ -180,7 +194,7 @@ async fn ingest(
             .json()
             .await?;
         if info["result"]["status"] == "green" {
-            break;
+            return Ok(());
         }
         ensure!(
             ready.elapsed() < Duration::from_secs(60),
@@ -188,11 +202,21 @@ async fn ingest(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Sends the upsert `bodies` (`wait=true`) to collection `name` through `server`,
+/// `concurrency` at a time.
+pub(crate) async fn upload(
+    client: &reqwest::Client,
+    server: &CairnProcess,
+    name: &str,
+    bodies: &Arc<Vec<Vec<u8>>>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
     let url = server.url(&format!("/collections/{name}/points?wait=true"));
     let next = Arc::new(AtomicUsize::new(0));
-    let t = Instant::now();
     let mut senders = tokio::task::JoinSet::new();
-    for _ in 0..args.concurrency.max(1) {
+    for _ in 0..concurrency.max(1) {
         let (client, url, bodies, next) =
             (client.clone(), url.clone(), bodies.clone(), next.clone());
         senders.spawn(async move {
@@ -216,5 +240,5 @@ async fn ingest(
     while let Some(sent) = senders.join_next().await {
         sent??;
     }
-    Ok(t.elapsed().as_secs_f64())
+    Ok(())
 }

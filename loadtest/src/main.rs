@@ -5,6 +5,8 @@
 //! - `load`: open-loop queries at a target rate with HdrHistogram percentiles.
 //! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
+//! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
+//!   one partition read over the internal API adds to a query.
 //! - `socket-gap`: the in-process search after a socket round trip and an idle wait, which is
 //!   what makes a server's search slower than a back-to-back loop.
 //!
@@ -15,11 +17,13 @@
 mod chaos;
 mod cluster_ingest;
 mod echo;
+mod internal_read;
 mod load;
 mod openloop;
 mod plot;
 mod raw_http;
 mod recall;
+mod scale_sim;
 mod socket_gap;
 mod standalone;
 mod stats;
@@ -48,6 +52,12 @@ enum Command {
     Standalone(standalone::Args),
     /// REST ingest through a peer cluster (R = nodes) against a standalone server, in rounds.
     ClusterIngest(cluster_ingest::Args),
+    /// What one internal partition read adds: the same queries to the node holding the replica
+    /// and to a node that forwards them, in rounds.
+    InternalRead(internal_read::Args),
+    /// The model of docs/scale.md: memory, groups and heartbeats of a large cluster, and a
+    /// discrete-event simulation of its query path (fan-out, replica choice, hedging).
+    ScaleSim(scale_sim::Args),
     /// In-process search after JSON work, a loopback round trip, and a round trip plus an idle
     /// wait: what between-request work does to the next search.
     SocketGap(socket_gap::Args),
@@ -67,6 +77,8 @@ fn main() -> anyhow::Result<()> {
     match &command {
         Command::Standalone(args) => return standalone::run(args),
         Command::ClusterIngest(args) => return cluster_ingest::run(args),
+        Command::InternalRead(args) => return internal_read::run(args),
+        Command::ScaleSim(args) => return scale_sim::run(args),
         Command::SocketGap(args) => return socket_gap::run(args),
         Command::Plot(args) => return plot::run(args),
         Command::Recall(_) | Command::Load(_) | Command::Chaos(_) => {}
@@ -81,6 +93,8 @@ fn main() -> anyhow::Result<()> {
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
             Command::Standalone(_)
             | Command::ClusterIngest(_)
+            | Command::InternalRead(_)
+            | Command::ScaleSim(_)
             | Command::SocketGap(_)
             | Command::Plot(_) => {
                 unreachable!("handled above")
