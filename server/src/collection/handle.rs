@@ -100,8 +100,12 @@ pub trait PartitionHandle: Send + Sync {
     }
 
     /// The search as a future (here: the blocking search, for handles that search in place).
-    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
-        Box::pin(async move { self.search(plan, false).map(|(answer, _)| answer) })
+    fn search_async<'a>(
+        &'a self,
+        plan: &'a SearchPlan,
+        hedge: bool,
+    ) -> HandleFuture<'a, QueryResponse> {
+        Box::pin(async move { self.search(plan, hedge).map(|(answer, _)| answer) })
     }
 
     /// A scroll page and the next offset.

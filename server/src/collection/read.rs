@@ -139,7 +139,7 @@ impl Collection {
     /// The query of [`Self::queries_remotely`] collections, as a future.
     pub async fn query_async(&self, plan: &QueryPlan) -> Result<QueryResponse> {
         match self.partitions.as_slice() {
-            [only] => only.search_async(&plan.search).await,
+            [only] => only.search_async(&plan.search, plan.fan_out.hedge).await,
             _ => tokio::task::block_in_place(|| self.query_blocking(plan, &ReadConsistency::Any)),
         }
     }

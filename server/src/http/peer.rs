@@ -46,11 +46,13 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// Links cut on purpose (`cluster.fault_injection`, **tests only**): this node sends nothing
 /// to the nodes named here and refuses everything from them, so telling one end cuts the
-/// link both ways, without root or a firewall.
+/// link both ways, without root or a firewall. A delay slows every partition call this node
+/// serves (a straggler on demand); Raft messages are not delayed.
 #[derive(Default)]
 pub struct Faults {
     enabled: bool,
     cut: parking_lot::RwLock<std::collections::BTreeSet<u64>>,
+    delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Faults {
@@ -59,6 +61,7 @@ impl Faults {
         Arc::new(Self {
             enabled,
             cut: Default::default(),
+            delay_ms: Default::default(),
         })
     }
 
@@ -67,11 +70,14 @@ impl Faults {
     }
 }
 
-/// `PUT /internal/faults`: the nodes whose links to this one are cut (empty heals).
+/// `PUT /internal/faults`: the nodes whose links to this one are cut (empty heals), and the
+/// delay of every partition call this node serves (absent: none). Each call sets both.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SetFaults {
     cut: Vec<u64>,
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 struct Internal {
@@ -112,8 +118,12 @@ pub fn router(node: Arc<Node>, secret: &str, faults: Arc<Faults>) -> Router {
 async fn set_faults(AxState(state): AxState<Arc<Internal>>, body: Bytes) -> Response {
     match serde_json::from_slice::<SetFaults>(&body) {
         Ok(faults) => {
-            tracing::warn!(cut = ?faults.cut, "fault injected: links cut");
+            tracing::warn!(cut = ?faults.cut, delay_ms = faults.delay_ms, "fault injected: links cut, calls delayed");
             *state.faults.cut.write() = faults.cut.into_iter().collect();
+            state
+                .faults
+                .delay_ms
+                .store(faults.delay_ms, std::sync::atomic::Ordering::Relaxed);
             super::ok(true, std::time::Instant::now()).into_response()
         }
         Err(e) => error_response(ErrorCode::InvalidRequest, format!("faults: {e}")),
@@ -266,6 +276,15 @@ async fn partition_call(
         return ServerError::Unavailable(format!("no replica of {group} on this node"))
             .into_response();
     };
+    if state.faults.enabled {
+        let delay = state
+            .faults
+            .delay_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+    }
     // A short search runs on this worker, as the public API runs one (a hand-off to the
     // blocking pool costs two thread wake-ups); reads that may wait (a floor to catch up to,
     // a long search) let tokio move this worker's other tasks first; writes, which wait for

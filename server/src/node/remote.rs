@@ -2,11 +2,21 @@
 //! that holds one, over the internal API (`http::peer`), which serves it from that replica —
 //! reads from its state, writes through the partition's group. So every node serves every
 //! collection, whichever nodes its replicas are on.
+//!
+//! **Replica choice and hedging** (straggler mitigation, as the router did): a call goes first
+//! to the node with the fewest of this handle's calls in flight, then the lowest recent latency;
+//! the next on failure. A search still unanswered after the recent p95 latency (at least 2 ms)
+//! is also sent to the next node, and the first answer counts. Hedges are budgeted — at most
+//! one per read, and at most one for every ten reads over time (a burst of ten) — because when
+//! every node is slow a hedge only doubles the load (`docs/scale.md`: past saturation, hedging
+//! without a budget doubled the offered load).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cairn_api::internal::{
     NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
@@ -34,28 +44,123 @@ pub trait PartitionCalls: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
 }
 
+/// Recent search latencies remembered for the hedge delay.
+const LATENCY_WINDOW: usize = 256;
+/// The hedge delay never goes below this (loopback answers in well under a millisecond, and
+/// hedging everything would double the load).
+const MIN_HEDGE_DELAY: Duration = Duration::from_millis(2);
+/// The hedge delay before enough searches have been seen to know their p95.
+const FIRST_HEDGE_DELAY: Duration = Duration::from_millis(50);
+/// Hedges saved up at most (the budget's burst); each read adds a tenth of one.
+const HEDGE_BURST: u64 = 10;
+
+/// What this node's calls have seen of each replica's node: shared by the handle and its
+/// floor views ([`PartitionHandle::at_least`]).
+struct Seen {
+    /// Calls in flight, per node (in `nodes` order).
+    in_flight: Vec<AtomicUsize>,
+    /// Latency EWMA in µs, per node (weight 1/8: a few slow answers send calls elsewhere).
+    latency_us: Vec<AtomicU64>,
+    /// Recent search latencies (µs), newest last.
+    recent: parking_lot::Mutex<VecDeque<u32>>,
+    /// Hedge budget in tenths of a hedge: each search earns one, a hedge spends ten.
+    tenths: AtomicU64,
+    /// Where ties start, so equal nodes share the calls.
+    next: AtomicUsize,
+}
+
+impl Seen {
+    fn new(nodes: usize) -> Self {
+        Self {
+            in_flight: (0..nodes).map(|_| AtomicUsize::new(0)).collect(),
+            latency_us: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            recent: parking_lot::Mutex::new(VecDeque::with_capacity(LATENCY_WINDOW)),
+            tenths: AtomicU64::new(HEDGE_BURST * 10),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Node indexes, best first: fewest calls in flight, then lowest latency.
+    fn order(&self) -> Vec<usize> {
+        let n = self.in_flight.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut order: Vec<usize> = (0..n).map(|i| (start + i) % n.max(1)).collect();
+        order.sort_by_key(|&i| {
+            (
+                self.in_flight[i].load(Ordering::Acquire),
+                self.latency_us[i].load(Ordering::Relaxed),
+            )
+        });
+        order
+    }
+
+    fn answered(&self, i: usize, took: Duration, search: bool) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let old = self.latency_us[i].load(Ordering::Relaxed);
+        let new = if old == 0 { us } else { (old * 7 + us) / 8 };
+        self.latency_us[i].store(new, Ordering::Relaxed);
+        if search {
+            let mut recent = self.recent.lock();
+            if recent.len() == LATENCY_WINDOW {
+                recent.pop_front();
+            }
+            recent.push_back(u32::try_from(us).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// The recent p95 search latency, at least [`MIN_HEDGE_DELAY`].
+    fn hedge_delay(&self) -> Duration {
+        let recent = self.recent.lock();
+        if recent.len() < 20 {
+            return FIRST_HEDGE_DELAY;
+        }
+        let mut sorted: Vec<u32> = recent.iter().copied().collect();
+        sorted.sort_unstable();
+        let p95 = sorted[(sorted.len() * 95 / 100).min(sorted.len() - 1)];
+        Duration::from_micros(u64::from(p95)).max(MIN_HEDGE_DELAY)
+    }
+
+    /// A search earns a tenth of a hedge.
+    fn earn(&self) {
+        let _ = self
+            .tenths
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                Some((t + 1).min(HEDGE_BURST * 10))
+            });
+    }
+
+    /// Spends a hedge if the budget holds one.
+    fn spend(&self) -> bool {
+        self.tenths
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(10))
+            .is_ok()
+    }
+}
+
 /// A partition whose replicas are all on other nodes.
 pub struct ForwardedPartition {
     group: GroupId,
     /// The nodes holding its replicas.
     nodes: Vec<u64>,
     calls: Arc<dyn PartitionCalls>,
-    /// Where the next call starts, so calls spread over the replicas.
-    next: AtomicUsize,
+    seen: Arc<Seen>,
     /// The sequence number of the last write through this handle.
     last_seq: std::sync::atomic::AtomicU64,
     /// The log position a replica must have applied to serve this handle's reads (0: any).
     floor: u64,
 }
 
+/// One call's answer: which node (index) gave it, and what it was.
+type Answer = (usize, Result<serde_json::Value>);
+
 impl ForwardedPartition {
     /// The handle of `group`, whose replicas are on `nodes`.
     pub fn new(group: GroupId, nodes: Vec<u64>, calls: Arc<dyn PartitionCalls>) -> Self {
         Self {
             group,
+            seen: Arc::new(Seen::new(nodes.len())),
             nodes,
             calls,
-            next: AtomicUsize::new(0),
             last_seq: std::sync::atomic::AtomicU64::new(0),
             floor: 0,
         }
@@ -64,22 +169,89 @@ impl ForwardedPartition {
     /// Sends `call` to the replicas in turn until one answers (blocking: the collection calls
     /// on blocking threads).
     fn send<T: DeserializeOwned>(&self, call: PartitionCall) -> Result<T> {
-        tokio::runtime::Handle::current().block_on(self.send_async(call))
+        tokio::runtime::Handle::current()
+            .block_on(self.send_async(call, false))
+            .map(|(answer, _)| answer)
     }
 
-    /// [`Self::send`] for a caller on the runtime: no thread blocks on the network.
-    async fn send_async<T: DeserializeOwned>(&self, call: PartitionCall) -> Result<T> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut last_error = None;
-        for i in 0..self.nodes.len() {
-            let node = self.nodes[(start + i) % self.nodes.len()];
-            let answer = self.calls.call(node, self.group, self.floor, &call).await;
+    /// One attempt on node index `i`, counted in its load and latency.
+    async fn attempt(&self, i: usize, call: &PartitionCall, search: bool) -> Answer {
+        let started = Instant::now();
+        self.seen.in_flight[i].fetch_add(1, Ordering::AcqRel);
+        let answer = self
+            .calls
+            .call(self.nodes[i], self.group, self.floor, call)
+            .await;
+        self.seen.in_flight[i].fetch_sub(1, Ordering::AcqRel);
+        if answer.is_ok() {
+            self.seen.answered(i, started.elapsed(), search);
+        }
+        (i, answer)
+    }
+
+    /// [`Self::send`] for a caller on the runtime (no thread blocks on the network), with
+    /// replica choice, failover and, when `hedge`, a hedged second attempt (module docs).
+    async fn send_async<T: DeserializeOwned>(
+        &self,
+        call: PartitionCall,
+        hedge: bool,
+    ) -> Result<(T, ReadTrace)> {
+        let order = self.seen.order();
+        if hedge {
+            self.seen.earn();
+        }
+        let (mut next, mut hedged, mut last_error) = (0, false, None);
+        while next < order.len() {
+            let first = order[next];
+            next += 1;
+            let primary = self.attempt(first, &call, hedge);
+            tokio::pin!(primary);
+            let answer = if hedge && !hedged && next < order.len() {
+                tokio::select! {
+                    answer = &mut primary => answer,
+                    () = tokio::time::sleep(self.seen.hedge_delay()) => {
+                        if self.seen.spend() {
+                            hedged = true;
+                            let second = order[next];
+                            next += 1;
+                            let backup = self.attempt(second, &call, hedge);
+                            tokio::pin!(backup);
+                            // The first answer counts, unless it is a node's failure: then
+                            // the other's.
+                            tokio::select! {
+                                answer = &mut primary => match answer {
+                                    (_, Err(ServerError::Unavailable(_))) => backup.await,
+                                    answer => answer,
+                                },
+                                answer = &mut backup => match answer {
+                                    (_, Err(ServerError::Unavailable(_))) => primary.await,
+                                    answer => answer,
+                                },
+                            }
+                        } else {
+                            primary.await
+                        }
+                    }
+                }
+            } else {
+                primary.await
+            };
+            let (i, answer) = answer;
+            let node = self.nodes[i];
             match answer {
                 Ok(value) => {
-                    return serde_json::from_value(value)
-                        .map_err(|e| ServerError::Internal(format!("node {node} answered {e}")))
+                    let value = serde_json::from_value(value)
+                        .map_err(|e| ServerError::Internal(format!("node {node} answered {e}")))?;
+                    let trace = ReadTrace {
+                        node: format!("node {node}"),
+                        hedged,
+                    };
+                    return Ok((value, trace));
                 }
-                Err(error @ ServerError::Unavailable(_)) => last_error = Some(error),
+                Err(error @ ServerError::Unavailable(_)) => {
+                    tracing::debug!(group = %self.group, node, %error, "a replica's node failed a call; trying the next");
+                    last_error = Some(error);
+                }
                 Err(error) => return Err(error),
             }
         }
@@ -158,27 +330,32 @@ impl PartitionHandle for ForwardedPartition {
             group: self.group,
             nodes: self.nodes.clone(),
             calls: self.calls.clone(),
-            next: AtomicUsize::new(self.next.fetch_add(1, Ordering::Relaxed)),
+            seen: self.seen.clone(),
             last_seq: std::sync::atomic::AtomicU64::new(self.last_seq()),
             floor,
         }))
     }
 
-    fn search(
-        &self,
-        plan: &SearchPlan,
-        _hedge: bool,
-    ) -> Result<(QueryResponse, Option<ReadTrace>)> {
-        let answer = self.send(PartitionCall::Query { plan: plan.clone() })?;
-        Ok((answer, None))
+    fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
+        let call = PartitionCall::Query { plan: plan.clone() };
+        let (answer, trace) =
+            tokio::runtime::Handle::current().block_on(self.send_async(call, hedge))?;
+        Ok((answer, Some(trace)))
     }
 
     fn searches_remotely(&self) -> bool {
         true
     }
 
-    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
-        Box::pin(self.send_async(PartitionCall::Query { plan: plan.clone() }))
+    fn search_async<'a>(
+        &'a self,
+        plan: &'a SearchPlan,
+        hedge: bool,
+    ) -> HandleFuture<'a, QueryResponse> {
+        Box::pin(async move {
+            let call = PartitionCall::Query { plan: plan.clone() };
+            self.send_async(call, hedge).await.map(|(answer, _)| answer)
+        })
     }
 
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {

@@ -94,9 +94,13 @@ impl PartitionHandle for Slot {
         self.get().searches_remotely()
     }
 
-    fn search_async<'a>(&'a self, plan: &'a SearchPlan) -> HandleFuture<'a, QueryResponse> {
+    fn search_async<'a>(
+        &'a self,
+        plan: &'a SearchPlan,
+        hedge: bool,
+    ) -> HandleFuture<'a, QueryResponse> {
         let handle = self.get();
-        Box::pin(async move { handle.search_async(plan).await })
+        Box::pin(async move { handle.search_async(plan, hedge).await })
     }
 
     fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>> {

@@ -855,3 +855,71 @@ fn the_loss_of_a_partition_leader_under_load_fails_no_query() {
     let last = writes.iter().map(|(_, _, id)| *id).max().unwrap();
     wait_count(&nodes[(leader + 2) % 3], "fo", 200 + (last - 1_000));
 }
+
+/// Straggler mitigation on peer nodes: a query through a node without a replica goes to the
+/// replica whose node has the fewest calls in flight and the lowest recent latency, and is
+/// hedged to the other after the recent p95. One replica's node slowed by 200 ms a call hardly
+/// moves the queries' p99 (taking the replicas in turn, half the queries would wait 200 ms).
+#[test]
+fn a_slow_replica_node_is_routed_and_hedged_around() {
+    let root = tempfile::tempdir().unwrap();
+    let nodes = nodes_with_collection(
+        root.path(),
+        &[("CAIRN__CLUSTER__FAULT_INJECTION", "true")],
+        "slow",
+        2,
+    );
+    let (status, body) = upsert(&nodes[0], "slow", 0..100, "x");
+    assert_eq!(status, 200, "{body}");
+    let cluster = nodes[0].ok("GET", "/collections/slow/cluster", None);
+    let holders: Vec<u64> = cluster["replicas"][0]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["peer_id"].as_u64().unwrap())
+        .collect();
+    let asker = &nodes[(1..=3u64).find(|n| !holders.contains(n)).unwrap() as usize - 1];
+    wait_count(asker, "slow", 100);
+    let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
+    let timed = |n: usize| -> Vec<Duration> {
+        let mut took: Vec<Duration> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                let found = asker.ok("POST", "/collections/slow/points/query", Some(&query));
+                assert_eq!(found["points"][0]["id"], 42, "{found}");
+                t.elapsed()
+            })
+            .collect();
+        took.sort();
+        took
+    };
+    let healthy = timed(100);
+    let uri = nodes[0].ok("GET", "/cluster", None)["peers"][holders[0].to_string()]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let slow = |delay_ms: u64| {
+        let answer = reqwest::blocking::Client::new()
+            .put(format!("{uri}/internal/faults"))
+            .header("x-cairn-cluster-key", SECRET)
+            .json(&json!({"cut": [], "delay_ms": delay_ms}))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+    };
+    slow(200);
+    let straggling = timed(300);
+    slow(0);
+    let p99 = |took: &[Duration]| took[took.len() * 99 / 100];
+    eprintln!(
+        "healthy p99 {:?}, one replica's node slowed by 200 ms: p99 {:?}, slowest {:?}",
+        p99(&healthy),
+        p99(&straggling),
+        straggling.last().unwrap()
+    );
+    assert!(
+        p99(&straggling) < Duration::from_millis(100),
+        "p99 {:?} with a straggling replica",
+        p99(&straggling)
+    );
+}
