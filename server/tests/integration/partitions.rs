@@ -75,11 +75,35 @@ fn siftsmall_in_four_partitions_routes_with_recall_and_survives_a_restart() {
     assert_eq!(early["explain"]["partitions"]["routing"], "untrained");
     assert_eq!(early["explain"]["partitions"]["touched"], json!([0]));
 
-    server.upsert_vectors("sift", 128, &data.base.data[128 * 1000..], 1000, 500);
+    // Trained once the collection reaches 1,024 points, a centre per 32 points (at least 8 a
+    // partition)...
+    server.upsert_vectors(
+        "sift",
+        128,
+        &data.base.data[128 * 1000..128 * 1100],
+        1000,
+        500,
+    );
+    let first = server.wait_routed("sift");
+    assert_eq!(first["routing"]["version"], 1, "{}", first["routing"]);
+    assert_eq!(
+        first["routing"]["trained_at_points"], 1_100,
+        "{}",
+        first["routing"]
+    );
+    assert_eq!(
+        first["routing"]["centres"],
+        1_100 / 32,
+        "{}",
+        first["routing"]
+    );
+    // ...and again once it has grown fourfold, with a centre per 32 points up to 32 a
+    // partition (the trainer runs in the background, so when it does decides only how many
+    // points it sees, never whether it retrains: 4 × 1,100 is reached, 4 × 4,400 is not).
+    server.upsert_vectors("sift", 128, &data.base.data[128 * 1100..], 1100, 500);
     let info = server.wait_routed("sift");
     let routing = &info["routing"];
     eprintln!("siftsmall w=4 routing: {routing}");
-    // Trained at 1,024 points with 32 centres, again at 4,096 with 128.
     assert_eq!(routing["version"], 2, "{routing}");
     assert_eq!(routing["centres"], 128, "{routing}");
     let stored: Vec<u64> = routing["partition_points"]
