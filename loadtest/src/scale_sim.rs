@@ -211,6 +211,48 @@ fn ns(ms: f64) -> u64 {
     (ms * 1e6) as u64
 }
 
+/// The simulated nodes and the event queue.
+struct Cluster {
+    cores: usize,
+    /// Searches running, per node.
+    busy: Vec<usize>,
+    /// Searches waiting for a core, per node.
+    queued: Vec<VecDeque<Search>>,
+    /// Core time given out, per node (ns).
+    busy_ns: Vec<u64>,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    /// Ties in time are broken in the order events were made.
+    seq: u64,
+}
+
+impl Cluster {
+    fn push(&mut self, at: u64, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, event)));
+    }
+
+    /// Searches and queued on `node`: what the replica choice compares.
+    fn load(&self, node: usize) -> usize {
+        self.busy[node] + self.queued[node].len()
+    }
+
+    /// Starts `search` on `node` at `now`, or queues it behind the running ones.
+    fn run(&mut self, node: usize, search: Search, now: u64) {
+        if self.busy[node] < self.cores {
+            self.busy[node] += 1;
+            self.busy_ns[node] += search.took;
+            let done = Event::Done {
+                node,
+                q: search.q,
+                leg: search.leg,
+            };
+            self.push(now + search.took, done);
+        } else {
+            self.queued[node].push_back(search);
+        }
+    }
+}
+
 fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outcome {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let gaps = Exp::new(args.qps / 1e9).expect("a positive rate");
@@ -224,57 +266,28 @@ fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outc
             .map(|k| (p * args.replicas + k) % args.nodes)
             .collect()
     };
-    let mut busy = vec![0usize; args.nodes];
-    let mut queued: Vec<VecDeque<Search>> = (0..args.nodes).map(|_| VecDeque::new()).collect();
-    let mut busy_ns = vec![0u64; args.nodes];
+    let took = |rng: &mut StdRng| -> u64 {
+        let t = lognormal.sample(rng);
+        let stalled = rng.gen_bool(args.stall_share);
+        (if stalled { t * args.stall_factor } else { t }) as u64
+    };
+    let mut cluster = Cluster {
+        cores: args.cores,
+        busy: vec![0; args.nodes],
+        queued: (0..args.nodes).map(|_| VecDeque::new()).collect(),
+        busy_ns: vec![0; args.nodes],
+        events: BinaryHeap::new(),
+        seq: 0,
+    };
     let mut queries: Vec<Query> = Vec::new();
     let mut latencies: Vec<f64> = Vec::new();
     let (mut legs, mut hedges) = (0u64, 0u64);
-    let mut events: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |events: &mut BinaryHeap<_>, at: u64, e: Event| {
-        seq += 1;
-        events.push(Reverse((at, seq, e)));
-    };
-    push(&mut events, 0, Event::Arrive);
-    // Starts `s` on `node` now or queues it; returns the finish event if it started.
-    let start = |node: usize,
-                 s: Search,
-                 now: u64,
-                 busy: &mut [usize],
-                 queued: &mut [VecDeque<Search>],
-                 busy_ns: &mut [u64]| {
-        if busy[node] < args.cores {
-            busy[node] += 1;
-            busy_ns[node] += s.took;
-            Some((
-                now + s.took,
-                Event::Done {
-                    node,
-                    q: s.q,
-                    leg: s.leg,
-                },
-            ))
-        } else {
-            queued[node].push_back(s);
-            None
-        }
-    };
-    let took = |rng: &mut StdRng| -> u64 {
-        let t = lognormal.sample(rng);
-        let t = if rng.gen_bool(args.stall_share) {
-            t * args.stall_factor
-        } else {
-            t
-        };
-        t as u64
-    };
-    while let Some(Reverse((now, _, event))) = events.pop() {
+    cluster.push(0, Event::Arrive);
+    while let Some(Reverse((now, _, event))) = cluster.events.pop() {
         match event {
             Event::Arrive => {
                 if now < end {
-                    let next = now + gaps.sample(&mut rng) as u64;
-                    push(&mut events, next, Event::Arrive);
+                    cluster.push(now + gaps.sample(&mut rng) as u64, Event::Arrive);
                 }
                 let mut chosen: Vec<usize> = Vec::with_capacity(touched);
                 while chosen.len() < touched {
@@ -288,26 +301,18 @@ fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outc
                 for (leg, &p) in chosen.iter().enumerate() {
                     let node = replicas_of(p)
                         .into_iter()
-                        .min_by_key(|n| busy[*n] + queued[*n].len())
+                        .min_by_key(|n| cluster.load(*n))
                         .expect("a replica");
                     sent_to.push(node);
                     legs += 1;
-                    let s = Search {
+                    let search = Search {
                         q,
                         leg,
                         took: took(&mut rng),
                     };
-                    if let Some((at, e)) =
-                        start(node, s, now + rtt / 2, &mut busy, &mut queued, &mut busy_ns)
-                    {
-                        push(&mut events, at, e);
-                    }
+                    cluster.run(node, search, now + rtt / 2);
                     if hedge {
-                        push(
-                            &mut events,
-                            now + ns(args.hedge_ms),
-                            Event::Hedge { q, leg },
-                        );
+                        cluster.push(now + ns(args.hedge_ms), Event::Hedge { q, leg });
                     }
                 }
                 queries.push(Query {
@@ -319,12 +324,9 @@ fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outc
                 });
             }
             Event::Done { node, q, leg } => {
-                busy[node] -= 1;
-                if let Some(s) = queued[node].pop_front() {
-                    if let Some((at, e)) = start(node, s, now, &mut busy, &mut queued, &mut busy_ns)
-                    {
-                        push(&mut events, at, e);
-                    }
+                cluster.busy[node] -= 1;
+                if let Some(next) = cluster.queued[node].pop_front() {
+                    cluster.run(node, next, now);
                 }
                 let query = &mut queries[q];
                 if !query.done[leg] {
@@ -344,21 +346,17 @@ fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outc
                 let Some(node) = replicas_of(query.legs[leg])
                     .into_iter()
                     .filter(|n| *n != first)
-                    .min_by_key(|n| busy[*n] + queued[*n].len())
+                    .min_by_key(|n| cluster.load(*n))
                 else {
                     continue;
                 };
                 hedges += 1;
-                let s = Search {
+                let search = Search {
                     q,
                     leg,
                     took: took(&mut rng),
                 };
-                if let Some((at, e)) =
-                    start(node, s, now + rtt / 2, &mut busy, &mut queued, &mut busy_ns)
-                {
-                    push(&mut events, at, e);
-                }
+                cluster.run(node, search, now + rtt / 2);
             }
         }
     }
@@ -366,7 +364,7 @@ fn simulate(args: &Args, partitions: usize, touched: usize, hedge: bool) -> Outc
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     let horizon = end as f64;
     Outcome {
-        utilisation: busy_ns.iter().sum::<u64>() as f64
+        utilisation: cluster.busy_ns.iter().sum::<u64>() as f64
             / (horizon * args.nodes as f64 * args.cores as f64),
         legs_per_node_second: legs as f64 / args.nodes as f64 / args.seconds,
         p50: at(0.5),

@@ -155,6 +155,14 @@ pub enum ReadError {
     },
 }
 
+/// Why a request for the leader got no answer.
+enum AtLeader {
+    /// No leader answered before the deadline.
+    TimedOut,
+    /// The group failed (here, the replica asked first).
+    Failed(String),
+}
+
 /// A replica's answer to a request it was asked to serve as leader (between nodes, so serializable).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Refusal {
@@ -355,40 +363,60 @@ impl Group {
         within: Duration,
     ) -> Result<Applied, WriteError> {
         let started = tokio::time::Instant::now();
-        let deadline = started + within;
         let body = encode(&command);
-        let indeterminate = || WriteError::Indeterminate {
-            group: self.id,
-            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        };
+        let here = || write_here(&self.raft, command.clone());
+        match self
+            .at_leader(started + within, Rpc::Propose, &body, here)
+            .await
+        {
+            Ok(applied) => Ok(applied),
+            Err(AtLeader::TimedOut) => Err(WriteError::Indeterminate {
+                group: self.id,
+                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(AtLeader::Failed(reason)) => Err(WriteError::Failed {
+                group: self.id,
+                reason,
+            }),
+        }
+    }
+
+    /// Runs a request that only the leader may answer: here while this replica leads (`here`),
+    /// otherwise as `rpc` with `body` on the leader's node, following the group's word on who
+    /// leads and waiting out elections until `deadline`.
+    async fn at_leader<T, F, Fut>(
+        &self,
+        deadline: tokio::time::Instant,
+        rpc: Rpc,
+        body: &[u8],
+        here: F,
+    ) -> Result<T, AtLeader>
+    where
+        T: serde::de::DeserializeOwned,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, Refusal>>,
+    {
         loop {
-            let local = tokio::time::timeout_at(deadline, write_here(&self.raft, command.clone()))
+            let local = tokio::time::timeout_at(deadline, here())
                 .await
-                .map_err(|_| indeterminate())?;
+                .map_err(|_| AtLeader::TimedOut)?;
             let leader_node = match local {
-                Ok(applied) => return Ok(applied),
-                Err(Refusal::Failed(reason)) => {
-                    return Err(WriteError::Failed {
-                        group: self.id,
-                        reason,
-                    })
-                }
+                Ok(answer) => return Ok(answer),
+                Err(Refusal::Failed(reason)) => return Err(AtLeader::Failed(reason)),
                 Err(Refusal::NotLeader { leader_node }) => leader_node,
             };
             if let Some(node) = leader_node {
                 let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let answer = self
                     .forward
-                    .to_leader(node, self.id, Rpc::Propose, body.clone(), remaining)
+                    .to_leader(node, self.id, rpc, body.to_vec(), remaining)
                     .await
                     .ok()
-                    .and_then(|bytes| {
-                        bincode::deserialize::<Result<Applied, Refusal>>(&bytes).ok()
-                    });
+                    .and_then(|bytes| bincode::deserialize::<Result<T, Refusal>>(&bytes).ok());
                 match answer {
-                    Some(Ok(applied)) => return Ok(applied),
+                    Some(Ok(answer)) => return Ok(answer),
                     Some(Err(Refusal::Failed(reason))) => {
-                        tracing::debug!(group = %self.id, node, %reason, "the leader's node refused a write");
+                        tracing::debug!(group = %self.id, node, rpc = rpc.name(), %reason, "the leader's node refused a request");
                     }
                     // Leadership moved, the node is unreachable, or the answer was lost: ask
                     // again, following the group's latest word.
@@ -396,7 +424,7 @@ impl Group {
                 }
             }
             if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
-                return Err(indeterminate());
+                return Err(AtLeader::TimedOut);
             }
             tokio::time::sleep(RETRY_PAUSE).await;
         }
@@ -408,41 +436,20 @@ impl Group {
     /// quorum, no log entry. Waits out elections up to `within`.
     pub async fn read_index(&self, within: Duration) -> Result<u64, ReadError> {
         let started = tokio::time::Instant::now();
-        let deadline = started + within;
-        let no_leader = || ReadError::NoLeader {
-            group: self.id,
-            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        };
-        loop {
-            let local = tokio::time::timeout_at(deadline, read_index_here(&self.raft))
-                .await
-                .map_err(|_| no_leader())?;
-            let leader_node = match local {
-                Ok(index) => return Ok(index),
-                Err(Refusal::Failed(reason)) => {
-                    return Err(ReadError::Failed {
-                        group: self.id,
-                        reason,
-                    })
-                }
-                Err(Refusal::NotLeader { leader_node }) => leader_node,
-            };
-            if let Some(node) = leader_node {
-                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let answer = self
-                    .forward
-                    .to_leader(node, self.id, Rpc::ReadIndex, Vec::new(), remaining)
-                    .await
-                    .ok()
-                    .and_then(|bytes| bincode::deserialize::<Result<u64, Refusal>>(&bytes).ok());
-                if let Some(Ok(index)) = answer {
-                    return Ok(index);
-                }
-            }
-            if tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
-                return Err(no_leader());
-            }
-            tokio::time::sleep(RETRY_PAUSE).await;
+        let here = || read_index_here(&self.raft);
+        match self
+            .at_leader(started + within, Rpc::ReadIndex, &[], here)
+            .await
+        {
+            Ok(index) => Ok(index),
+            Err(AtLeader::TimedOut) => Err(ReadError::NoLeader {
+                group: self.id,
+                waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(AtLeader::Failed(reason)) => Err(ReadError::Failed {
+                group: self.id,
+                reason,
+            }),
         }
     }
 

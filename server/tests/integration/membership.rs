@@ -145,18 +145,28 @@ fn a_fourth_node_joins_under_load_and_replicas_spread_onto_it() {
     }
 }
 
-#[test]
-fn a_removed_node_hands_its_replicas_to_the_others_and_leaves() {
-    let root = tempfile::tempdir().unwrap();
-    let nodes = start_n_nodes(root.path(), 4, &[]);
+/// Four nodes with `extra` settings and four collections of three replicas and 50 points
+/// each, every replica placed; answers the nodes, the names and the replicas per node.
+fn four_nodes_with_four_collections(
+    root: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> (Vec<Server>, Vec<String>, BTreeMap<u64, usize>) {
+    let nodes = start_n_nodes(root, 4, extra);
     let all: Vec<&Server> = nodes.iter().collect();
     agreed_leader(&all, &[1, 2, 3, 4]);
     wait_for_records(&all, &nodes);
     let names: Vec<String> = ["p", "q", "r", "s"].iter().map(|n| n.to_string()).collect();
     collections_with_points(&nodes, &names);
-    let before = wait_replicas(&nodes[0], &names, "placed", |count| {
+    let placed = wait_replicas(&nodes[0], &names, "placed", |count| {
         count.values().sum::<usize>() == 12
     });
+    (nodes, names, placed)
+}
+
+#[test]
+fn a_removed_node_hands_its_replicas_to_the_others_and_leaves() {
+    let root = tempfile::tempdir().unwrap();
+    let (nodes, names, before) = four_nodes_with_four_collections(root.path(), &[]);
     assert!(
         before.get(&4).copied().unwrap_or(0) > 0,
         "node 4 holds nothing to hand over: {before:?}"
@@ -221,15 +231,8 @@ fn a_removed_node_hands_its_replicas_to_the_others_and_leaves() {
 #[test]
 fn a_dead_node_s_replicas_are_re_created_on_the_others() {
     let root = tempfile::tempdir().unwrap();
-    let mut nodes = start_n_nodes(root.path(), 4, &[("CAIRN__CLUSTER__DEAD_AFTER_SECS", "3")]);
-    let all: Vec<&Server> = nodes.iter().collect();
-    agreed_leader(&all, &[1, 2, 3, 4]);
-    wait_for_records(&all, &nodes);
-    let names: Vec<String> = ["p", "q", "r", "s"].iter().map(|n| n.to_string()).collect();
-    collections_with_points(&nodes, &names);
-    let before = wait_replicas(&nodes[0], &names, "placed", |count| {
-        count.values().sum::<usize>() == 12
-    });
+    let dead_after = [("CAIRN__CLUSTER__DEAD_AFTER_SECS", "3")];
+    let (mut nodes, names, before) = four_nodes_with_four_collections(root.path(), &dead_after);
     let victim = *before
         .iter()
         .max_by_key(|(id, count)| (**count, **id))
