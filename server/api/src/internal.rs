@@ -23,6 +23,33 @@ pub struct NewPoint {
     pub payload: Option<Payload>,
 }
 
+/// A write to a partitioned collection that a peer node sends the collection's writer (the
+/// one node that writes it at a time).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CollectionWrite {
+    /// Upsert these points (validated, vectors preprocessed).
+    Upsert {
+        /// The points.
+        points: Vec<NewPoint>,
+    },
+    /// Delete these ids.
+    Delete {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+}
+
+/// What the writer made of a [`CollectionWrite`]: the operation id the client gets, and the
+/// log position each partition it touched reached.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WriteReceipt {
+    /// The write's operation id.
+    pub operation_id: u64,
+    /// (partition, log position) for each partition written.
+    pub waits: Vec<(u32, u64)>,
+}
+
 /// One op-log entry as replicas exchange it: the points' current values, or the deleted ids.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OplogItem {
@@ -152,16 +179,25 @@ pub enum PartitionCall {
     Upsert {
         /// The points.
         points: Vec<NewPoint>,
+        /// The writer epoch of a partitioned collection's write (0: unfenced).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        fence: u64,
     },
     /// Delete ids; answers the sequence number once applied.
     Delete {
         /// The ids.
         ids: Vec<PointId>,
+        /// The writer epoch (0: unfenced).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        fence: u64,
     },
     /// Delete the ids the partition holds; answers the sequence number or null.
     DeletePresent {
         /// The ids.
         ids: Vec<PointId>,
+        /// The writer epoch (0: unfenced).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        fence: u64,
     },
     /// Which ids the partition holds.
     Holds {
@@ -272,4 +308,8 @@ pub struct PartitionState {
     pub dead_slots: u64,
     /// Bytes the index holds.
     pub index_memory_bytes: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }

@@ -24,6 +24,20 @@ pub enum PartitionCommand {
         /// What to write if it is.
         rows: Vec<Row>,
     },
+    /// `command`, written only if no entry with a higher `epoch` was applied before it
+    /// (otherwise it changes nothing and answers [`Applied::held`] false); an entry with a
+    /// higher epoch raises the partition's epoch. The fence of a collection whose writes span
+    /// partitions: its writer's epoch is the metadata entry that made it the writer, and a
+    /// new writer first writes an empty `Fenced` to every partition, so a writer that was
+    /// replaced (paused, cut off) can no longer write after that point in any partition's
+    /// log. Decided at apply time, like [`PartitionCommand::UpsertIf`]. (Appended last, so
+    /// entries logged before it existed decode unchanged.)
+    Fenced {
+        /// The writer's epoch.
+        epoch: u64,
+        /// The write.
+        command: Box<PartitionCommand>,
+    },
 }
 
 /// One point of an upsert.
@@ -44,12 +58,40 @@ pub struct Applied {
     /// The entry's log index.
     pub index: u64,
     /// Whether the entry was written: false only for an [`PartitionCommand::UpsertIf`] whose
-    /// condition did not hold. A retried attempt whose first answer was lost may find its own
+    /// condition did not hold, or a [`PartitionCommand::Fenced`] below the partition's epoch. A retried attempt whose first answer was lost may find its own
     /// earlier write and answer false; a caller re-reads and decides again.
     pub held: bool,
 }
 
 impl PartitionCommand {
+    /// An empty write at `epoch`: raises the partition's epoch and nothing else.
+    pub fn fence(epoch: u64) -> Self {
+        Self::Fenced {
+            epoch,
+            command: Box::new(Self::Upsert(Vec::new())),
+        }
+    }
+
+    /// `self` under the writer epoch `epoch` (0: unfenced, `self` as it is).
+    pub fn fenced(self, epoch: u64) -> Self {
+        if epoch == 0 {
+            self
+        } else {
+            Self::Fenced {
+                epoch,
+                command: Box::new(self),
+            }
+        }
+    }
+
+    /// The write itself, without its fence.
+    pub fn unfenced(&self) -> &Self {
+        match self {
+            Self::Fenced { command, .. } => command.unfenced(),
+            Self::Upsert(_) | Self::Delete(_) | Self::UpsertIf { .. } => self,
+        }
+    }
+
     /// The storage batch that applies this entry at `index` (points take the index as their
     /// version).
     pub(crate) fn to_write_op(&self, index: u64) -> WriteOp {
@@ -71,6 +113,7 @@ impl PartitionCommand {
                 )
             }
             PartitionCommand::Delete(keys) => WriteOp::Delete(keys.clone()),
+            PartitionCommand::Fenced { command, .. } => command.to_write_op(index),
         }
     }
 }

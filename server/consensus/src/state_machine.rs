@@ -34,6 +34,8 @@ use crate::{Applied, PartTypes, PartitionCommand, ReplicaAddr, ReplicaId};
 /// `meta` keys this crate adds to the state (so a snapshot carries them).
 const APPLIED: &str = "raft_applied";
 const MEMBERSHIP: &str = "raft_membership";
+/// The highest writer epoch applied ([`PartitionCommand::Fenced`]), a `u64` little-endian.
+const EPOCH: &str = "writer_epoch";
 /// The log record that marks an install in progress.
 const INSTALLING: &str = "installing";
 /// Table files of a snapshot are cut at this size, so a transfer resumes file by file.
@@ -322,21 +324,25 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
         // applier may block while its queue is full (a vacuum rebuilding the index), and a
         // blocked worker would stall every other group's heartbeats.
         let refused = blocking(ErrorSubject::Apply(last), ErrorVerb::Write, move || {
-            let refused = guards_refused(&store, &commands)?;
+            let Judged { refused, epoch } = judge(&store, &commands)?;
             let ops: Vec<(u64, WriteOp)> = commands
                 .iter()
                 .filter(|(index, _)| !refused.contains(index))
                 .map(|(index, command)| (*index, command.to_write_op(*index)))
                 .collect();
             let op_refs: Vec<(u64, &WriteOp)> = ops.iter().map(|(i, op)| (*i, op)).collect();
+            let epoch = epoch.map(u64::to_le_bytes);
             let mut meta: Vec<(&str, &[u8])> = vec![(APPLIED, &applied)];
             if let Some(m) = &membership {
                 meta.push((MEMBERSHIP, m));
             }
+            if let Some(e) = &epoch {
+                meta.push((EPOCH, e));
+            }
             store.write_many(&op_refs, &meta, false)?;
             for (index, command) in &commands {
                 if !refused.contains(index) {
-                    this.inner.observer.applied(*index, command);
+                    this.inner.observer.applied(*index, command.unfenced());
                 }
             }
             Ok::<_, cairn_storage::StorageError>(refused)
@@ -450,17 +456,44 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     fs_err::rename(&scratch, to)
 }
 
-/// The indexes of the guarded entries among `commands` whose condition does not hold, judged
-/// in log order: against the store, and against the entries before them in the same batch
-/// (not written yet).
-fn guards_refused(
+/// What [`judge`] decided for a batch of entries.
+struct Judged {
+    /// The indexes of the entries that write nothing.
+    refused: std::collections::BTreeSet<u64>,
+    /// The partition's writer epoch after the batch, if the batch raised it.
+    epoch: Option<u64>,
+}
+
+/// Which guarded entries among `commands` write nothing, judged in log order against the
+/// store and against the entries before them in the same batch (not written yet): a
+/// [`PartitionCommand::UpsertIf`] whose condition does not hold, and a
+/// [`PartitionCommand::Fenced`] whose epoch is below the partition's.
+fn judge(
     store: &PartitionStore,
     commands: &[(u64, PartitionCommand)],
-) -> Result<std::collections::BTreeSet<u64>, cairn_storage::StorageError> {
+) -> Result<Judged, cairn_storage::StorageError> {
     let mut refused = std::collections::BTreeSet::new();
+    let stored_epoch = match store.get_meta(EPOCH)? {
+        Some(bytes) => u64::from_le_bytes(bytes.as_slice().try_into().unwrap_or_default()),
+        None => 0,
+    };
+    let mut epoch = stored_epoch;
     // Keys written earlier in this batch, and their versions (0: deleted).
     let mut pending: std::collections::HashMap<&[u8], u64> = std::collections::HashMap::new();
     for (index, command) in commands {
+        let mut command = command;
+        if let PartitionCommand::Fenced {
+            epoch: at,
+            command: inner,
+        } = command
+        {
+            if *at < epoch {
+                refused.insert(*index);
+                continue;
+            }
+            epoch = *at;
+            command = inner;
+        }
         let rows = match command {
             PartitionCommand::UpsertIf { expect, rows } => {
                 let mut held = true;
@@ -484,10 +517,18 @@ fn guards_refused(
                 }
                 continue;
             }
+            PartitionCommand::Fenced { .. } => {
+                // Never built (`PartitionCommand::fenced` wraps once); refused, not guessed.
+                refused.insert(*index);
+                continue;
+            }
         };
         for row in rows {
             pending.insert(&row.key, *index);
         }
     }
-    Ok(refused)
+    Ok(Judged {
+        refused,
+        epoch: (epoch > stored_epoch).then_some(epoch),
+    })
 }

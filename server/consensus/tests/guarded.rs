@@ -1,7 +1,8 @@
 //! Compare-and-set entries (`PartitionCommand::UpsertIf`) in a real group of one replica: an
 //! edit from a current read is written, one from a stale read is refused, and of two edits
 //! racing from the same read exactly one is written, whether they land in one apply batch or
-//! in two.
+//! in two. Fenced entries (`PartitionCommand::Fenced`): once an epoch is applied, a write of
+//! a lower epoch is refused and writes nothing, in the same batch or a later one.
 
 #![allow(clippy::unwrap_used)]
 
@@ -48,21 +49,20 @@ fn put_if(key: &str, version: u64, value: &str) -> PartitionCommand {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guarded_write_holds_only_against_the_version_it_read() {
-    let dir = tempfile::tempdir().unwrap();
+/// A group of one replica, initialized, over a store in `dir`.
+async fn one_replica(dir: &std::path::Path) -> (Arc<PartitionStore>, Groups, Group) {
     let options = StoreOptions {
         replicated: true,
         ..StoreOptions::default()
     };
-    let store = Arc::new(PartitionStore::open(&dir.path().join("db"), options).unwrap());
+    let store = Arc::new(PartitionStore::open(&dir.join("db"), options).unwrap());
     let groups = Groups::default();
     let group = Group::open(
         GroupId::Meta,
         1,
         Timing::META,
         LogPolicy::default(),
-        dir.path(),
+        dir,
         store.clone(),
         (),
         Arc::new(Alone),
@@ -74,6 +74,13 @@ async fn a_guarded_write_holds_only_against_the_version_it_read() {
         .initialize([(1, ReplicaAddr { node: 1 })].into_iter().collect())
         .await
         .unwrap();
+    (store, groups, group)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_write_holds_only_against_the_version_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, groups, group) = one_replica(dir.path()).await;
     let within = Duration::from_secs(10);
     let version = |key: &str| store.get(key.as_bytes()).unwrap().map_or(0, |p| p.version);
     let value = |key: &str| store.get(key.as_bytes()).unwrap().unwrap().payload.unwrap();
@@ -118,5 +125,48 @@ async fn a_guarded_write_holds_only_against_the_version_it_read() {
         let winner = if a.held { a.index } else { b.index };
         assert_eq!(version("k"), winner);
     }
+    group.shutdown(&groups).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_below_the_partition_s_epoch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, groups, group) = one_replica(dir.path()).await;
+    let within = Duration::from_secs(10);
+    let held = |key: &str| store.get(key.as_bytes()).unwrap().is_some();
+    let upsert =
+        |key: &str, epoch: u64| PartitionCommand::Upsert(vec![row(key, "v")]).fenced(epoch);
+
+    // Unfenced and epoch-5 writes hold while no higher epoch was seen.
+    assert!(group.propose(upsert("a", 0), within).await.unwrap().held);
+    assert!(group.propose(upsert("b", 5), within).await.unwrap().held);
+    // A new writer fences at 7: the writer of epoch 5 can no longer write.
+    assert!(
+        group
+            .propose(PartitionCommand::fence(7), within)
+            .await
+            .unwrap()
+            .held
+    );
+    assert!(!group.propose(upsert("c", 5), within).await.unwrap().held);
+    assert!(!held("c"));
+    let delete = PartitionCommand::Delete(vec![b"b".to_vec()]).fenced(5);
+    assert!(!group.propose(delete, within).await.unwrap().held);
+    assert!(held("b"));
+    // The current writer and a later one still write.
+    assert!(group.propose(upsert("d", 7), within).await.unwrap().held);
+    assert!(group.propose(upsert("e", 9), within).await.unwrap().held);
+    assert!(held("d") && held("e"));
+    // In one apply batch: the fence comes first in the log, so the old writer's entry after
+    // it is refused, whichever order the two were sent in.
+    let (new, old) = tokio::join!(
+        group.propose(PartitionCommand::fence(11), within),
+        group.propose(upsert("f", 9), within),
+    );
+    let (new, old) = (new.unwrap(), old.unwrap());
+    assert!(new.held);
+    assert_eq!(old.held, old.index < new.index);
+    assert_eq!(held("f"), old.held);
+    assert!(!group.propose(upsert("g", 9), within).await.unwrap().held);
     group.shutdown(&groups).await;
 }

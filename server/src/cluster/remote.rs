@@ -412,16 +412,19 @@ impl RemotePartition {
 }
 
 impl PartitionHandle for RemotePartition {
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
-        self.write(&PartitionCall::Upsert { points })
+    fn upsert(&self, points: Vec<NewPoint>, _fence: u64) -> Result<u64> {
+        self.write(&PartitionCall::Upsert { points, fence: 0 })
     }
 
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
-        self.write(&PartitionCall::Delete { ids })
+    fn delete(&self, ids: Vec<PointId>, _fence: u64) -> Result<u64> {
+        self.write(&PartitionCall::Delete { ids, fence: 0 })
     }
 
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
-        self.write(&PartitionCall::DeletePresent { ids: ids.to_vec() })
+    fn delete_present(&self, ids: &[PointId], _fence: u64) -> Result<Option<u64>> {
+        self.write(&PartitionCall::DeletePresent {
+            ids: ids.to_vec(),
+            fence: 0,
+        })
     }
 
     fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {

@@ -41,13 +41,19 @@ pub enum PartitionHealth {
 /// A partition of a collection, wherever it lives. Blocking calls run on blocking threads.
 pub trait PartitionHandle: Send + Sync {
     /// Commits points; returns their sequence number. Remote writes return once applied.
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64>;
+    ///
+    /// `fence` is the writer epoch of a collection whose partitions are replicated and
+    /// written by one node at a time (0: none): a replicated partition refuses a write whose
+    /// epoch is below one it has applied (`cairn_consensus::PartitionCommand::Fenced`). A
+    /// partition in this process, or behind the router, has one writer by construction and
+    /// ignores it.
+    fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64>;
 
-    /// Commits a delete.
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64>;
+    /// Commits a delete (`fence` as for [`Self::upsert`]).
+    fn delete(&self, ids: Vec<PointId>, fence: u64) -> Result<u64>;
 
     /// Deletes those of `ids` the partition holds (`None`: it held none, nothing written).
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>>;
+    fn delete_present(&self, ids: &[PointId], fence: u64) -> Result<Option<u64>>;
 
     /// Which of `ids` it holds (committed state).
     fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>>;
@@ -99,13 +105,14 @@ pub trait PartitionHandle: Send + Sync {
         false
     }
 
-    /// The search as a future (here: the blocking search, for handles that search in place).
+    /// The search as a future, with how it was served (here: the blocking search, for
+    /// handles that search in place).
     fn search_async<'a>(
         &'a self,
         plan: &'a SearchPlan,
         hedge: bool,
-    ) -> HandleFuture<'a, QueryResponse> {
-        Box::pin(async move { self.search(plan, hedge).map(|(answer, _)| answer) })
+    ) -> HandleFuture<'a, (QueryResponse, Option<ReadTrace>)> {
+        Box::pin(async move { self.search(plan, hedge) })
     }
 
     /// A scroll page and the next offset.
@@ -180,18 +187,18 @@ pub(crate) fn json<T: serde::Serialize>(value: T) -> Result<serde_json::Value> {
 /// op-log catch-up of the router/shard cluster is not a call every partition serves.
 pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<serde_json::Value> {
     match call {
-        PartitionCall::Upsert { points } => {
-            let seq = p.upsert(points)?;
+        PartitionCall::Upsert { points, fence } => {
+            let seq = p.upsert(points, fence)?;
             p.wait_applied_blocking(seq)?;
             json(seq)
         }
-        PartitionCall::Delete { ids } => {
-            let seq = p.delete(ids)?;
+        PartitionCall::Delete { ids, fence } => {
+            let seq = p.delete(ids, fence)?;
             p.wait_applied_blocking(seq)?;
             json(seq)
         }
-        PartitionCall::DeletePresent { ids } => {
-            let seq = p.delete_present(&ids)?;
+        PartitionCall::DeletePresent { ids, fence } => {
+            let seq = p.delete_present(&ids, fence)?;
             if let Some(seq) = seq {
                 p.wait_applied_blocking(seq)?;
             }

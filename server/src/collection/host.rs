@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use cairn_api::internal::{CollectionWrite, WriteReceipt};
+
 use super::handle::PartitionHandle;
 use crate::error::Result;
 use crate::partition::Partition;
@@ -45,12 +47,41 @@ pub trait PartitionHost: Send + Sync {
 }
 
 /// Where a collection keeps its routing and moves records: partition 0's RocksDB when the
-/// partitions are local, a small RocksDB of its own when they are remote.
+/// partitions are local, a small RocksDB of its own behind the router, the cluster's
+/// metadata on peer nodes.
 pub enum MetaStore {
     /// Partition 0's `meta` family.
     Partition(Arc<Partition>),
     /// A store of the collection's own.
     Store(cairn_storage::PartitionStore),
+    /// Records every node of a cluster shares, written by one node at a time.
+    Shared(Arc<dyn SharedRecords>),
+}
+
+/// A collection's records kept where every node of a cluster reads them, and who writes the
+/// collection. A partitioned collection's writes span partitions (a point moving between
+/// two, the moves record around it), so one node at a time writes it: the *writer*, which
+/// holds an epoch that fences the writes of any writer before it
+/// (`PartitionHandle::upsert`'s `fence`). Every other node sends its writes there.
+pub trait SharedRecords: Send + Sync {
+    /// A record's value as this node has it.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Stores a record, provided this node is still the writer at the epoch it last held
+    /// (otherwise an error, and nothing is stored); returns once this node reads it back.
+    fn put(&self, key: &str, value: &[u8]) -> Result<()>;
+
+    /// Something that changes whenever record `key` does (0: absent), so a node that does
+    /// not write the collection can tell when to read its routing again.
+    fn stamp(&self, key: &str) -> Result<u64>;
+
+    /// This node's epoch as the collection's writer, taken now if `known` is not it (the
+    /// previous writer is fenced from then on); `None` while another node writes it.
+    fn writer(&self, known: u64) -> Result<Option<u64>>;
+
+    /// Has the collection's writer make `write`, and answers what it made of it, once the
+    /// write is searchable on the writer's replicas.
+    fn forward(&self, write: &CollectionWrite) -> Result<WriteReceipt>;
 }
 
 impl MetaStore {
@@ -59,6 +90,7 @@ impl MetaStore {
         match self {
             Self::Partition(p) => p.get_meta(key),
             Self::Store(s) => Ok(s.get_meta(key)?),
+            Self::Shared(s) => s.get(key),
         }
     }
 
@@ -67,6 +99,7 @@ impl MetaStore {
         match self {
             Self::Partition(p) => p.put_meta(key, value),
             Self::Store(s) => Ok(s.put_meta(key, value)?),
+            Self::Shared(s) => s.put(key, value),
         }
     }
 }

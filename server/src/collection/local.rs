@@ -16,15 +16,15 @@ use crate::partition::Partition;
 use crate::request::CollectionSettings;
 
 impl PartitionHandle for Partition {
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+    fn upsert(&self, points: Vec<NewPoint>, _fence: u64) -> Result<u64> {
         self.upsert_blocking(points)
     }
 
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+    fn delete(&self, ids: Vec<PointId>, _fence: u64) -> Result<u64> {
         self.delete_blocking(ids)
     }
 
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+    fn delete_present(&self, ids: &[PointId], _fence: u64) -> Result<Option<u64>> {
         self.delete_present_blocking(ids)
     }
 

@@ -35,6 +35,15 @@
 //! missed whichever side of the move a point is on); new writes already use the new meta-index.
 //! A restart during migration resumes it.
 //!
+//! **One writer.** In a cluster of peer nodes ([`MetaStore::Shared`]), the records above live
+//! in the cluster's metadata and one node at a time writes the collection (its *writer*);
+//! the other nodes send it their writes ([`SharedRecords::forward`]) and follow its routing.
+//! A node that becomes the writer takes a new epoch, writes an empty fenced entry to every
+//! partition (after which no write of an older writer lands in any partition's log), reads
+//! the routing and finishes the recorded moves before its first write. Its own reads in the
+//! write path (which partitions hold a point, its stored value) are served by replicas that
+//! have applied at least what it last wrote there, so a lagging replica never hides a copy.
+//!
 //! **Queries** go to the partitions the meta-index picks for the query vector (its top
 //! `branching` centres, at most `probe` partitions), each returns its top `offset + limit`,
 //! and the lists are merged by score with duplicates (the replicated large-norm points)
@@ -56,13 +65,14 @@ use cairn_api::internal::NewPoint;
 use cairn_api::{PointId, ReadToken};
 use cairn_index::pyramid::Assignment;
 use cairn_index::Trainers;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::error::Result;
+use crate::error::{Result, ServerError};
 use crate::partition::{LoadReport, SlotStats};
 use crate::request::CollectionSettings;
+use cairn_api::internal::{CollectionWrite, WriteReceipt};
 pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
-pub use host::{MetaStore, Opened, PartitionHost};
+pub use host::{MetaStore, Opened, PartitionHost, SharedRecords};
 use routing::Routing;
 
 /// A partition's number within its collection, `0..w`.
@@ -83,8 +93,12 @@ pub struct Collection {
     /// Where the routing and moves records live.
     meta: MetaStore,
     routing: RwLock<Arc<Routing>>,
-    /// Serialises writes of a partitioned collection (see the module docs).
-    writes: Mutex<()>,
+    /// The routing record's stamp when it was last read (a node that does not write the
+    /// collection reads it again when the stamp moves: [`Collection::follow_routing`]).
+    routing_stamp: std::sync::atomic::AtomicU64,
+    /// Serialises writes of a partitioned collection (see the module docs), and holds what
+    /// this node wrote as its writer.
+    writes: Mutex<Writer>,
     /// Trains the meta-index's k-means centres (FAISS in the binary).
     trainers: Trainers,
     rebalancer: Mutex<Option<rebalance::Handle>>,
@@ -98,6 +112,25 @@ pub struct WriteTicket {
     /// sequence numbers (for one partition, that partition's sequence number).
     pub operation_id: u64,
     waits: Vec<(PartitionId, u64)>,
+}
+
+/// What this node has written as a partitioned collection's writer: its epoch (0: the
+/// collection has one writer by construction, no fence) and, per partition, the last log
+/// position it wrote or fenced, which its own reads in the write path must see.
+#[derive(Debug, Default)]
+struct Writer {
+    epoch: u64,
+    floors: Vec<u64>,
+}
+
+impl Writer {
+    /// Notes that partition `q` has been written up to `seq`.
+    fn wrote(&mut self, q: usize, seq: u64) -> u64 {
+        if let Some(floor) = self.floors.get_mut(q) {
+            *floor = (*floor).max(seq);
+        }
+        seq
+    }
 }
 
 impl WriteTicket {
@@ -129,6 +162,11 @@ impl Collection {
             meta,
         } = opened;
         let w = partitions.len();
+        // Read before the record, so a record stored in between is read again.
+        let stamp = match &meta {
+            MetaStore::Shared(shared) if w > 1 => shared.stamp(routing::ROUTING_KEY)?,
+            MetaStore::Shared(_) | MetaStore::Partition(_) | MetaStore::Store(_) => 0,
+        };
         let routing = Routing::load(&meta, &settings)?;
         let collection = Arc::new(Self {
             name: name.to_owned(),
@@ -136,12 +174,17 @@ impl Collection {
             partitions,
             meta,
             routing: RwLock::new(Arc::new(routing)),
-            writes: Mutex::new(()),
+            routing_stamp: std::sync::atomic::AtomicU64::new(stamp),
+            writes: Mutex::new(Writer::default()),
             trainers,
             rebalancer: Mutex::new(None),
         });
         if w > 1 {
-            collection.redo_moves()?;
+            // A shared collection's writer finishes them when it takes over.
+            if !matches!(collection.meta, MetaStore::Shared(_)) {
+                let mut writer = collection.writes.lock();
+                collection.redo_moves(&mut writer)?;
+            }
             *collection.rebalancer.lock() = Some(rebalance::spawn(&collection)?);
         }
         Ok(collection)
@@ -264,26 +307,160 @@ impl Collection {
     /// Commits points durably (blocking).
     pub fn upsert_blocking(&self, points: Vec<NewPoint>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            return only.upsert(points).map(WriteTicket::single);
+            return only.upsert(points, 0).map(WriteTicket::single);
         }
-        let _writes = self.writes.lock();
+        let Some(mut writer) = self.lead()? else {
+            return self.forward(&CollectionWrite::Upsert { points });
+        };
         let routing = self.routing();
-        self.place_locked(&routing, points)
+        self.place_locked(&mut writer, &routing, points)
     }
 
     /// Commits a delete durably (blocking).
     pub fn delete_blocking(&self, ids: Vec<PointId>) -> Result<WriteTicket> {
         if let [only] = self.partitions.as_slice() {
-            return only.delete(ids).map(WriteTicket::single);
+            return only.delete(ids, 0).map(WriteTicket::single);
         }
-        let _writes = self.writes.lock();
+        let Some(mut writer) = self.lead()? else {
+            return self.forward(&CollectionWrite::Delete { ids });
+        };
         let mut waits = Vec::new();
-        for (q, partition) in self.partitions.iter().enumerate() {
-            if let Some(seq) = partition.delete_present(&ids)? {
-                waits.push((PartitionId(q), seq));
+        for q in 0..self.partitions.len() {
+            if let Some(seq) = self
+                .committed(&writer, q)?
+                .delete_present(&ids, writer.epoch)?
+            {
+                waits.push((PartitionId(q), writer.wrote(q, seq)));
             }
         }
         Ok(self.ticket(waits))
+    }
+
+    /// Makes a write another node sent this one as the collection's writer (blocking).
+    /// Refused when this node does not write the collection (any more): the sender tries
+    /// again, and finds the writer anew.
+    pub fn write_here(&self, write: CollectionWrite) -> Result<WriteTicket> {
+        let Some(mut writer) = self.lead()? else {
+            return Err(ServerError::Unavailable(format!(
+                "this node no longer writes collection `{}`; retry",
+                self.name
+            )));
+        };
+        match write {
+            CollectionWrite::Upsert { points } => {
+                let routing = self.routing();
+                self.place_locked(&mut writer, &routing, points)
+            }
+            CollectionWrite::Delete { ids } => {
+                drop(writer);
+                self.delete_blocking(ids)
+            }
+        }
+    }
+
+    /// This node's writer state once it may write the collection, or `None` while another
+    /// node writes it. A node that becomes the writer first fences every partition at its new
+    /// epoch, reads the routing again and finishes the recorded moves (module docs).
+    fn lead(&self) -> Result<Option<MutexGuard<'_, Writer>>> {
+        let mut writer = self.writes.lock();
+        let MetaStore::Shared(shared) = &self.meta else {
+            return Ok(Some(writer));
+        };
+        match shared.writer(writer.epoch)? {
+            None => Ok(None),
+            Some(epoch) if epoch == writer.epoch => Ok(Some(writer)),
+            Some(epoch) => {
+                let mut next = Writer {
+                    epoch,
+                    floors: vec![0; self.partitions.len()],
+                };
+                for (q, partition) in self.partitions.iter().enumerate() {
+                    let seq = partition.upsert(Vec::new(), epoch)?;
+                    next.wrote(q, seq);
+                }
+                *self.routing.write() = Arc::new(Routing::load(&self.meta, &self.settings)?);
+                self.redo_moves(&mut next)?;
+                tracing::info!(
+                    collection = self.name,
+                    epoch,
+                    "this node now writes the collection"
+                );
+                // Only now: a take-over cut short is done again by the next write.
+                *writer = next;
+                Ok(Some(writer))
+            }
+        }
+    }
+
+    /// Partition `q` as the writer must read it: from a copy that has applied everything the
+    /// writer wrote there.
+    fn committed(&self, writer: &Writer, q: usize) -> Result<Arc<dyn PartitionHandle>> {
+        let floor = writer.floors.get(q).copied().unwrap_or(0);
+        self.partitions[q].clone().at_least(floor)
+    }
+
+    /// Sends a write to the node that writes the collection.
+    fn forward(&self, write: &CollectionWrite) -> Result<WriteTicket> {
+        let MetaStore::Shared(shared) = &self.meta else {
+            return Err(ServerError::Internal(
+                "a collection of one writer has no writer elsewhere".into(),
+            ));
+        };
+        let WriteReceipt {
+            operation_id,
+            waits,
+        } = shared.forward(write)?;
+        Ok(WriteTicket {
+            operation_id,
+            waits: waits
+                .into_iter()
+                .filter(|&(q, _)| (q as usize) < self.partitions.len())
+                .map(|(q, seq)| (PartitionId(q as usize), seq))
+                .collect(),
+        })
+    }
+
+    /// What another node is told of a write made here.
+    pub fn receipt(ticket: &WriteTicket) -> WriteReceipt {
+        WriteReceipt {
+            operation_id: ticket.operation_id,
+            waits: ticket
+                .waits
+                .iter()
+                .map(|&(PartitionId(q), seq)| (q as u32, seq))
+                .collect(),
+        }
+    }
+
+    /// On a node that does not write the collection: reads the routing again if the writer
+    /// stored a new one (blocking). The follower of the cluster's metadata calls it each pass.
+    pub fn follow_routing(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let MetaStore::Shared(shared) = &self.meta else {
+            return Ok(());
+        };
+        if self.partitions.len() < 2 {
+            return Ok(());
+        }
+        let stamp = shared.stamp(routing::ROUTING_KEY)?;
+        if stamp == self.routing_stamp.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Under the write lock, where the writer's own routing and its record agree; a busy
+        // writer is asked again next pass.
+        let Some(_writes) = self.writes.try_lock() else {
+            return Ok(());
+        };
+        let routing = Routing::load(&self.meta, &self.settings)?;
+        tracing::info!(
+            collection = self.name,
+            version = routing.version(),
+            phase = routing.phase.name(),
+            "routing read from the cluster's metadata"
+        );
+        *self.routing.write() = Arc::new(routing);
+        self.routing_stamp.store(stamp, Ordering::Release);
+        Ok(())
     }
 
     /// Resolves once the write is searchable in every partition it touched.
@@ -302,8 +479,13 @@ impl Collection {
     }
 
     /// Writes `points` where `routing` assigns them and removes their copies elsewhere, in
-    /// the crash-safe order of the module docs. Callers hold `writes`.
-    fn place_locked(&self, routing: &Routing, points: Vec<NewPoint>) -> Result<WriteTicket> {
+    /// the crash-safe order of the module docs. Callers hold `writes`, passed as `writer`.
+    fn place_locked(
+        &self,
+        writer: &mut Writer,
+        routing: &Routing,
+        points: Vec<NewPoint>,
+    ) -> Result<WriteTicket> {
         let w = self.partitions.len();
         // The last write of an id in a batch wins, as in one partition.
         let mut last: HashMap<PointId, usize> = HashMap::with_capacity(points.len());
@@ -323,8 +505,13 @@ impl Collection {
         // Where each point is held now: one question per partition.
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
         let mut held: Vec<Vec<u32>> = vec![Vec::new(); points.len()];
-        for (q, partition) in self.partitions.iter().enumerate() {
-            for (k, is_held) in partition.holds(&ids)?.into_iter().enumerate() {
+        for q in 0..w {
+            for (k, is_held) in self
+                .committed(writer, q)?
+                .holds(&ids)?
+                .into_iter()
+                .enumerate()
+            {
                 if is_held {
                     held[k].push(q as u32);
                 }
@@ -379,7 +566,8 @@ impl Collection {
         for round in [first, second] {
             for (q, batch) in round.into_iter().enumerate() {
                 if !batch.is_empty() {
-                    waits.push((PartitionId(q), self.partitions[q].upsert(batch)?));
+                    let seq = self.partitions[q].upsert(batch, writer.epoch)?;
+                    waits.push((PartitionId(q), writer.wrote(q, seq)));
                 }
             }
         }
@@ -395,8 +583,11 @@ impl Collection {
             if ids.is_empty() {
                 continue;
             }
-            if let Some(seq) = self.partitions[q].delete_present(&ids)? {
-                waits.push((PartitionId(q), seq));
+            if let Some(seq) = self
+                .committed(writer, q)?
+                .delete_present(&ids, writer.epoch)?
+            {
+                waits.push((PartitionId(q), writer.wrote(q, seq)));
             }
         }
         if !moves.is_empty() {
@@ -410,7 +601,7 @@ impl Collection {
     /// first: if the home holds the point, that copy is placed again through the write path;
     /// if it does not, the rewrite wrote nothing, and copies outside the partitions that held
     /// the point before are removed.
-    fn redo_moves(&self) -> Result<()> {
+    fn redo_moves(&self, writer: &mut Writer) -> Result<()> {
         let Some(moves) = routing::recorded_moves(&self.meta)? else {
             return Ok(());
         };
@@ -424,25 +615,26 @@ impl Collection {
                 let landed = match to {
                     Assignment::All => true,
                     Assignment::One(_) | Assignment::Two(..) => {
-                        self.partitions[home].holds(&[m.id])?[0]
+                        self.committed(writer, home)?.holds(&[m.id])?[0]
                     }
                 };
                 if landed {
-                    for (q, partition) in self.partitions.iter().enumerate() {
-                        if !to.includes(q as u32) {
-                            partition.delete_present(&[m.id])?;
-                        }
+                    for q in (0..self.partitions.len()).filter(|&q| !to.includes(q as u32)) {
+                        self.delete_stale(writer, q, m.id)?;
                     }
                 }
                 continue;
             };
-            match self.partitions[home].stored(&[m.id])?.pop().flatten() {
+            match self
+                .committed(writer, home)?
+                .stored(&[m.id])?
+                .pop()
+                .flatten()
+            {
                 Some(copy) => again.push(copy),
                 None => {
-                    for (q, partition) in self.partitions.iter().enumerate() {
-                        if !from.contains(&(q as u32)) {
-                            partition.delete_present(&[m.id])?;
-                        }
+                    for q in (0..self.partitions.len()).filter(|&q| !from.contains(&(q as u32))) {
+                        self.delete_stale(writer, q, m.id)?;
                     }
                 }
             }
@@ -450,7 +642,7 @@ impl Collection {
         let placed = again.len();
         if !again.is_empty() {
             let routing = self.routing();
-            self.place_locked(&routing, again)?;
+            self.place_locked(writer, &routing, again)?;
         }
         routing::clear_moves(&self.meta)?;
         tracing::info!(
@@ -459,6 +651,17 @@ impl Collection {
             placed,
             "finished rewrites interrupted by a crash"
         );
+        Ok(())
+    }
+
+    /// Removes `id` from partition `q` if it holds it (a stale copy).
+    fn delete_stale(&self, writer: &mut Writer, q: usize, id: PointId) -> Result<()> {
+        if let Some(seq) = self
+            .committed(writer, q)?
+            .delete_present(&[id], writer.epoch)?
+        {
+            writer.wrote(q, seq);
+        }
         Ok(())
     }
 

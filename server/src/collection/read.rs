@@ -12,7 +12,7 @@ use cairn_api::{
     Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, ReadConsistency, Record,
 };
 
-use super::handle::PartitionHandle;
+use super::handle::{PartitionHandle, ReadTrace};
 use super::merge::{scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
@@ -139,9 +139,90 @@ impl Collection {
     /// The query of [`Self::queries_remotely`] collections, as a future.
     pub async fn query_async(&self, plan: &QueryPlan) -> Result<QueryResponse> {
         match self.partitions.as_slice() {
-            [only] => only.search_async(&plan.search, plan.fan_out.hedge).await,
+            [only] => only
+                .search_async(&plan.search, plan.fan_out.hedge)
+                .await
+                .map(|(answer, _)| answer),
             _ => tokio::task::block_in_place(|| self.query_blocking(plan, &ReadConsistency::Any)),
         }
+    }
+
+    /// Asks each partition of `touched` for `sub` (blocking). Legs that wait on the network
+    /// (replicas on other nodes) are tasks on the runtime, awaited together; the router's
+    /// remote partitions each get a thread; partitions in this process are searched one after
+    /// another on this thread meanwhile (threads would only add their start-up cost to work
+    /// sharing the same cores).
+    #[allow(clippy::type_complexity)]
+    fn fan_out(
+        &self,
+        touched: &[u32],
+        sub: &SearchPlan,
+        hedge: bool,
+        consistency: &ReadConsistency,
+    ) -> Vec<Result<(QueryResponse, Option<ReadTrace>)>> {
+        let mut answers: Vec<Option<Result<_>>> = touched.iter().map(|_| None).collect();
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let mut tasks = Vec::new();
+        if let Some(runtime) = &runtime {
+            for (i, &p) in touched.iter().enumerate() {
+                if !self.partitions[p as usize].searches_remotely() {
+                    continue;
+                }
+                match self.reader(p as usize, consistency) {
+                    Ok(reader) => {
+                        let sub = sub.clone();
+                        let task =
+                            runtime.spawn(async move { reader.search_async(&sub, hedge).await });
+                        tasks.push((i, task));
+                    }
+                    Err(error) => answers[i] = Some(Err(error)),
+                }
+            }
+        }
+        let rest: Vec<usize> = (0..touched.len())
+            .filter(|&i| answers[i].is_none() && !tasks.iter().any(|(t, _)| *t == i))
+            .collect();
+        let leg = |i: usize| {
+            self.reader(touched[i] as usize, consistency)?
+                .search(sub, hedge)
+        };
+        if rest
+            .iter()
+            .any(|&i| self.partitions[touched[i] as usize].is_remote())
+        {
+            std::thread::scope(|scope| {
+                let threads: Vec<_> = rest
+                    .iter()
+                    .map(|&i| (i, scope.spawn(move || leg(i))))
+                    .collect();
+                for (i, thread) in threads {
+                    answers[i] = Some(thread.join().unwrap_or_else(|_| {
+                        Err(ServerError::Internal("a partition query panicked".into()))
+                    }));
+                }
+            });
+        } else {
+            for i in rest {
+                answers[i] = Some(leg(i));
+            }
+        }
+        if let Some(runtime) = &runtime {
+            runtime.block_on(async {
+                for (i, task) in tasks {
+                    answers[i] = Some(task.await.unwrap_or_else(|e| {
+                        Err(ServerError::Internal(format!(
+                            "a partition query failed: {e}"
+                        )))
+                    }));
+                }
+            });
+        }
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| Err(ServerError::Internal("a leg was not run".into())))
+            })
+            .collect()
     }
 
     /// Runs a k-NN query (blocking).
@@ -174,36 +255,7 @@ impl Collection {
             explain: true,
             ..search.clone()
         };
-        let hedge = fan_out.hedge;
-        // Remote partitions are asked in parallel; local ones one after another (threads
-        // would only add their start-up cost to work sharing the same cores).
-        let answers: Vec<Result<_>> = if self.partitions.iter().any(|p| p.is_remote()) {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = route
-                    .touched
-                    .iter()
-                    .map(|&p| {
-                        let sub = &sub;
-                        scope
-                            .spawn(move || self.reader(p as usize, consistency)?.search(sub, hedge))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(ServerError::Internal("a partition query panicked".into()))
-                        })
-                    })
-                    .collect()
-            })
-        } else {
-            route
-                .touched
-                .iter()
-                .map(|&p| self.reader(p as usize, consistency)?.search(&sub, hedge))
-                .collect()
-        };
+        let answers = self.fan_out(&route.touched, &sub, fan_out.hedge, consistency);
         let mut lists = Vec::with_capacity(route.touched.len());
         let mut explain: Option<QueryExplain> = None;
         let mut missing = Vec::new();

@@ -3,7 +3,8 @@
 //! re-homes points after each training (see the collection's module docs).
 //!
 //! It holds only a weak reference, so dropping the collection is never blocked by it; it
-//! checks every [`POLL`] and stops between batches when asked.
+//! checks every [`POLL`] and stops between batches when asked. In a cluster it acts only on
+//! the node that writes the collection, and stops as soon as another node does.
 
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Weak};
@@ -51,9 +52,13 @@ impl Handle {
 pub fn spawn(collection: &Arc<Collection>) -> Result<Handle> {
     let weak = Arc::downgrade(collection);
     let (stop, stopped) = channel::<()>();
+    // Replicated partitions and the cluster's records block on the runtime's futures: the
+    // thread enters the runtime that opened the collection, if one did.
+    let runtime = tokio::runtime::Handle::try_current().ok();
     let thread = std::thread::Builder::new()
         .name(format!("rebalance-{}", collection.name()))
         .spawn(move || loop {
+            let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
             match stopped.recv_timeout(POLL) {
                 Err(RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
@@ -81,6 +86,9 @@ fn step(weak: &Weak<Collection>, should_stop: &dyn Fn() -> bool) -> Result<()> {
     let Some(params) = collection.settings.routing else {
         return Ok(());
     };
+    if collection.lead()?.is_none() {
+        return Ok(());
+    }
     let points = stored_points(&collection);
     if training_due(&routing, &params, points) {
         train(&collection, points)?;
@@ -175,7 +183,9 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         sample_points: (sample.len() / dim) as u64,
     };
     // Stored before it is used, so a restart finds the meta-index its points were written by.
-    let _writes = collection.writes.lock();
+    let Some(_writer) = collection.lead()? else {
+        return Ok(());
+    };
     state.store(&collection.meta)?;
     *collection.routing.write() = Arc::new(state);
     tracing::info!(
@@ -230,10 +240,13 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
             if should_stop() {
                 return Ok(());
             }
-            let _writes = collection.writes.lock();
+            let Some(mut writer) = collection.lead()? else {
+                return Ok(());
+            };
             let routing = collection.routing();
             // Re-read under the lock: points may have been rewritten or deleted.
-            let stored: Vec<_> = collection.partitions[q]
+            let stored: Vec<_> = collection
+                .committed(&writer, q)?
                 .stored(chunk)?
                 .into_iter()
                 .flatten()
@@ -252,8 +265,9 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
             let mut missing = std::collections::HashSet::new();
             if !spread.is_empty() {
                 let ids: Vec<_> = spread.iter().map(|(id, _)| *id).collect();
-                for (r, p) in collection.partitions.iter().enumerate() {
-                    for ((id, to), held) in spread.iter().zip(p.holds(&ids)?) {
+                for r in 0..w {
+                    let held = collection.committed(&writer, r)?.holds(&ids)?;
+                    for ((id, to), held) in spread.iter().zip(held) {
                         if !held && to.includes(r as u32) {
                             missing.insert(*id);
                         }
@@ -268,11 +282,13 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
                 .collect();
             moved += batch.len();
             if !batch.is_empty() {
-                collection.place_locked(&routing, batch)?;
+                collection.place_locked(&mut writer, &routing, batch)?;
             }
         }
     }
-    let _writes = collection.writes.lock();
+    let Some(_writer) = collection.lead()? else {
+        return Ok(());
+    };
     // `routed` promises every point searchable where the meta-index says: wait for the moves.
     for p in &collection.partitions {
         p.wait_applied_blocking(p.last_seq())?;

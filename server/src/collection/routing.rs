@@ -24,7 +24,7 @@ use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
 
 /// Meta key of the routing record.
-const ROUTING_KEY: &str = "routing";
+pub(crate) const ROUTING_KEY: &str = "routing";
 /// Meta key of the moves in flight (see the collection's write path).
 const MOVES_KEY: &str = "moves_in_flight";
 /// Layout version of the routing record.

@@ -1,6 +1,6 @@
 //! A node's internal API, both ends: the routes on `cluster.internal_addr` that hand peers'
-//! Raft messages to this node's groups and serve partition calls from its replicas, and the
-//! client that carries this node's messages and calls to its peers
+//! Raft messages to this node's groups, serve partition calls from its replicas and take the
+//! writes of the partitioned collections this node writes, and the client that carries this node's messages and calls to its peers
 //! (`cairn_consensus::Transport`, `node::remote::PartitionCalls`).
 //!
 //! The internal API has a listener of its own, so the public address never serves it and a
@@ -23,13 +23,15 @@ use axum::Router;
 use std::future::Future;
 use std::pin::Pin;
 
-use cairn_api::internal::PartitionCall;
+use cairn_api::internal::{CollectionWrite, PartitionCall};
 use cairn_api::ErrorCode;
 use cairn_consensus::{GroupId, Groups, HandleError, Rpc, Transport, TransportError};
 use subtle::ConstantTimeEq;
 
 use super::error::error_response;
+use crate::catalog::Catalog;
 use crate::collection::handle::serve_call;
+use crate::collection::Collection;
 use crate::config::ClusterConfig;
 use crate::error::ServerError;
 use crate::node::remote::PartitionCalls;
@@ -80,25 +82,32 @@ struct SetFaults {
     delay_ms: u64,
 }
 
+/// The catalog, once it has loaded (the internal API starts before it, so the groups can
+/// elect while collections load).
+pub type CatalogCell = Arc<std::sync::OnceLock<Arc<Catalog>>>;
+
 struct Internal {
     node: Arc<Node>,
+    catalog: CatalogCell,
     groups: Arc<Groups>,
     secret: Vec<u8>,
     faults: Arc<Faults>,
 }
 
 /// The internal API's routes.
-pub fn router(node: Arc<Node>, secret: &str, faults: Arc<Faults>) -> Router {
+pub fn router(node: Arc<Node>, catalog: CatalogCell, secret: &str, faults: Arc<Faults>) -> Router {
     let enabled = faults.enabled;
     let state = Arc::new(Internal {
         groups: node.groups(),
         node,
+        catalog,
         secret: secret.as_bytes().to_vec(),
         faults,
     });
     let mut app = Router::new()
         .route("/internal/raft/{group}/{rpc}", post(raft_message))
         .route("/internal/partition/{group}", post(partition_call))
+        .route("/internal/collection/{name}/write", post(collection_write))
         .route("/internal/join", post(join));
     if enabled {
         tracing::warn!("fault injection is on (cluster.fault_injection): for tests only");
@@ -304,6 +313,44 @@ async fn partition_call(
     }
 }
 
+/// A write to a partitioned collection this node writes, from a node that does not
+/// (`Collection::write_here`). Answers once the write is searchable on this node's replicas.
+async fn collection_write(
+    AxState(state): AxState<Arc<Internal>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let started = std::time::Instant::now();
+    let write: CollectionWrite = match serde_json::from_slice(&body) {
+        Ok(write) => write,
+        Err(e) => {
+            return error_response(
+                ErrorCode::InvalidRequest,
+                format!("a collection write that does not parse: {e}"),
+            )
+        }
+    };
+    let Some(catalog) = state.catalog.get().cloned() else {
+        return ServerError::Unavailable("this node is still loading its collections".into())
+            .into_response();
+    };
+    let answer = async {
+        // The sender has it open, so the metadata holds it: this node opens it on its next
+        // pass over the metadata (a write right after the create), and the sender retries.
+        let collection = catalog.get(&name).map_err(|_| {
+            ServerError::Unavailable(format!("collection `{name}` is not open here yet"))
+        })?;
+        let c = collection.clone();
+        let ticket = super::blocking(move || c.write_here(write)).await?;
+        collection.wait_applied(&ticket).await?;
+        Ok::<_, ServerError>(Collection::receipt(&ticket))
+    };
+    match answer.await {
+        Ok(receipt) => super::ok(receipt, started).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
 /// This node's client of its peers' internal APIs.
 pub struct PeerClient {
     http: reqwest::Client,
@@ -443,6 +490,56 @@ impl crate::node::rebalance::Liveness for PeerClient {
 /// election included) and for the index there.
 const PARTITION_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+impl PeerClient {
+    /// Posts `body` as JSON to `path` on node `node`'s internal API; its `result`. A node's
+    /// own trouble (unreachable, overloaded, no replica, a failure) is `Unavailable`, so the
+    /// caller may ask another; any other refusal is the request's, as every node would say.
+    async fn post<B: serde::Serialize + ?Sized>(
+        &self,
+        node: u64,
+        path: &str,
+        body: &B,
+    ) -> Result<serde_json::Value, ServerError> {
+        if self.faults.is_cut(node) {
+            return Err(ServerError::Unavailable(format!(
+                "node {node}: link cut (fault injection)"
+            )));
+        }
+        let base = self
+            .address(node)
+            .ok_or_else(|| ServerError::Unavailable(format!("no address known for node {node}")))?;
+        let unavailable = |e: reqwest::Error| ServerError::Unavailable(format!("node {node}: {e}"));
+        let answer = self
+            .http
+            .post(format!("{base}{path}"))
+            .header(SECRET_HEADER, &self.secret)
+            .header(NODE_HEADER, &self.from)
+            .timeout(PARTITION_CALL_TIMEOUT)
+            .json(body)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let status = answer.status();
+        let mut body: serde_json::Value = answer.json().await.map_err(unavailable)?;
+        if status.is_success() {
+            return Ok(body["result"].take());
+        }
+        let code = serde_json::from_value::<ErrorCode>(body["status"]["code"].clone())
+            .unwrap_or(ErrorCode::Internal);
+        let message = body["status"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if status.is_server_error()
+            || matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable)
+        {
+            Err(ServerError::Unavailable(format!("node {node}: {message}")))
+        } else {
+            Err(ServerError::Relayed { code, message })
+        }
+    }
+}
+
 impl PartitionCalls for PeerClient {
     fn call<'a>(
         &'a self,
@@ -452,50 +549,28 @@ impl PartitionCalls for PeerClient {
         call: &'a PartitionCall,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
         Box::pin(async move {
-            if self.faults.is_cut(node) {
-                return Err(ServerError::Unavailable(format!(
-                    "node {node}: link cut (fault injection)"
-                )));
-            }
-            let base = self.address(node).ok_or_else(|| {
-                ServerError::Unavailable(format!("no address known for node {node}"))
-            })?;
-            let unavailable =
-                |e: reqwest::Error| ServerError::Unavailable(format!("node {node}: {e}"));
-            let answer = self
-                .http
-                .post(if floor == 0 {
-                    format!("{base}/internal/partition/{group}")
-                } else {
-                    format!("{base}/internal/partition/{group}?floor={floor}")
-                })
-                .header(SECRET_HEADER, &self.secret)
-                .header(NODE_HEADER, &self.from)
-                .timeout(PARTITION_CALL_TIMEOUT)
-                .json(call)
-                .send()
-                .await
-                .map_err(unavailable)?;
-            let status = answer.status();
-            let mut body: serde_json::Value = answer.json().await.map_err(unavailable)?;
-            if status.is_success() {
-                return Ok(body["result"].take());
-            }
-            let code = serde_json::from_value::<ErrorCode>(body["status"]["code"].clone())
-                .unwrap_or(ErrorCode::Internal);
-            let message = body["status"]["error"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            // The node's own trouble (overload, no replica, a failure): another replica may
-            // take the call. Any other refusal is the request's, as every replica would say.
-            if status.is_server_error()
-                || matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable)
-            {
-                Err(ServerError::Unavailable(format!("node {node}: {message}")))
+            let path = if floor == 0 {
+                format!("/internal/partition/{group}")
             } else {
-                Err(ServerError::Relayed { code, message })
-            }
+                format!("/internal/partition/{group}?floor={floor}")
+            };
+            self.post(node, &path, call).await
+        })
+    }
+
+    fn write<'a>(
+        &'a self,
+        node: u64,
+        collection: &'a str,
+        write: &'a CollectionWrite,
+    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
+        Box::pin(async move {
+            self.post(
+                node,
+                &format!("/internal/collection/{collection}/write"),
+                write,
+            )
+            .await
         })
     }
 }

@@ -9,9 +9,9 @@
 //! A node without a replica of a partition serves it through a node that has one
 //! (`remote.rs`). Replicas move (`placement.rs`, `moves.rs`): each pass of the catalog's
 //! follower settles every partition here on its placement, opening, replacing or removing
-//! this node's replica and swapping what serves the partition (`slot.rs`). For now (#22)
-//! collections are of one partition: a partitioned one needs its routing table in the
-//! metadata.
+//! this node's replica and swapping what serves the partition (`slot.rs`). A partitioned
+//! collection keeps its routing and moves records in the metadata too, and one node writes it
+//! (`records.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -21,11 +21,11 @@ use parking_lot::Mutex;
 
 use cairn_consensus::{GroupId, LogPolicy, ReplicaAddr, ReplicaId, Transport};
 use cairn_index::Trainers;
-use cairn_storage::{PartitionStore, StoreOptions};
 
 use super::moves;
 use super::partition::ReplicatedPartition;
 use super::placement::{Placement, ReplicaState};
+use super::records::NodeRecords;
 use super::remote::{ForwardedPartition, PartitionCalls};
 use super::replica::PartitionReplica;
 use super::slot::Slot;
@@ -271,13 +271,6 @@ impl<T: Transport> NodeHost<T> {
 
 impl<T: Transport> PartitionHost for NodeHost<T> {
     fn check(&self, settings: &CollectionSettings) -> Result<()> {
-        if settings.routing.is_some() {
-            return Err(ServerError::InvalidRequest(
-                "partitioned collections are not yet served by `cluster.role = \"node\"` (their \
-                 routing tables move into the cluster's metadata next, issue #22)"
-                    .into(),
-            ));
-        }
         // Raft acknowledges a write once a majority of the replicas hold it in their logs, so
         // any factor up to that majority is kept; waiting for more is not built.
         let majority = settings.replication_factor / 2 + 1;
@@ -357,14 +350,13 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
             .iter()
             .map(|slot| slot.handle.clone() as Arc<dyn PartitionHandle>)
             .collect();
-        // Routing and moves records: none for a collection of one partition, but the
-        // collection keeps them somewhere; a small store of this node's own.
-        let meta = PartitionStore::open(&dir.join("meta"), StoreOptions::default())?;
+        // Routing and moves records (a collection of one partition has none) in the metadata.
+        let records = NodeRecords::new(self.node.clone(), name, self.calls.clone());
         self.opened.lock().insert(name.to_owned(), collection);
         Ok(Opened {
             settings: record.settings,
             partitions,
-            meta: MetaStore::Store(meta),
+            meta: MetaStore::Shared(Arc::new(records)),
         })
     }
 

@@ -5,8 +5,9 @@
 //! whose state is kept like a partition's (`cairn-consensus` over `cairn-storage`, in
 //! `<data_dir>/cluster/`): rows keyed by name, written through the group's leader from any
 //! node. The rows: each node's public address (`node/{id}`), each collection's settings
-//! (`collection/{name}`) and each partition's placement (`placement/{p}/{name}`, see
-//! `placement.rs`). Every node applies them, so every node knows every collection and where
+//! (`collection/{name}`), each partition's placement (`placement/{p}/{name}`, see
+//! `placement.rs`), and for a partitioned collection its routing and moves records
+//! (`record/{key}/{name}`) and the node that writes it (`writer/{name}`, `records.rs`). Every node applies them, so every node knows every collection and where
 //! its replicas are; each replica is a member of its partition's own group (`replica.rs`),
 //! and moves change those groups' membership (`moves.rs`). `GET /cluster` reports the
 //! metadata group in Qdrant's shape.
@@ -17,6 +18,7 @@ pub mod moves;
 pub mod partition;
 pub mod placement;
 pub mod rebalance;
+pub mod records;
 pub mod remote;
 pub mod replica;
 pub mod slot;
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    Group, GroupId, Groups, PartitionCommand, ReplicaAddr, Row, Timing, Transport,
+    Group, GroupId, Groups, PartitionCommand, ReplicaAddr, Role, Row, Timing, Transport,
 };
 use cairn_storage::{PartitionStore, StoreOptions};
 use serde::Serialize;
@@ -133,6 +135,11 @@ impl MetaRow {
     const REMOVED: &'static str = "removed/";
     const COLLECTION: &'static str = "collection/";
     const PLACEMENT: &'static str = "placement/";
+    /// `record/{key}/{name}`: a partitioned collection's routing or moves record, in base64.
+    const RECORD: &'static str = "record/";
+    /// `writer/{name}`: the node that writes a partitioned collection; the row's version is
+    /// its epoch.
+    const WRITER: &'static str = "writer/";
 
     fn node(id: u64) -> Vec<u8> {
         format!("{}{id}", Self::NODE).into_bytes()
@@ -149,6 +156,20 @@ impl MetaRow {
     fn placement(name: &str, partition: usize) -> Vec<u8> {
         format!("{}{partition}/{name}", Self::PLACEMENT).into_bytes()
     }
+
+    fn record(name: &str, key: &str) -> Vec<u8> {
+        format!("{}{key}/{name}", Self::RECORD).into_bytes()
+    }
+
+    fn writer(name: &str) -> Vec<u8> {
+        format!("{}{name}", Self::WRITER).into_bytes()
+    }
+}
+
+/// The writer row's content.
+#[derive(Serialize, serde::Deserialize)]
+struct WriterRow {
+    node: u64,
 }
 
 impl Node {
@@ -477,15 +498,120 @@ impl Node {
         self.propose(PartitionCommand::Upsert(rows)).await
     }
 
-    /// Removes a collection and its placements from the metadata.
+    /// Removes a collection, its placements, records and writer from the metadata.
     pub async fn remove_collection(&self, name: &str) -> Result<u64> {
-        let mut keys = vec![MetaRow::collection(name)];
-        for (key, _, _) in self.rows(MetaRow::PLACEMENT)? {
-            if key.split_once('/').is_some_and(|(_, n)| n == name) {
-                keys.push(format!("{}{key}", MetaRow::PLACEMENT).into_bytes());
+        let mut keys = vec![MetaRow::collection(name), MetaRow::writer(name)];
+        for prefix in [MetaRow::PLACEMENT, MetaRow::RECORD] {
+            for (key, _, _) in self.rows(prefix)? {
+                if key.split_once('/').is_some_and(|(_, n)| n == name) {
+                    keys.push(format!("{prefix}{key}").into_bytes());
+                }
             }
         }
         self.propose(PartitionCommand::Delete(keys)).await
+    }
+
+    /// Record `key` of collection `name` as this node has applied it: its version (the log
+    /// index that wrote it) and its value.
+    pub fn record(&self, name: &str, key: &str) -> Result<Option<(u64, Vec<u8>)>> {
+        use base64::Engine as _;
+        let row = MetaRow::record(name, key);
+        let Some(point) = self.consistent(|| Ok(self.meta_store.get(&row)?))? else {
+            return Ok(None);
+        };
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(point.payload.as_deref().unwrap_or_default())
+            .map_err(|_| corrupt(&String::from_utf8_lossy(&row)))?;
+        Ok(Some((point.version, value)))
+    }
+
+    /// The version of record `key` of collection `name` (0: absent).
+    pub fn record_version(&self, name: &str, key: &str) -> Result<u64> {
+        let row = MetaRow::record(name, key);
+        Ok(self
+            .consistent(|| Ok(self.meta_store.get(&row)?))?
+            .map_or(0, |point| point.version))
+    }
+
+    /// Stores record `key` of collection `name`, if `epoch` is still the collection's writer
+    /// epoch (compare-and-set on the writer row, so a writer that was replaced stores
+    /// nothing); returns once this node has applied it.
+    pub async fn put_record(&self, name: &str, key: &str, value: &[u8], epoch: u64) -> Result<()> {
+        use base64::Engine as _;
+        let applied = self
+            .meta
+            .propose(
+                PartitionCommand::UpsertIf {
+                    expect: vec![(MetaRow::writer(name), epoch)],
+                    rows: vec![Row {
+                        key: MetaRow::record(name, key),
+                        vector: Vec::new(),
+                        payload: Some(base64::engine::general_purpose::STANDARD.encode(value)),
+                    }],
+                },
+                META_WRITE_TIMEOUT,
+            )
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        if !applied.held {
+            return Err(ServerError::Unavailable(format!(
+                "this node no longer writes collection `{name}` (its epoch {epoch} was \
+                 replaced); retry"
+            )));
+        }
+        self.wait_meta(applied.index).await
+    }
+
+    /// This node's epoch as the writer of partitioned collection `name`, or `None` when
+    /// another node writes it. The writer is the metadata group's leader: the group has
+    /// already chosen one node, and any node finds it there. A leader that does not hold the
+    /// writer row at epoch `known` takes it (compare-and-set), and the entry's index is its
+    /// new epoch.
+    pub async fn claim_writer(&self, name: &str, known: u64) -> Result<Option<u64>> {
+        if self.meta.status().role != Role::Leader {
+            return Ok(None);
+        }
+        let key = MetaRow::writer(name);
+        let current = self.consistent(|| Ok(self.meta_store.get(&key)?))?;
+        let version = current.as_ref().map_or(0, |point| point.version);
+        let holder = current
+            .and_then(|point| serde_json::from_str::<WriterRow>(point.payload.as_deref()?).ok())
+            .map(|row| row.node);
+        if known != 0 && version == known && holder == Some(self.id) {
+            return Ok(Some(known));
+        }
+        let applied = self
+            .meta
+            .propose(
+                PartitionCommand::UpsertIf {
+                    expect: vec![(key.clone(), version)],
+                    rows: vec![Row {
+                        key,
+                        vector: Vec::new(),
+                        payload: Some(to_json(&WriterRow { node: self.id })?),
+                    }],
+                },
+                META_WRITE_TIMEOUT,
+            )
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        if !applied.held {
+            return Err(ServerError::Unavailable(format!(
+                "another node took the writing of collection `{name}` meanwhile; retry"
+            )));
+        }
+        self.wait_meta(applied.index).await?;
+        tracing::info!(
+            collection = name,
+            epoch = applied.index,
+            "this node writes the collection"
+        );
+        Ok(Some(applied.index))
+    }
+
+    /// The metadata group's leader, as this node knows it.
+    pub fn meta_leader(&self) -> Option<u64> {
+        self.meta.status().leader
     }
 
     /// Replaces partition `partition`'s placement with `next` if the row is still at

@@ -97,31 +97,31 @@ impl ReplicatedPartition {
 }
 
 impl PartitionHandle for ReplicatedPartition {
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
+    fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         if let Some(other) = self.closed_instead() {
-            return other.upsert(points);
+            return other.upsert(points, fence);
         }
-        let attempt = self.block_on(self.replica.upsert(&points, WRITE_TIMEOUT));
+        let attempt = self.block_on(self.replica.upsert(&points, fence, WRITE_TIMEOUT));
         match self.closed_instead() {
             // The replica closed under the write (moved away): upserts are idempotent, so the
             // partition's other replicas take it.
-            Some(other) if attempt.is_err() => other.upsert(points),
+            Some(other) if attempt.is_err() => other.upsert(points, fence),
             _ => attempt,
         }
     }
 
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+    fn delete(&self, ids: Vec<PointId>, fence: u64) -> Result<u64> {
         if let Some(other) = self.closed_instead() {
-            return other.delete(ids);
+            return other.delete(ids, fence);
         }
-        let attempt = self.block_on(self.replica.delete(&ids, WRITE_TIMEOUT));
+        let attempt = self.block_on(self.replica.delete(&ids, fence, WRITE_TIMEOUT));
         match self.closed_instead() {
-            Some(other) if attempt.is_err() => other.delete(ids),
+            Some(other) if attempt.is_err() => other.delete(ids, fence),
             _ => attempt,
         }
     }
 
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
+    fn delete_present(&self, ids: &[PointId], fence: u64) -> Result<Option<u64>> {
         // Judged on this replica's state; the delete itself is decided by the log, and a
         // delete of an absent point is harmless.
         let held = self.partition().holds(ids)?;
@@ -133,7 +133,7 @@ impl PartitionHandle for ReplicatedPartition {
         if present.is_empty() {
             return Ok(None);
         }
-        self.delete(present).map(Some)
+        self.delete(present, fence).map(Some)
     }
 
     fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {

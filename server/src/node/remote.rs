@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_api::internal::{
-    NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
+    CollectionWrite, NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan,
+    SearchPlan,
 };
 use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 use cairn_consensus::GroupId;
@@ -41,6 +42,15 @@ pub trait PartitionCalls: Send + Sync {
         group: GroupId,
         floor: u64,
         call: &'a PartitionCall,
+    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
+
+    /// Sends a write of partitioned collection `collection` to node `node`, which writes it
+    /// (`SharedRecords::forward`); the receipt.
+    fn write<'a>(
+        &'a self,
+        node: u64,
+        collection: &'a str,
+        write: &'a CollectionWrite,
     ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
 }
 
@@ -267,18 +277,21 @@ impl ForwardedPartition {
 }
 
 impl PartitionHandle for ForwardedPartition {
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
-        self.send(PartitionCall::Upsert { points })
+    fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
+        self.send(PartitionCall::Upsert { points, fence })
             .map(|seq| self.wrote(seq))
     }
 
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
-        self.send(PartitionCall::Delete { ids })
+    fn delete(&self, ids: Vec<PointId>, fence: u64) -> Result<u64> {
+        self.send(PartitionCall::Delete { ids, fence })
             .map(|seq| self.wrote(seq))
     }
 
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
-        let seq: Option<u64> = self.send(PartitionCall::DeletePresent { ids: ids.to_vec() })?;
+    fn delete_present(&self, ids: &[PointId], fence: u64) -> Result<Option<u64>> {
+        let seq: Option<u64> = self.send(PartitionCall::DeletePresent {
+            ids: ids.to_vec(),
+            fence,
+        })?;
         Ok(seq.map(|seq| self.wrote(seq)))
     }
 
@@ -351,10 +364,12 @@ impl PartitionHandle for ForwardedPartition {
         &'a self,
         plan: &'a SearchPlan,
         hedge: bool,
-    ) -> HandleFuture<'a, QueryResponse> {
+    ) -> HandleFuture<'a, (QueryResponse, Option<ReadTrace>)> {
         Box::pin(async move {
             let call = PartitionCall::Query { plan: plan.clone() };
-            self.send_async(call, hedge).await.map(|(answer, _)| answer)
+            self.send_async(call, hedge)
+                .await
+                .map(|(answer, trace)| (answer, Some(trace)))
         })
     }
 

@@ -36,13 +36,15 @@ struct Feed {
 
 impl Observer for Feed {
     fn applied(&self, index: u64, command: &PartitionCommand) {
-        let op = match command {
+        let op = match command.unfenced() {
             PartitionCommand::Upsert(rows) | PartitionCommand::UpsertIf { rows, .. } => {
                 ApplyOp::Upsert(rows.iter().filter_map(|row| self.point(row)).collect())
             }
             PartitionCommand::Delete(keys) => {
                 ApplyOp::Delete(keys.iter().filter_map(|key| keys::decode(key)).collect())
             }
+            // `unfenced` unwraps every fence.
+            PartitionCommand::Fenced { .. } => return,
         };
         if let Err(e) = self.partition.apply_committed(index, op) {
             // The entry is in the store; the index catches up from it on the next load.
@@ -226,9 +228,9 @@ impl PartitionReplica {
         self.group.status()
     }
 
-    /// Writes points through the group's leader; returns the write's log index once a
-    /// majority holds it.
-    pub async fn upsert(&self, points: &[NewPoint], within: Duration) -> Result<u64> {
+    /// Writes points through the group's leader, under writer epoch `fence` (0: none; see
+    /// [`PartitionCommand::Fenced`]); returns the write's log index once a majority holds it.
+    pub async fn upsert(&self, points: &[NewPoint], fence: u64, within: Duration) -> Result<u64> {
         // Copied into the entry (the caller keeps the points, to send them to another replica
         // if this one closes under the write).
         let rows = points
@@ -242,18 +244,27 @@ impl PartitionReplica {
                     .map(|m| serde_json::Value::Object(m.clone()).to_string()),
             })
             .collect();
-        self.write(PartitionCommand::Upsert(rows), within).await
+        self.write(PartitionCommand::Upsert(rows).fenced(fence), within)
+            .await
     }
 
-    /// Deletes points through the group's leader; returns the write's log index.
-    pub async fn delete(&self, ids: &[PointId], within: Duration) -> Result<u64> {
+    /// Deletes points through the group's leader, under writer epoch `fence`; returns the
+    /// write's log index.
+    pub async fn delete(&self, ids: &[PointId], fence: u64, within: Duration) -> Result<u64> {
         let keys = ids.iter().map(keys::encode).collect();
-        self.write(PartitionCommand::Delete(keys), within).await
+        self.write(PartitionCommand::Delete(keys).fenced(fence), within)
+            .await
     }
 
     async fn write(&self, command: PartitionCommand, within: Duration) -> Result<u64> {
         match self.group.propose(command, within).await {
-            Ok(applied) => Ok(applied.index),
+            Ok(applied) if applied.held => Ok(applied.index),
+            Ok(applied) => Err(ServerError::Unavailable(format!(
+                "{}: the write was fenced at log position {} (a newer writer of the collection \
+                 took over; retry)",
+                self.partition.name(),
+                applied.index
+            ))),
             Err(error @ WriteError::Indeterminate { .. }) => {
                 Err(ServerError::Unavailable(error.to_string()))
             }
@@ -401,11 +412,11 @@ mod tests {
         let within = Duration::from_secs(10);
         let mut last = 0;
         for i in 0..20 {
-            last = replica.upsert(&[point(i)], within).await.unwrap();
+            last = replica.upsert(&[point(i)], 0, within).await.unwrap();
         }
         last = last.max(
             replica
-                .delete(&[PointId::Num(3), PointId::Num(4)], within)
+                .delete(&[PointId::Num(3), PointId::Num(4)], 0, within)
                 .await
                 .unwrap(),
         );

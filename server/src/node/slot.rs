@@ -41,16 +41,16 @@ impl Slot {
 }
 
 impl PartitionHandle for Slot {
-    fn upsert(&self, points: Vec<NewPoint>) -> Result<u64> {
-        self.get().upsert(points)
+    fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
+        self.get().upsert(points, fence)
     }
 
-    fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
-        self.get().delete(ids)
+    fn delete(&self, ids: Vec<PointId>, fence: u64) -> Result<u64> {
+        self.get().delete(ids, fence)
     }
 
-    fn delete_present(&self, ids: &[PointId]) -> Result<Option<u64>> {
-        self.get().delete_present(ids)
+    fn delete_present(&self, ids: &[PointId], fence: u64) -> Result<Option<u64>> {
+        self.get().delete_present(ids, fence)
     }
 
     fn holds(&self, ids: &[PointId]) -> Result<Vec<bool>> {
@@ -98,7 +98,7 @@ impl PartitionHandle for Slot {
         &'a self,
         plan: &'a SearchPlan,
         hedge: bool,
-    ) -> HandleFuture<'a, QueryResponse> {
+    ) -> HandleFuture<'a, (QueryResponse, Option<ReadTrace>)> {
         let handle = self.get();
         Box::pin(async move { handle.search_async(plan, hedge).await })
     }

@@ -42,9 +42,10 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     state.node = node.clone();
     let state = Arc::new(state);
     let app = router(state.clone());
+    let loaded: crate::http::peer::CatalogCell = Arc::default();
     let internal = match &node {
         Some(node) => {
-            let internal = serve_internal(&config, node, faults).await?;
+            let internal = serve_internal(&config, node, loaded.clone(), faults).await?;
             let api_uri = match config.cluster.api_url.as_str() {
                 "" => format!("http://{addr}"),
                 url => url.trim_end_matches('/').to_owned(),
@@ -80,6 +81,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     .await?
     .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
+    let _ = loaded.set(catalog.clone());
     if let Some(cluster) = &cluster {
         crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
     }
@@ -119,13 +121,19 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 async fn serve_internal(
     config: &Config,
     node: &Arc<Node>,
+    catalog: crate::http::peer::CatalogCell,
     faults: Arc<crate::http::peer::Faults>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(&config.cluster.internal_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.cluster.internal_addr))?;
     tracing::info!(addr = %listener.local_addr()?, "internal API listening");
-    let app = crate::http::peer::router(node.clone(), config.cluster.secret.expose(), faults);
+    let app = crate::http::peer::router(
+        node.clone(),
+        catalog,
+        config.cluster.secret.expose(),
+        faults,
+    );
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "internal API failed");

@@ -2,7 +2,8 @@
 //! here (its replica joins the partition's group), one removed there is closed and its files
 //! go. Whichever node took the create or delete request, every node converges on the same
 //! collections. Then each open collection's partitions are settled on their placements
-//! (replicas opened, replaced or removed as they move: `node::host`).
+//! (replicas opened, replaced or removed as they move: `node::host`), and a partitioned
+//! collection this node does not write reads the routing its writer stored.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -46,6 +47,18 @@ pub fn spawn<T: Transport>(
                     }
                     if let Err(e) = host.follow(&recorded).await {
                         tracing::warn!(error = %e, "replicas do not follow their placements yet");
+                    }
+                    let catalog = catalog.clone();
+                    let routed = crate::http::blocking(move || {
+                        for name in catalog.names() {
+                            if let Ok(collection) = catalog.get(&name) {
+                                collection.follow_routing()?;
+                            }
+                        }
+                        Ok(())
+                    });
+                    if let Err(e) = routed.await {
+                        tracing::warn!(error = %e, "a collection's routing could not be read");
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "the cluster's metadata cannot be read yet"),

@@ -1,4 +1,7 @@
-//! The randomized fault test of issue #22 on peer nodes: five nodes, one collection with three
+//! The randomized fault test of issue #22 on peer nodes: five nodes, a collection of one
+//! partition (`n`) and a routed collection of four (`p`, every rewrite of a point likely
+//! moving it to another partition, so writes run the move protocol and its fences while the
+//! writer, the metadata leader, is killed, frozen or cut off), each partition with three
 //! replicas, client threads upserting unique values and deleting, while a nemesis SIGKILLs and
 //! restarts nodes, freezes them (SIGSTOP/SIGCONT), cuts a node's links to others, moves the
 //! partition's replica from one node to another (a Raft membership change that the later
@@ -48,8 +51,29 @@ enum Outcome {
     Unknown,
 }
 
-/// Every operation on every id, in the order its worker made them.
-type History = BTreeMap<u64, Vec<(Op, Outcome)>>;
+/// Every operation on every (collection, id), in the order its worker made them.
+type History = BTreeMap<(&'static str, u64), Vec<(Op, Outcome)>>;
+
+/// The collections the workers write.
+const COLLECTIONS: [&str; 2] = ["n", "p"];
+/// Ids of `p`'s background points (enough to train its routing), above the workers' ids.
+const BACKGROUND: u64 = 1_000_000;
+
+/// The vector of a write of `value` to `id` in `collection`: fixed per id in `n`; in `p`,
+/// moving with the value across the space the background points cover, so a rewrite most
+/// often changes the point's partition.
+fn vector(collection: &str, id: u64, value: u64) -> Vec<f32> {
+    if collection == "n" {
+        vec![id as f32, 1.0, 2.0, 3.0]
+    } else {
+        vec![
+            (value % 97) as f32,
+            ((value / 7) % 89) as f32,
+            (id % 100) as f32,
+            1.0,
+        ]
+    }
+}
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -100,9 +124,22 @@ fn randomized_faults_lose_no_acknowledged_write() {
     agreed_leader(&all, &[1, 2, 3, 4, 5]);
     wait_for_records(&all, &nodes);
     nodes[0].create("n", 4, "Euclid", json!({"replication_factor": 3}));
+    nodes[1].create(
+        "p",
+        4,
+        "Euclid",
+        json!({"partitions": 4, "replication_factor": 3}),
+    );
     for node in &nodes {
         wait_count(node, "n", 0);
+        wait_count(node, "p", 0);
     }
+    // 1,100 background points train `p`'s routing (at 1,024) before the faults begin.
+    let background: Vec<f32> = (0..1_100u64)
+        .flat_map(|i| vector("p", i, i * 13 + 5))
+        .collect();
+    nodes[2].upsert_vectors("p", 4, &background, BACKGROUND, 275);
+    nodes[0].wait_routed("p");
     let urls: Vec<String> = nodes.iter().map(|n| n.url("")).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let history: Arc<Mutex<History>> = Arc::default();
@@ -125,46 +162,47 @@ fn randomized_faults_lose_no_acknowledged_write() {
                 let mut value = w * 1_000_000;
                 while !stop.load(Ordering::Relaxed) {
                     let id = w * IDS_PER_WORKER + rng.gen_range(0..IDS_PER_WORKER);
+                    let c = COLLECTIONS[rng.gen_range(0..COLLECTIONS.len())];
                     let base = &urls[rng.gen_range(0..urls.len())];
                     let roll: f64 = rng.gen();
                     if roll < 0.6 {
                         value += 1;
-                        let body = json!({"points": [{"id": id, "vector": [id as f32, 1.0, 2.0, 3.0], "payload": {"v": value}}]});
+                        let body = json!({"points": [{"id": id, "vector": vector(c, id, value), "payload": {"v": value}}]});
                         let answer = send(
                             &client,
-                            &format!("{base}/collections/n/points?wait=true"),
+                            &format!("{base}/collections/{c}/points?wait=true"),
                             reqwest::Method::PUT,
                             &body,
                         );
                         history
                             .lock()
                             .unwrap()
-                            .entry(id)
+                            .entry((c, id))
                             .or_default()
                             .push((Op::Upsert(value), outcome(&answer)));
                     } else if roll < 0.75 {
                         let answer = send(
                             &client,
-                            &format!("{base}/collections/n/points/delete?wait=true"),
+                            &format!("{base}/collections/{c}/points/delete?wait=true"),
                             reqwest::Method::POST,
                             &json!({"points": [id]}),
                         );
                         history
                             .lock()
                             .unwrap()
-                            .entry(id)
+                            .entry((c, id))
                             .or_default()
                             .push((Op::Delete, outcome(&answer)));
                     } else {
                         // A read fails only if no node answers it (as a client with every
                         // node's address would try them in turn).
-                        let query = json!({"query": [id as f32, 1.0, 2.0, 3.0], "limit": 3});
+                        let query = json!({"query": vector(c, id, value), "limit": 3});
                         let mut last = String::new();
                         let answered = (0..urls.len()).any(|k| {
                             let url = &urls[(k + id as usize) % urls.len()];
                             match send(
                                 &client,
-                                &format!("{url}/collections/n/points/query"),
+                                &format!("{url}/collections/{c}/points/query"),
                                 reqwest::Method::POST,
                                 &query,
                             ) {
@@ -317,10 +355,10 @@ fn randomized_faults_lose_no_acknowledged_write() {
         .collect();
     assert_eq!(replicas.len(), 3, "three nodes hold a replica");
     let settle = Instant::now();
-    let held = loop {
-        let held: Vec<BTreeMap<u64, u64>> = replicas.iter().map(|n| values(n)).collect();
+    let mut held: BTreeMap<(&'static str, u64), u64> = loop {
+        let held: Vec<BTreeMap<u64, u64>> = replicas.iter().map(|n| values(n, "n")).collect();
         if held.iter().all(|h| *h == held[0]) {
-            break held[0].clone();
+            break held[0].iter().map(|(id, v)| (("n", *id), *v)).collect();
         }
         assert!(
             settle.elapsed() < Duration::from_secs(60),
@@ -328,11 +366,28 @@ fn randomized_faults_lose_no_acknowledged_write() {
         );
         std::thread::sleep(Duration::from_millis(250));
     };
+    // `p` as every node reads it: the same points, and all the background ones.
+    let settle = Instant::now();
+    loop {
+        let seen: Vec<BTreeMap<u64, u64>> = nodes.iter().map(|n| values(n, "p")).collect();
+        if seen.iter().all(|s| *s == seen[0]) {
+            let (background, written): (Vec<_>, Vec<_>) =
+                seen[0].iter().partition(|(id, _)| **id >= BACKGROUND);
+            assert_eq!(background.len(), 1_100, "the background points of `p`");
+            held.extend(written.into_iter().map(|(id, v)| (("p", *id), *v)));
+            break;
+        }
+        assert!(
+            settle.elapsed() < Duration::from_secs(60),
+            "the nodes never agreed on `p`"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 
     // The history, checked id by id.
     let mut counts = BTreeMap::new();
     let mut violations = Vec::new();
-    for (id, ops) in &history {
+    for (key, ops) in &history {
         for (_, outcome) in ops {
             *counts.entry(format!("{outcome:?}")).or_insert(0u64) += 1;
         }
@@ -346,13 +401,13 @@ fn randomized_faults_lose_no_acknowledged_write() {
                 allowed.push(result(op));
             }
         }
-        let found = held.get(id).copied();
+        let found = held.get(key).copied();
         if !allowed.contains(&found) {
-            violations.push(format!("id {id}: holds {found:?}, allowed {allowed:?}"));
+            violations.push(format!("{key:?}: holds {found:?}, allowed {allowed:?}"));
         }
     }
-    for id in held.keys().filter(|id| !history.contains_key(id)) {
-        violations.push(format!("id {id} was never written, yet it is there"));
+    for key in held.keys().filter(|key| !history.contains_key(key)) {
+        violations.push(format!("{key:?} was never written, yet it is there"));
     }
     eprintln!(
         "nemesis (seed {seed}, {secs} s): {} actions {actions:?}; operations {counts:?}; {} reads failed",
@@ -408,11 +463,11 @@ fn result(op: &Op) -> Option<u64> {
     }
 }
 
-/// Every point of `n` on `node`'s own replica: id → value.
-fn values(node: &Server) -> BTreeMap<u64, u64> {
+/// Every point of `collection` as `node` reads it (`n`: its own replica): id → value.
+fn values(node: &Server, collection: &str) -> BTreeMap<u64, u64> {
     let body = node.ok(
         "POST",
-        "/collections/n/points/scroll",
+        &format!("/collections/{collection}/points/scroll"),
         Some(&json!({"limit": 10000, "with_payload": true})),
     );
     body["points"]
@@ -422,7 +477,8 @@ fn values(node: &Server) -> BTreeMap<u64, u64> {
         .map(|p| {
             (
                 p["id"].as_u64().unwrap(),
-                p["payload"]["v"].as_u64().unwrap(),
+                // `p`'s background points carry no value.
+                p["payload"]["v"].as_u64().unwrap_or(0),
             )
         })
         .collect()

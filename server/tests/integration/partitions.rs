@@ -13,14 +13,14 @@ use crate::harness::{ids, Server};
 
 /// Routed recall@10 over every query, mean partitions touched, and each partition's share of
 /// the queries.
-struct Routed {
-    recall: f64,
-    mean_touched: f64,
+pub(super) struct Routed {
+    pub(super) recall: f64,
+    pub(super) mean_touched: f64,
     share: Vec<f64>,
     answers: Vec<Vec<u64>>,
 }
 
-fn routed_queries(server: &Server, name: &str, data: &Dataset, w: usize) -> Routed {
+pub(super) fn routed_queries(server: &Server, name: &str, data: &Dataset, w: usize) -> Routed {
     let mut touched_total = 0usize;
     let mut per_partition = vec![0usize; w];
     let answers: Vec<Vec<u64>> = data
