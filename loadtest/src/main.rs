@@ -7,6 +7,8 @@
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
 //!   one partition read over the internal API adds to a query.
+//! - `routed-cluster`: a content-routed collection on peer nodes against one unpartitioned
+//!   node and against its own broadcast, at equal recall.
 //! - `socket-gap`: the in-process search after a socket round trip and an idle wait, which is
 //!   what makes a server's search slower than a back-to-back loop.
 //!
@@ -23,6 +25,7 @@ mod openloop;
 mod plot;
 mod raw_http;
 mod recall;
+mod routed_cluster;
 mod scale_sim;
 mod socket_gap;
 mod standalone;
@@ -55,6 +58,9 @@ enum Command {
     /// What one internal partition read adds: the same queries to the node holding the replica
     /// and to a node that forwards them, in rounds.
     InternalRead(internal_read::Args),
+    /// A content-routed collection on peer nodes against one unpartitioned node and against
+    /// its own broadcast: QPS and distance computations at equal recall.
+    RoutedCluster(routed_cluster::Args),
     /// The model of docs/scale.md: memory, groups and heartbeats of a large cluster, and a
     /// discrete-event simulation of its query path (fan-out, replica choice, hedging).
     ScaleSim(scale_sim::Args),
@@ -81,7 +87,7 @@ fn main() -> anyhow::Result<()> {
         Command::ScaleSim(args) => return scale_sim::run(args),
         Command::SocketGap(args) => return socket_gap::run(args),
         Command::Plot(args) => return plot::run(args),
-        Command::Recall(_) | Command::Load(_) | Command::Chaos(_) => {}
+        Command::Recall(_) | Command::Load(_) | Command::Chaos(_) | Command::RoutedCluster(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -91,6 +97,7 @@ fn main() -> anyhow::Result<()> {
             Command::Recall(args) => recall::run(&args).await.map(drop),
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
+            Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
             | Command::ClusterIngest(_)
             | Command::InternalRead(_)

@@ -15,7 +15,8 @@ use crate::workload::{Source, Workload};
 /// command).
 #[derive(clap::Args, Debug, Clone)]
 pub struct TargetArgs {
-    /// Dataset folder, or `clustered:N:DIM[:SEED]` / `longtail:N:DIM[:SEED]`.
+    /// Dataset folder, or `clustered:N:DIM[:SEED]` / `longtail:N:DIM[:SEED]` /
+    /// `hard:N:DIM[:SEED]`.
     #[arg(long)]
     pub dataset: Source,
     /// Use only the first N queries of the dataset.
