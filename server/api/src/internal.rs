@@ -38,6 +38,12 @@ pub enum CollectionWrite {
         /// The ids.
         ids: Vec<PointId>,
     },
+    /// Delete every point passing this filter (validated), matched by the writer under its
+    /// write lock, so a point being moved between partitions meanwhile is not missed.
+    DeleteMatching {
+        /// The filter.
+        filter: Filter,
+    },
 }
 
 /// What the writer made of a [`CollectionWrite`]: the operation id the client gets, and the

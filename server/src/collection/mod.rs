@@ -121,6 +121,10 @@ pub struct WriteTicket {
 struct Writer {
     epoch: u64,
     floors: Vec<u64>,
+    /// A moves record may be stored that no one is finishing: a write failed (an error, not
+    /// a crash) between recording its moves and clearing them. The next write finishes it
+    /// first ([`Collection::redo_moves`]), as a restart would.
+    unfinished: bool,
 }
 
 impl Writer {
@@ -324,11 +328,41 @@ impl Collection {
         let Some(mut writer) = self.lead()? else {
             return self.forward(&CollectionWrite::Delete { ids });
         };
+        self.delete_locked(&mut writer, &ids)
+    }
+
+    /// Deletes every point passing `filter` (blocking). The matches are read and deleted
+    /// under the write lock, from copies that hold every acknowledged write: a point that a
+    /// re-home moves between two partitions in between would otherwise be missed in both.
+    pub fn delete_matching(&self, filter: &cairn_api::Filter) -> Result<WriteTicket> {
+        if let [only] = self.partitions.as_slice() {
+            // One partition: nothing moves, and a linearizable read sees every write.
+            let ids = self.matching_ids(Some(filter), &cairn_api::ReadConsistency::Linearizable)?;
+            return only.delete(ids, 0).map(WriteTicket::single);
+        }
+        let Some(mut writer) = self.lead()? else {
+            return self.forward(&CollectionWrite::DeleteMatching {
+                filter: filter.clone(),
+            });
+        };
+        let mut ids = std::collections::BTreeSet::new();
+        for q in 0..self.partitions.len() {
+            ids.extend(self.committed(&writer, q)?.matching_ids(Some(filter))?);
+        }
+        let ids: Vec<PointId> = ids.into_iter().collect();
+        self.delete_locked(&mut writer, &ids)
+    }
+
+    /// Deletes `ids` from every partition that holds them. Callers hold `writes`.
+    fn delete_locked(&self, writer: &mut Writer, ids: &[PointId]) -> Result<WriteTicket> {
         let mut waits = Vec::new();
+        if ids.is_empty() {
+            return Ok(self.ticket(waits));
+        }
         for q in 0..self.partitions.len() {
             if let Some(seq) = self
-                .committed(&writer, q)?
-                .delete_present(&ids, writer.epoch)?
+                .committed(writer, q)?
+                .delete_present(ids, writer.epoch)?
             {
                 waits.push((PartitionId(q), writer.wrote(q, seq)));
             }
@@ -351,45 +385,55 @@ impl Collection {
                 let routing = self.routing();
                 self.place_locked(&mut writer, &routing, points)
             }
-            CollectionWrite::Delete { ids } => {
+            CollectionWrite::Delete { ids } => self.delete_locked(&mut writer, &ids),
+            CollectionWrite::DeleteMatching { filter } => {
                 drop(writer);
-                self.delete_blocking(ids)
+                self.delete_matching(&filter)
             }
         }
     }
 
     /// This node's writer state once it may write the collection, or `None` while another
     /// node writes it. A node that becomes the writer first fences every partition at its new
-    /// epoch, reads the routing again and finishes the recorded moves (module docs).
+    /// epoch, reads the routing again and finishes the recorded moves (module docs); so does
+    /// any writer after a write that failed part-way.
     fn lead(&self) -> Result<Option<MutexGuard<'_, Writer>>> {
         let mut writer = self.writes.lock();
-        let MetaStore::Shared(shared) = &self.meta else {
-            return Ok(Some(writer));
-        };
-        match shared.writer(writer.epoch)? {
-            None => Ok(None),
-            Some(epoch) if epoch == writer.epoch => Ok(Some(writer)),
-            Some(epoch) => {
-                let mut next = Writer {
-                    epoch,
-                    floors: vec![0; self.partitions.len()],
-                };
-                for (q, partition) in self.partitions.iter().enumerate() {
-                    let seq = partition.upsert(Vec::new(), epoch)?;
-                    next.wrote(q, seq);
-                }
-                *self.routing.write() = Arc::new(Routing::load(&self.meta, &self.settings)?);
-                self.redo_moves(&mut next)?;
-                tracing::info!(
-                    collection = self.name,
-                    epoch,
-                    "this node now writes the collection"
-                );
-                // Only now: a take-over cut short is done again by the next write.
-                *writer = next;
-                Ok(Some(writer))
+        if let MetaStore::Shared(shared) = &self.meta {
+            match shared.writer(writer.epoch)? {
+                None => return Ok(None),
+                Some(epoch) if epoch == writer.epoch => {}
+                Some(epoch) => self.take_over(&mut writer, epoch)?,
             }
         }
+        if writer.unfinished {
+            self.redo_moves(&mut writer)?;
+        }
+        Ok(Some(writer))
+    }
+
+    /// Makes this node the writer at `epoch`: fences every partition, reads the routing and
+    /// finishes the recorded moves. `writer` changes only once all of it is done, so a
+    /// take-over cut short is done again by the next write.
+    fn take_over(&self, writer: &mut Writer, epoch: u64) -> Result<()> {
+        let mut next = Writer {
+            epoch,
+            floors: vec![0; self.partitions.len()],
+            unfinished: true,
+        };
+        for (q, partition) in self.partitions.iter().enumerate() {
+            let seq = partition.upsert(Vec::new(), epoch)?;
+            next.wrote(q, seq);
+        }
+        *self.routing.write() = Arc::new(Routing::load(&self.meta, &self.settings)?);
+        self.redo_moves(&mut next)?;
+        tracing::info!(
+            collection = self.name,
+            epoch,
+            "this node now writes the collection"
+        );
+        *writer = next;
+        Ok(())
     }
 
     /// Partition `q` as the writer must read it: from a copy that has applied everything the
@@ -560,6 +604,8 @@ impl Collection {
             }
         }
         if !moves.is_empty() {
+            // Set first: a failed store may still have stored the record.
+            writer.unfinished = true;
             routing::record_moves(&self.meta, &moves)?;
         }
         let mut waits = Vec::new();
@@ -592,6 +638,7 @@ impl Collection {
         }
         if !moves.is_empty() {
             routing::clear_moves(&self.meta)?;
+            writer.unfinished = false;
         }
         Ok(self.ticket(waits))
     }
@@ -603,6 +650,7 @@ impl Collection {
     /// the point before are removed.
     fn redo_moves(&self, writer: &mut Writer) -> Result<()> {
         let Some(moves) = routing::recorded_moves(&self.meta)? else {
+            writer.unfinished = false;
             return Ok(());
         };
         let mut again = Vec::new();
@@ -645,6 +693,7 @@ impl Collection {
             self.place_locked(writer, &routing, again)?;
         }
         routing::clear_moves(&self.meta)?;
+        writer.unfinished = false;
         tracing::info!(
             collection = self.name,
             recorded = moves.len(),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use cairn_index::pyramid::{Assignment, MetaIndex, PyramidParams};
 
 use super::routing::{self, Phase, Routing};
-use super::Collection;
+use super::{Collection, MetaStore};
 use crate::error::{Result, ServerError};
 
 /// How often the thread looks at the collection.
@@ -30,6 +30,9 @@ const RETRAIN_UP_TO: u64 = 1 << 20;
 const SAMPLE_PER_CENTRE: usize = 256;
 /// Points held apart from the training sample to tune the default branching on.
 const TUNE_QUERIES: usize = 1000;
+/// How long a cluster's writer waits between storing a new routing and writing by it: five
+/// passes of the other nodes over the metadata (`roles::sync`, every 200 ms).
+const FOLLOW_GRACE: Duration = Duration::from_secs(1);
 
 /// The running thread.
 pub struct Handle {
@@ -183,10 +186,22 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
         sample_points: (sample.len() / dim) as u64,
     };
     // Stored before it is used, so a restart finds the meta-index its points were written by.
+    {
+        let Some(_writer) = collection.lead()? else {
+            return Ok(());
+        };
+        state.store(&collection.meta)?;
+    }
+    if matches!(collection.meta, MetaStore::Shared(_)) {
+        // The other nodes route queries by the routing they last read, and read the new one
+        // on their next pass over the metadata; until then this node's writes keep following
+        // the old one, so a node on either routing finds every point (one that has read the
+        // new one searches every partition while it is `migrating`).
+        std::thread::sleep(FOLLOW_GRACE);
+    }
     let Some(_writer) = collection.lead()? else {
         return Ok(());
     };
-    state.store(&collection.meta)?;
     *collection.routing.write() = Arc::new(state);
     tracing::info!(
         collection = collection.name(),
@@ -235,7 +250,14 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
     let mut moved = 0usize;
     let w = collection.partitions.len();
     for q in 0..w {
-        let ids = collection.partitions[q].stored_ids()?;
+        // From a copy holding every write made so far: a point written under the old routing
+        // a moment ago must be moved too.
+        let ids = {
+            let Some(writer) = collection.lead()? else {
+                return Ok(());
+            };
+            collection.committed(&writer, q)?.stored_ids()?
+        };
         for chunk in ids.chunks(MOVE_BATCH) {
             if should_stop() {
                 return Ok(());
@@ -286,12 +308,13 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
             }
         }
     }
-    let Some(_writer) = collection.lead()? else {
+    let Some(writer) = collection.lead()? else {
         return Ok(());
     };
     // `routed` promises every point searchable where the meta-index says: wait for the moves.
-    for p in &collection.partitions {
-        p.wait_applied_blocking(p.last_seq())?;
+    for (q, p) in collection.partitions.iter().enumerate() {
+        let floor = writer.floors.get(q).copied().unwrap_or(0);
+        p.wait_applied_blocking(p.last_seq().max(floor))?;
     }
     let current = collection.routing();
     let Some(meta_index_version) = current.meta_index.as_ref().map(|r| r.version()) else {

@@ -7,9 +7,8 @@ use axum::extract::{Path, Query, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadConsistency,
-    ReadQuery, RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus,
-    UpsertRequest,
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery,
+    RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -46,7 +45,8 @@ async fn finish_write(
         } else {
             UpdateStatus::Acknowledged
         },
-        read_token: Some(ticket.read_token()),
+        // A write that touched nothing (a delete of absent ids) leaves no position to wait for.
+        read_token: Some(ticket.read_token()).filter(|token| !token.0.is_empty()),
     })
 }
 
@@ -87,8 +87,8 @@ pub(super) async fn delete(
             (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
             (None, Some(filter)) => {
                 validate(&filter, "filter")?;
-                // Linearizable: the delete must see every write acknowledged before it.
-                c.matching_ids(Some(&filter), &ReadConsistency::Linearizable)?
+                // Matched where the delete is made, seeing every write acknowledged before it.
+                return c.delete_matching(&filter);
             }
             (Some(_), Some(_)) => {
                 return Err(ServerError::InvalidRequest(

@@ -248,7 +248,13 @@ impl PartitionHandle for ReplicatedPartition {
             self.block_on(self.replica.catch_up(floor, CATCH_UP_WAIT))
         };
         match (behind, &self.elsewhere) {
-            (Ok(()), _) => Ok(self),
+            // Reads that this replica hands on after all (it closes, or starts installing a
+            // snapshot) keep the floor.
+            (Ok(()), Some(other)) => Ok(Arc::new(ReplicatedPartition::new(
+                self.replica.clone(),
+                Some(other.clone().at_least(floor)?),
+            ))),
+            (Ok(()), None) => Ok(self),
             (Err(_), Some(other)) => other.clone().at_least(floor),
             (Err(error), None) => Err(error),
         }

@@ -220,12 +220,12 @@ impl Placement {
     /// This placement with the move from `from` to `to` called off (see [`Move::Abort`]).
     fn aborted(&self, from: u64, to: u64) -> Result<Placement, PlacementError> {
         let no_transfer = PlacementError::NoTransfer(from, to);
-        // The incoming replica: the latest placed on `to`.
+        // The incoming replica: the one the move added, which is the last placed (a partition
+        // takes one move at a time); a replica on `to` placed before it is no transfer's.
         let incoming = self
             .replicas
-            .iter()
-            .rev()
-            .find(|r| r.node == to && r.state != ReplicaState::Leaving)
+            .last()
+            .filter(|r| r.node == to && r.state != ReplicaState::Leaving)
             .ok_or(no_transfer.clone())?;
         let leaving = self
             .replicas
@@ -241,10 +241,21 @@ impl Placement {
             return Err(no_transfer);
         }
         let mut next = self.clone();
-        let incoming = incoming.id;
-        next.replicas.retain(|r| r.id != incoming);
+        let (incoming, opened) = (incoming.id, incoming.state == ReplicaState::Live);
+        if opened {
+            // It may vote already (and lead): it leaves the group as any leaving replica does,
+            // once the restored one is back in, rather than having its files deleted now.
+            for r in &mut next.replicas {
+                if r.id == incoming {
+                    r.state = ReplicaState::Leaving;
+                }
+            }
+        } else {
+            // Never opened, so never in the group.
+            next.replicas.retain(|r| r.id != incoming);
+        }
         for r in &mut next.replicas {
-            if r.node == from && r.state == ReplicaState::Leaving {
+            if r.node == from && r.state == ReplicaState::Leaving && r.id != incoming {
                 r.state = ReplicaState::Live;
             }
         }
@@ -362,14 +373,19 @@ mod tests {
         let moving = p.with(Move::Move { from: 2, to: 4 }).unwrap();
         let back = moving.with(Move::Abort { from: 2, to: 4 }).unwrap();
         assert_eq!(back.replicas, p.replicas);
-        // Also once the new replica is opened, until the old one is let go.
-        let opened = moving.opened(moving.on(4).unwrap().id);
+        // Also once the new replica is opened, until the old one is let go: the opened one
+        // then leaves as a leaving replica does (it may be a voter already).
+        let incoming = moving.on(4).unwrap().id;
+        let opened = moving.opened(incoming);
+        let undone = opened.with(Move::Abort { from: 2, to: 4 }).unwrap();
+        assert_eq!(undone.get(incoming).unwrap().state, ReplicaState::Leaving);
+        assert_eq!(undone.voters(), p.voters());
+        // A replica on the target that the move did not add is never taken for it.
+        let p2 = live(&[1, 2]);
+        let moving2 = p2.with(Move::Move { from: 2, to: 3 }).unwrap();
         assert_eq!(
-            opened
-                .with(Move::Abort { from: 2, to: 4 })
-                .unwrap()
-                .replicas,
-            p.replicas
+            moving2.with(Move::Abort { from: 2, to: 1 }),
+            Err(PlacementError::NoTransfer(2, 1))
         );
         // A replication, until its replica is opened.
         let copying = p.with(Move::Replicate { to: 4 }).unwrap();

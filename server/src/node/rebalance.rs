@@ -90,10 +90,22 @@ async fn step(node: &Node, dead: &(dyn Fn(u64) -> bool + Sync)) -> Result<()> {
         return Ok(());
     }
     let collections = node.collections()?;
+    // A partition whose wanted replicas are not mostly alive has no leader to carry a move:
+    // none is planned there, and one under way there does not hold up the others.
+    let can_move = |placement: &super::placement::Placement| {
+        let wanted: Vec<u64> = placement
+            .replicas
+            .iter()
+            .filter(|r| r.state != ReplicaState::Leaving)
+            .map(|r| r.node)
+            .collect();
+        let alive = wanted.iter().filter(|n| !dead.contains(n)).count();
+        2 * alive > wanted.len()
+    };
     let mut moving = 0;
     for (_, record) in collections.values() {
         for placement in &record.placement {
-            if placement.moving().is_some() {
+            if placement.moving().is_some() && can_move(placement) {
                 moving += 1;
             }
             for r in placement
@@ -129,6 +141,15 @@ async fn step(node: &Node, dead: &(dyn Fn(u64) -> bool + Sync)) -> Result<()> {
             else {
                 continue;
             };
+            if !can_move(placement) {
+                // Every pass: at debug (collection status is red meanwhile).
+                tracing::debug!(
+                    collection = name,
+                    partition = p,
+                    "most of this partition's replicas are on dead nodes: no move until they are back"
+                );
+                continue;
+            }
             let Some(to) = emptiest_without(&placement.nodes()) else {
                 tracing::warn!(
                     collection = name,
