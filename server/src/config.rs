@@ -110,6 +110,10 @@ pub struct ClusterConfig {
     /// Node: seconds a node may stay silent (no answer to the metadata leader's messages)
     /// before the rebalancer re-creates its replicas on the other nodes.
     pub dead_after_secs: u64,
+    /// Node: partition calls and forwarded writes this node may have in flight to one peer;
+    /// one more is refused at once (the read tries another replica, the client gets a 429),
+    /// so a slow or overloaded peer cannot pile up work. Raft messages are not counted.
+    pub max_calls_per_peer: usize,
 }
 
 impl ClusterConfig {
@@ -351,6 +355,9 @@ impl Config {
             }
             if c.dead_after_secs == 0 {
                 problems.push("cluster.dead_after_secs must be at least 1".into());
+            }
+            if c.max_calls_per_peer == 0 {
+                problems.push("cluster.max_calls_per_peer must be at least 1".into());
             }
             if !(c.api_url.is_empty()
                 || c.api_url.starts_with("http://")

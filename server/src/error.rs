@@ -36,6 +36,9 @@ pub enum ServerError {
     /// Above a documented maximum.
     #[error("{0}")]
     LimitExceeded(String),
+    /// Too much work in flight: the client should back off and retry (429).
+    #[error("{0}")]
+    Overloaded(String),
     /// The request body is larger than `http.max_body_bytes`.
     #[error("request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
@@ -81,6 +84,7 @@ impl ServerError {
             ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,
             ServerError::InvalidVector(_) => ErrorCode::InvalidVector,
             ServerError::LimitExceeded(_) => ErrorCode::LimitExceeded,
+            ServerError::Overloaded(_) => ErrorCode::RateLimited,
             ServerError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ServerError::Unavailable(_) => ErrorCode::Unavailable,
             ServerError::Index(e) => match e {

@@ -362,6 +362,9 @@ pub struct PeerClient {
     faults: Arc<Faults>,
     /// When each peer last answered a message (any answer: a refusal is an answer too).
     heard: parking_lot::RwLock<BTreeMap<u64, std::time::Instant>>,
+    /// Partition calls and forwarded writes in flight, per peer (`cluster.max_calls_per_peer`).
+    in_flight: parking_lot::Mutex<BTreeMap<u64, Arc<tokio::sync::Semaphore>>>,
+    max_calls_per_peer: usize,
 }
 
 impl PeerClient {
@@ -383,6 +386,8 @@ impl PeerClient {
             from: cluster.node_id.to_string(),
             faults,
             heard: Default::default(),
+            in_flight: Default::default(),
+            max_calls_per_peer: cluster.max_calls_per_peer,
         })
     }
 }
@@ -505,6 +510,21 @@ impl PeerClient {
                 "node {node}: link cut (fault injection)"
             )));
         }
+        let slots = self
+            .in_flight
+            .lock()
+            .entry(node)
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.max_calls_per_peer)))
+            .clone();
+        // Refused at once rather than queued: a queue would only hide the overload, and the
+        // caller can try another replica's node.
+        let Ok(_slot) = slots.try_acquire() else {
+            return Err(ServerError::Overloaded(format!(
+                "node {node} already has {} calls in flight from this node \
+                 (cluster.max_calls_per_peer); retry later",
+                self.max_calls_per_peer
+            )));
+        };
         let base = self
             .address(node)
             .ok_or_else(|| ServerError::Unavailable(format!("no address known for node {node}")))?;

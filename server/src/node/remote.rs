@@ -230,11 +230,11 @@ impl ForwardedPartition {
                             // the other's.
                             tokio::select! {
                                 answer = &mut primary => match answer {
-                                    (_, Err(ServerError::Unavailable(_))) => backup.await,
+                                    (_, Err(ServerError::Unavailable(_) | ServerError::Overloaded(_))) => backup.await,
                                     answer => answer,
                                 },
                                 answer = &mut backup => match answer {
-                                    (_, Err(ServerError::Unavailable(_))) => primary.await,
+                                    (_, Err(ServerError::Unavailable(_) | ServerError::Overloaded(_))) => primary.await,
                                     answer => answer,
                                 },
                             }
@@ -258,7 +258,7 @@ impl ForwardedPartition {
                     };
                     return Ok((value, trace));
                 }
-                Err(error @ ServerError::Unavailable(_)) => {
+                Err(error @ (ServerError::Unavailable(_) | ServerError::Overloaded(_))) => {
                     tracing::debug!(group = %self.group, node, %error, "a replica's node failed a call; trying the next");
                     last_error = Some(error);
                 }

@@ -923,3 +923,80 @@ fn a_slow_replica_node_is_routed_and_hedged_around() {
         p99(&straggling)
     );
 }
+
+/// Partition calls to one peer are capped (`cluster.max_calls_per_peer`): with a cap of 1 and
+/// the only replica's node slowed, concurrent queries through another node beyond the cap get
+/// a 429 naming the setting at once, rather than queueing behind the slow node, and the node
+/// serves again as soon as the calls drain.
+#[test]
+fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
+    let root = tempfile::tempdir().unwrap();
+    let nodes = nodes_with_collection(
+        root.path(),
+        &[
+            ("CAIRN__CLUSTER__FAULT_INJECTION", "true"),
+            ("CAIRN__CLUSTER__MAX_CALLS_PER_PEER", "1"),
+        ],
+        "capped",
+        1,
+    );
+    let (status, body) = upsert(&nodes[0], "capped", 0..100, "x");
+    assert_eq!(status, 200, "{body}");
+    let cluster = nodes[0].ok("GET", "/collections/capped/cluster", None);
+    let holder = cluster["replicas"][0]["replicas"][0]["peer_id"]
+        .as_u64()
+        .unwrap();
+    let asker = &nodes[(1..=3u64).find(|n| *n != holder).unwrap() as usize - 1];
+    wait_count(asker, "capped", 100);
+    let uri = nodes[0].ok("GET", "/cluster", None)["peers"][holder.to_string()]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let slow = |delay_ms: u64| {
+        let answer = reqwest::blocking::Client::new()
+            .put(format!("{uri}/internal/faults"))
+            .header("x-cairn-cluster-key", SECRET)
+            .json(&json!({"cut": [], "delay_ms": delay_ms}))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+    };
+    let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
+    slow(500);
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let asking: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| asker.call("POST", "/collections/capped/points/query", Some(&query)))
+            })
+            .collect();
+        asking.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    slow(0);
+    let refused: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 429)
+        .map(|(_, body)| body)
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .all(|(status, _)| *status == 200 || *status == 429),
+        "{answers:?}"
+    );
+    assert!(
+        answers.iter().any(|(status, _)| *status == 200),
+        "{answers:?}"
+    );
+    assert!(!refused.is_empty(), "{answers:?}");
+    for body in refused {
+        assert!(
+            body["status"]["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_calls_per_peer"),
+            "{body}"
+        );
+    }
+    let found = asker.ok("POST", "/collections/capped/points/query", Some(&query));
+    assert_eq!(found["points"][0]["id"], 42, "{found}");
+}
