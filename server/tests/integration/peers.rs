@@ -894,22 +894,9 @@ fn a_slow_replica_node_is_routed_and_hedged_around() {
         took
     };
     let healthy = timed(100);
-    let uri = nodes[0].ok("GET", "/cluster", None)["peers"][holders[0].to_string()]["uri"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let slow = |delay_ms: u64| {
-        let answer = reqwest::blocking::Client::new()
-            .put(format!("{uri}/internal/faults"))
-            .header("x-cairn-cluster-key", SECRET)
-            .json(&json!({"cut": [], "delay_ms": delay_ms}))
-            .send()
-            .unwrap();
-        assert_eq!(answer.status().as_u16(), 200);
-    };
-    slow(200);
+    delay_calls(&nodes[0], holders[0], 200);
     let straggling = timed(300);
-    slow(0);
+    delay_calls(&nodes[0], holders[0], 0);
     let p99 = |took: &[Duration]| took[took.len() * 99 / 100];
     eprintln!(
         "healthy p99 {:?}, one replica's node slowed by 200 ms: p99 {:?}, slowest {:?}",
@@ -948,21 +935,8 @@ fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
         .unwrap();
     let asker = &nodes[(1..=3u64).find(|n| *n != holder).unwrap() as usize - 1];
     wait_count(asker, "capped", 100);
-    let uri = nodes[0].ok("GET", "/cluster", None)["peers"][holder.to_string()]["uri"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let slow = |delay_ms: u64| {
-        let answer = reqwest::blocking::Client::new()
-            .put(format!("{uri}/internal/faults"))
-            .header("x-cairn-cluster-key", SECRET)
-            .json(&json!({"cut": [], "delay_ms": delay_ms}))
-            .send()
-            .unwrap();
-        assert_eq!(answer.status().as_u16(), 200);
-    };
     let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
-    slow(500);
+    delay_calls(&nodes[0], holder, 500);
     let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
         let asking: Vec<_> = (0..6)
             .map(|_| {
@@ -971,7 +945,7 @@ fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
             .collect();
         asking.into_iter().map(|a| a.join().unwrap()).collect()
     });
-    slow(0);
+    delay_calls(&nodes[0], holder, 0);
     let refused: Vec<&Value> = answers
         .iter()
         .filter(|(status, _)| *status == 429)
@@ -999,4 +973,20 @@ fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
     }
     let found = asker.ok("POST", "/collections/capped/points/query", Some(&query));
     assert_eq!(found["points"][0]["id"], 42, "{found}");
+}
+
+/// Slows every partition call node `node` serves by `delay_ms` (0: none), through its internal
+/// API's fault injection, its address read from `via`'s `GET /cluster`.
+fn delay_calls(via: &Server, node: u64, delay_ms: u64) {
+    let uri = via.ok("GET", "/cluster", None)["peers"][node.to_string()]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = reqwest::blocking::Client::new()
+        .put(format!("{uri}/internal/faults"))
+        .header("x-cairn-cluster-key", SECRET)
+        .json(&json!({"cut": [], "delay_ms": delay_ms}))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
 }
