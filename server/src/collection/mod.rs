@@ -486,15 +486,15 @@ impl Collection {
         if self.partitions.len() < 2 {
             return Ok(());
         }
+        // Under the write lock, where the writer stores its routing and notes the stamp
+        // ([`Self::routing_stored`]); a busy writer is asked again next pass.
+        let Some(_writes) = self.writes.try_lock() else {
+            return Ok(());
+        };
         let stamp = shared.stamp(routing::ROUTING_KEY)?;
         if stamp == self.routing_stamp.load(Ordering::Acquire) {
             return Ok(());
         }
-        // Under the write lock, where the writer's own routing and its record agree; a busy
-        // writer is asked again next pass.
-        let Some(_writes) = self.writes.try_lock() else {
-            return Ok(());
-        };
         let routing = Routing::load(&self.meta, &self.settings)?;
         tracing::info!(
             collection = self.name,
@@ -504,6 +504,19 @@ impl Collection {
         );
         *self.routing.write() = Arc::new(routing);
         self.routing_stamp.store(stamp, Ordering::Release);
+        Ok(())
+    }
+
+    /// Notes the stamp of the routing record this node has just stored (callers hold
+    /// `writes`), so that [`Self::follow_routing`] does not read it back before this node
+    /// adopts it: the writer keeps writing by the old routing until the other nodes have read
+    /// the new one (`rebalance.rs`).
+    fn routing_stored(&self) -> Result<()> {
+        if let MetaStore::Shared(shared) = &self.meta {
+            let stamp = shared.stamp(routing::ROUTING_KEY)?;
+            self.routing_stamp
+                .store(stamp, std::sync::atomic::Ordering::Release);
+        }
         Ok(())
     }
 

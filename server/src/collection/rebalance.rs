@@ -191,6 +191,7 @@ fn train(collection: &Collection, points: u64) -> Result<()> {
             return Ok(());
         };
         state.store(&collection.meta)?;
+        collection.routing_stored()?;
     }
     if matches!(collection.meta, MetaStore::Shared(_)) {
         // The other nodes route queries by the routing they last read, and read the new one
@@ -327,6 +328,7 @@ fn migrate(collection: &Collection, should_stop: &dyn Fn() -> bool) -> Result<()
         sample_points: current.sample_points,
     };
     done.store(&collection.meta)?;
+    collection.routing_stored()?;
     *collection.routing.write() = Arc::new(done);
     tracing::info!(
         collection = collection.name(),
