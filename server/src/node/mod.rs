@@ -13,6 +13,7 @@
 //! metadata group in Qdrant's shape.
 
 pub mod host;
+pub mod identity;
 pub mod members;
 pub mod moves;
 pub mod partition;
@@ -187,6 +188,7 @@ impl Node {
             .into_iter()
             .collect();
         let dir = data_dir.join("cluster");
+        identity::claim(&dir, cluster.node_id)?;
         let options = StoreOptions {
             replicated: true,
             ..StoreOptions::default()
