@@ -71,7 +71,8 @@ pub struct ClusterConfig {
     pub shards: Vec<String>,
     /// Router: milliseconds between health probes of the shard nodes.
     pub probe_interval_ms: u64,
-    /// Router: milliseconds before a read a query waits on fails over to another replica.
+    /// Router and node: milliseconds a read that a query waits on may take, every replica
+    /// tried and hedge included, before the query answers without that partition.
     pub request_timeout_ms: u64,
     /// Router: milliseconds a write or a bulk read (re-homing, catch-up) may take before the
     /// replica counts as failed; writes wait for the index, which may be rebuilding.

@@ -45,6 +45,9 @@ pub enum ServerError {
     /// Not ready, shutting down, or a background task died.
     #[error("{0}")]
     Unavailable(String),
+    /// A write committed, but fewer replicas than `write_consistency_factor` held it in time.
+    #[error("{0}")]
+    UnderReplicated(String),
     /// RocksDB failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -87,6 +90,7 @@ impl ServerError {
             ServerError::Overloaded(_) => ErrorCode::RateLimited,
             ServerError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ServerError::Unavailable(_) => ErrorCode::Unavailable,
+            ServerError::UnderReplicated(_) => ErrorCode::UnderReplicated,
             ServerError::Index(e) => match e {
                 IndexError::WrongDimension { .. } => ErrorCode::WrongDimension,
                 IndexError::InvalidParams(_) => ErrorCode::InvalidRequest,

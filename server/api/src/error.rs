@@ -29,6 +29,10 @@ pub enum ErrorCode {
     Unavailable,
     /// A bug or an I/O failure on the server (500).
     Internal,
+    /// A write committed (a majority of its partition's replicas hold it, so it will not be
+    /// lost) but held by fewer replicas than its collection's `write_consistency_factor` asks
+    /// when the wait ran out (503). Unlike other 503s, its outcome is known: it is applied.
+    UnderReplicated,
 }
 
 /// The `status` object of an error response.

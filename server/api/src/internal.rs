@@ -4,6 +4,8 @@
 //! that the server's layers below HTTP share one vocabulary with the wire without naming an
 //! HTTP type.
 //!
+//! Bodies on the internal port are MessagePack ([`encode`], [`decode`]), not JSON.
+//!
 //! A partition answers *plans*: requests already validated against the collection's settings
 //! (dimension checked, vector preprocessed for the metric, limits applied). Nothing here is
 //! validated again on the receiving side.
@@ -318,4 +320,150 @@ pub struct PartitionState {
 
 fn is_zero(value: &u64) -> bool {
     *value == 0
+}
+
+/// The `Content-Type` of internal calls and of their answers (a refusal is the public API's
+/// JSON error envelope, so its code survives the hop).
+pub const WIRE_CONTENT_TYPE: &str = "application/msgpack";
+
+/// A body that does not encode or decode as [`WIRE_CONTENT_TYPE`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// Encodes an internal call or answer as MessagePack, structs as maps.
+///
+/// Why MessagePack and not bincode, which the Raft messages use: a plan carries the public
+/// API's own shapes (filters, payloads as JSON values, internally tagged enums), which only a
+/// self-describing format decodes. Why not JSON: every `f32` of a query vector or a returned
+/// vector stays its four bytes (JSON printed and parsed each one as decimal text, the bulk of
+/// an internal read's encoding cost). Structs are maps, so a node may add an optional field
+/// and an older peer still reads the call.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, WireError> {
+    rmp_serde::to_vec_named(value).map_err(|e| WireError(format!("cannot encode: {e}")))
+}
+
+/// Decodes what [`encode`] wrote.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, WireError> {
+    rmp_serde::from_slice(bytes).map_err(|e| WireError(format!("does not decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{QueryResponse, ScoredPoint};
+
+    fn round_trip<T: Serialize + for<'a> Deserialize<'a>>(value: &T) -> T {
+        let bytes = encode(value).expect("encodes");
+        decode(&bytes).expect("decodes")
+    }
+
+    #[test]
+    fn a_search_plan_with_a_filter_survives_the_wire() {
+        let filter: Filter = serde_json::from_value(serde_json::json!({
+            "must": [{"key": "city", "match": {"value": "Paris"}},
+                     {"key": "price", "range": {"gte": 1.5}},
+                     {"has_id": [7, "5c56c793-69f3-4fbf-87e6-c4bf54c28c26"]}]
+        }))
+        .expect("a valid filter");
+        let call = PartitionCall::Query {
+            plan: SearchPlan {
+                target: QueryTarget::Vector(vec![0.25, -1.0e-7, f32::MAX, 3.0]),
+                filter: Some(filter.clone()),
+                limit: 10,
+                offset: 2,
+                ef: Some(64),
+                exact: false,
+                oversampling: None,
+                rescore: Some(true),
+                score_threshold: Some(0.5),
+                with_payload: PayloadSelection::Keys {
+                    include: Some(vec!["city".into()]),
+                    exclude: vec![],
+                },
+                with_vector: true,
+                explain: false,
+            },
+        };
+        let PartitionCall::Query { plan } = round_trip(&call) else {
+            panic!("the call changed kind on the wire");
+        };
+        let QueryTarget::Vector(vector) = plan.target else {
+            panic!("the target changed kind on the wire");
+        };
+        assert_eq!(vector, vec![0.25, -1.0e-7, f32::MAX, 3.0]);
+        assert_eq!(
+            serde_json::to_value(plan.filter).expect("encodes"),
+            serde_json::to_value(Some(filter)).expect("encodes")
+        );
+        assert_eq!((plan.limit, plan.offset, plan.ef), (10, 2, Some(64)));
+    }
+
+    #[test]
+    fn hits_with_payloads_and_uuids_survive_the_wire() {
+        let payload: crate::Payload = serde_json::from_value(serde_json::json!({
+            "n": 1, "big": u64::MAX, "neg": -3, "x": 0.1, "tags": ["a", null, true], "o": {"k": {}}
+        }))
+        .expect("a payload");
+        let answer = QueryResponse {
+            points: vec![
+                ScoredPoint {
+                    id: PointId::Num(3),
+                    version: 9,
+                    score: 0.75,
+                    payload: Some(payload.clone()),
+                    vector: Some(vec![1.0, 2.0]),
+                },
+                ScoredPoint {
+                    id: PointId::Uuid(
+                        "5c56c793-69f3-4fbf-87e6-c4bf54c28c26"
+                            .parse()
+                            .expect("a uuid"),
+                    ),
+                    version: 1,
+                    score: -0.5,
+                    payload: None,
+                    vector: None,
+                },
+            ],
+            explain: None,
+            warning: Some("partial".into()),
+        };
+        assert_eq!(round_trip(&answer), answer);
+    }
+
+    #[test]
+    fn a_write_and_a_fence_survive_the_wire() {
+        let call = PartitionCall::Upsert {
+            points: vec![NewPoint {
+                id: PointId::Num(1),
+                vector: vec![0.5; 3],
+                payload: None,
+            }],
+            fence: 12,
+        };
+        let PartitionCall::Upsert { points, fence } = round_trip(&call) else {
+            panic!("the call changed kind on the wire");
+        };
+        assert_eq!((points.len(), fence), (1, 12));
+        let write = CollectionWrite::Delete {
+            ids: vec![PointId::Num(4)],
+        };
+        assert!(
+            matches!(round_trip(&write), CollectionWrite::Delete { ids } if ids == vec![PointId::Num(4)])
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode::<PartitionCall>(b"\xc1\x00garbage").is_err());
+        assert!(decode::<PartitionCall>(&[]).is_err());
+    }
 }

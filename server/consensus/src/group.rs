@@ -120,6 +120,25 @@ pub enum WriteError {
         /// What it said.
         reason: String,
     },
+    /// The write is committed (a majority holds it; it will not be lost), but fewer voting
+    /// replicas than asked for held it when the wait for them ran out.
+    #[error(
+        "group {group}: the write is committed at log position {index} and will not be lost, \
+         but only {held} of the {wanted} replicas asked for (write_consistency_factor) held it \
+         within {waited_ms} ms"
+    )]
+    UnderReplicated {
+        /// The group.
+        group: GroupId,
+        /// The write's log index.
+        index: u64,
+        /// Voting replicas known to hold it.
+        held: usize,
+        /// Voting replicas asked for.
+        wanted: usize,
+        /// How long the leader waited for them.
+        waited_ms: u64,
+    },
 }
 
 /// Why a linearizable read could not be started.
@@ -161,6 +180,15 @@ enum AtLeader {
     TimedOut,
     /// The group failed (here, the replica asked first).
     Failed(String),
+    /// The leader committed the write but too few replicas held it in time.
+    UnderReplicated {
+        /// The write's log index.
+        index: u64,
+        /// Voting replicas known to hold it.
+        held: usize,
+        /// How long the leader waited for more.
+        waited_ms: u64,
+    },
 }
 
 /// A replica's answer to a request it was asked to serve as leader (between nodes, so serializable).
@@ -173,22 +201,88 @@ pub(crate) enum Refusal {
     },
     /// The group failed.
     Failed(String),
+    /// The write committed, but only `held` voting replicas held it when the wait for more
+    /// ran out (appended last: the variants' order is their wire form).
+    UnderReplicated {
+        /// The write's log index.
+        index: u64,
+        /// Voting replicas known to hold it.
+        held: usize,
+        /// How long the leader waited for more.
+        waited_ms: u64,
+    },
 }
 
-/// Appends `command` through this replica, which must lead its group: returns once a
-/// majority holds it and it is applied here.
+/// A write as the leader receives it (`Rpc::Propose`): the command, and how many voting
+/// replicas must hold it before the leader answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Proposal {
+    /// The command.
+    pub command: PartitionCommand,
+    /// Voting replicas that must hold the entry (the leader included). Up to a majority this
+    /// is what Raft's commit means already, and nothing more is waited for.
+    pub acks: usize,
+    /// How long the leader waits for replicas beyond the majority.
+    pub acks_wait_ms: u64,
+}
+
+/// Appends a proposal's command through this replica, which must lead its group: returns once
+/// a majority holds it and it is applied here, and, when the proposal asks for more replicas
+/// than a majority, once that many voters hold it (or [`Refusal::UnderReplicated`] when they
+/// do not in time).
 pub(crate) async fn write_here(
     raft: &Raft<PartTypes>,
-    command: PartitionCommand,
+    proposal: Proposal,
 ) -> Result<Applied, Refusal> {
-    match raft.client_write(command).await {
-        Ok(response) => Ok(response.data),
+    let applied = match raft.client_write(proposal.command).await {
+        Ok(response) => response.data,
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-            Err(Refusal::NotLeader {
+            return Err(Refusal::NotLeader {
                 leader_node: forward.leader_node.map(|addr| addr.node),
             })
         }
-        Err(error) => Err(Refusal::Failed(error.to_string())),
+        Err(error) => return Err(Refusal::Failed(error.to_string())),
+    };
+    let voters: Vec<ReplicaId> = raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .collect();
+    if proposal.acks <= voters.len() / 2 + 1 {
+        return Ok(applied);
+    }
+    let index = applied.index;
+    // The leader's replication progress (its own entry included) is in its metrics; the
+    // wait ends as soon as enough voters have matched the entry.
+    let holding = move |m: &openraft::RaftMetrics<ReplicaId, ReplicaAddr>| {
+        m.replication.as_ref().map_or(0, |progress| {
+            voters
+                .iter()
+                .filter(|v| {
+                    progress
+                        .get(v)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|log| log.index >= index)
+                })
+                .count()
+        })
+    };
+    let wait = Duration::from_millis(proposal.acks_wait_ms);
+    let acks = proposal.acks;
+    match raft
+        .wait(Some(wait))
+        .metrics(|m| holding(m) >= acks, "write_consistency_factor")
+        .await
+    {
+        Ok(_) => Ok(applied),
+        Err(_) => Err(Refusal::UnderReplicated {
+            index,
+            held: holding(&raft.metrics().borrow()),
+            waited_ms: proposal.acks_wait_ms,
+        }),
     }
 }
 
@@ -362,14 +456,45 @@ impl Group {
         command: PartitionCommand,
         within: Duration,
     ) -> Result<Applied, WriteError> {
+        self.propose_held_by(command, within, 1).await
+    }
+
+    /// [`Self::propose`], answering only once `acks` voting replicas hold the entry (the
+    /// collection's `write_consistency_factor`). A majority is what a commit means already;
+    /// beyond it the leader waits for the rest up to three quarters of the time left, so
+    /// that a write that committed is answered [`WriteError::UnderReplicated`] (applied, not
+    /// lost, not held as widely as asked) rather than timing out as indeterminate.
+    pub async fn propose_held_by(
+        &self,
+        command: PartitionCommand,
+        within: Duration,
+        acks: usize,
+    ) -> Result<Applied, WriteError> {
         let started = tokio::time::Instant::now();
-        let body = encode(&command);
-        let here = || write_here(&self.raft, command.clone());
-        match self
-            .at_leader(started + within, Rpc::Propose, &body, here)
-            .await
-        {
+        let deadline = started + within;
+        let proposal = || {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            Proposal {
+                command: command.clone(),
+                acks,
+                acks_wait_ms: u64::try_from((left * 3 / 4).as_millis()).unwrap_or(u64::MAX),
+            }
+        };
+        let body = || encode(&proposal());
+        let here = || write_here(&self.raft, proposal());
+        match self.at_leader(deadline, Rpc::Propose, body, here).await {
             Ok(applied) => Ok(applied),
+            Err(AtLeader::UnderReplicated {
+                index,
+                held,
+                waited_ms,
+            }) => Err(WriteError::UnderReplicated {
+                group: self.id,
+                index,
+                held,
+                wanted: acks,
+                waited_ms,
+            }),
             Err(AtLeader::TimedOut) => Err(WriteError::Indeterminate {
                 group: self.id,
                 waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -388,7 +513,7 @@ impl Group {
         &self,
         deadline: tokio::time::Instant,
         rpc: Rpc,
-        body: &[u8],
+        body: impl Fn() -> Vec<u8>,
         here: F,
     ) -> Result<T, AtLeader>
     where
@@ -403,18 +528,40 @@ impl Group {
             let leader_node = match local {
                 Ok(answer) => return Ok(answer),
                 Err(Refusal::Failed(reason)) => return Err(AtLeader::Failed(reason)),
+                Err(Refusal::UnderReplicated {
+                    index,
+                    held,
+                    waited_ms,
+                }) => {
+                    return Err(AtLeader::UnderReplicated {
+                        index,
+                        held,
+                        waited_ms,
+                    })
+                }
                 Err(Refusal::NotLeader { leader_node }) => leader_node,
             };
             if let Some(node) = leader_node {
                 let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let answer = self
                     .forward
-                    .to_leader(node, self.id, rpc, body.to_vec(), remaining)
+                    .to_leader(node, self.id, rpc, body(), remaining)
                     .await
                     .ok()
                     .and_then(|bytes| bincode::deserialize::<Result<T, Refusal>>(&bytes).ok());
                 match answer {
                     Some(Ok(answer)) => return Ok(answer),
+                    Some(Err(Refusal::UnderReplicated {
+                        index,
+                        held,
+                        waited_ms,
+                    })) => {
+                        return Err(AtLeader::UnderReplicated {
+                            index,
+                            held,
+                            waited_ms,
+                        })
+                    }
                     Some(Err(Refusal::Failed(reason))) => {
                         tracing::debug!(group = %self.id, node, rpc = rpc.name(), %reason, "the leader's node refused a request");
                     }
@@ -438,7 +585,7 @@ impl Group {
         let started = tokio::time::Instant::now();
         let here = || read_index_here(&self.raft);
         match self
-            .at_leader(started + within, Rpc::ReadIndex, &[], here)
+            .at_leader(started + within, Rpc::ReadIndex, Vec::new, here)
             .await
         {
             Ok(index) => Ok(index),
@@ -449,6 +596,11 @@ impl Group {
             Err(AtLeader::Failed(reason)) => Err(ReadError::Failed {
                 group: self.id,
                 reason,
+            }),
+            // Only a write is held by replicas.
+            Err(AtLeader::UnderReplicated { .. }) => Err(ReadError::Failed {
+                group: self.id,
+                reason: "a read index was answered as a write".into(),
             }),
         }
     }

@@ -15,9 +15,10 @@ use openraft::{ErrorSubject, ErrorVerb, Raft, Snapshot};
 use parking_lot::RwLock;
 
 use crate::error::{encode, failed};
+use crate::group::Proposal;
 use crate::network::{GroupId, Rpc, SnapshotBegin, SnapshotChunk, SnapshotFinish};
 use crate::snapshot::{self, SnapshotDir};
-use crate::{PartTypes, PartitionCommand, ReplicaId};
+use crate::{PartTypes, ReplicaId};
 
 /// Why a message got no answer from a group.
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +122,8 @@ impl Groups {
                 encode(&finish_transfer(&hosted, finish).await)
             }
             Rpc::Propose => {
-                let command: PartitionCommand = bincode::deserialize(body).map_err(bad)?;
-                encode(&crate::group::write_here(&hosted.raft, command).await)
+                let proposal: Proposal = bincode::deserialize(body).map_err(bad)?;
+                encode(&crate::group::write_here(&hosted.raft, proposal).await)
             }
             Rpc::ReadIndex => encode(&crate::group::read_index_here(&hosted.raft).await),
         })

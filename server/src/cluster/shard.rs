@@ -4,7 +4,7 @@
 
 use cairn_api::internal::PartitionCall;
 
-use crate::collection::handle::{json, serve_call};
+use crate::collection::handle::{serve_call, AnswerEncoding, Json};
 use crate::error::Result;
 use crate::partition::Partition;
 
@@ -12,8 +12,8 @@ use crate::partition::Partition;
 /// catch-up calls are the shard's own; every other call is served as any partition serves it.
 pub fn dispatch(p: &Partition, call: PartitionCall) -> Result<serde_json::Value> {
     match call {
-        PartitionCall::OplogAfter { after, limit } => json(p.oplog_after(after, limit)?),
-        PartitionCall::Apply { items } => json(p.apply_oplog(items)?),
+        PartitionCall::OplogAfter { after, limit } => Json::encode(&p.oplog_after(after, limit)?),
+        PartitionCall::Apply { items } => Json::encode(&p.apply_oplog(items)?),
         other @ (PartitionCall::Upsert { .. }
         | PartitionCall::Delete { .. }
         | PartitionCall::DeletePresent { .. }
@@ -27,6 +27,6 @@ pub fn dispatch(p: &Partition, call: PartitionCall) -> Result<serde_json::Value>
         | PartitionCall::Count { .. }
         | PartitionCall::Matching { .. }
         | PartitionCall::Get { .. }
-        | PartitionCall::ReadIndex) => serve_call(p, other),
+        | PartitionCall::ReadIndex) => serve_call::<Json>(p, other),
     }
 }

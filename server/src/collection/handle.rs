@@ -177,48 +177,75 @@ pub trait PartitionHandle: Send + Sync {
     }
 }
 
-/// The answer to a partition call, as JSON.
-pub(crate) fn json<T: serde::Serialize>(value: T) -> Result<serde_json::Value> {
-    serde_json::to_value(value).map_err(|e| ServerError::Internal(e.to_string()))
+/// How a served partition call's answer is encoded: as the wire that carried the call
+/// encodes bodies.
+pub trait AnswerEncoding {
+    /// An encoded answer.
+    type Encoded;
+    /// Encodes one answer.
+    fn encode<T: serde::Serialize>(value: &T) -> Result<Self::Encoded>;
+}
+
+/// JSON values (the router/shard cluster's internal API).
+pub struct Json;
+
+impl AnswerEncoding for Json {
+    type Encoded = serde_json::Value;
+    fn encode<T: serde::Serialize>(value: &T) -> Result<serde_json::Value> {
+        serde_json::to_value(value).map_err(|e| ServerError::Internal(e.to_string()))
+    }
+}
+
+/// MessagePack bytes (the peer nodes' internal API, `cairn_api::internal::encode`).
+pub struct MessagePack;
+
+impl AnswerEncoding for MessagePack {
+    type Encoded = Vec<u8>;
+    fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>> {
+        cairn_api::internal::encode(value).map_err(|e| ServerError::Internal(e.to_string()))
+    }
 }
 
 /// Serves a call another node sent for a partition this node holds (blocking); the answer
-/// as JSON. A write answers once it is searchable on the partition that served it. The
-/// op-log catch-up of the router/shard cluster is not a call every partition serves.
-pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<serde_json::Value> {
+/// encoded by `E`. A write answers once it is searchable on the partition that served it.
+/// The op-log catch-up of the router/shard cluster is not a call every partition serves.
+pub fn serve_call<E: AnswerEncoding>(
+    p: &dyn PartitionHandle,
+    call: PartitionCall,
+) -> Result<E::Encoded> {
     match call {
         PartitionCall::Upsert { points, fence } => {
             let seq = p.upsert(points, fence)?;
             p.wait_applied_blocking(seq)?;
-            json(seq)
+            E::encode(&seq)
         }
         PartitionCall::Delete { ids, fence } => {
             let seq = p.delete(ids, fence)?;
             p.wait_applied_blocking(seq)?;
-            json(seq)
+            E::encode(&seq)
         }
         PartitionCall::DeletePresent { ids, fence } => {
             let seq = p.delete_present(&ids, fence)?;
             if let Some(seq) = seq {
                 p.wait_applied_blocking(seq)?;
             }
-            json(seq)
+            E::encode(&seq)
         }
-        PartitionCall::Holds { ids } => json(p.holds(&ids)?),
-        PartitionCall::Stored { ids } => json(p.stored(&ids)?),
-        PartitionCall::Ids => json(p.stored_ids()?),
-        PartitionCall::Sample { n, seed } => json(p.sample(n, seed)?),
-        PartitionCall::State => json(p.state()?),
-        PartitionCall::Query { plan } => json(p.search(&plan, false)?.0),
-        PartitionCall::Scroll { plan } => json(p.scroll(&plan)?),
-        PartitionCall::Count { filter } => json(p.count(filter.as_ref())?),
-        PartitionCall::Matching { filter } => json(p.matching_ids(filter.as_ref())?),
+        PartitionCall::Holds { ids } => E::encode(&p.holds(&ids)?),
+        PartitionCall::Stored { ids } => E::encode(&p.stored(&ids)?),
+        PartitionCall::Ids => E::encode(&p.stored_ids()?),
+        PartitionCall::Sample { n, seed } => E::encode(&p.sample(n, seed)?),
+        PartitionCall::State => E::encode(&p.state()?),
+        PartitionCall::Query { plan } => E::encode(&p.search(&plan, false)?.0),
+        PartitionCall::Scroll { plan } => E::encode(&p.scroll(&plan)?),
+        PartitionCall::Count { filter } => E::encode(&p.count(filter.as_ref())?),
+        PartitionCall::Matching { filter } => E::encode(&p.matching_ids(filter.as_ref())?),
         PartitionCall::Get {
             ids,
             with_payload,
             with_vector,
-        } => json(p.get_points(&ids, &with_payload, with_vector)?),
-        PartitionCall::ReadIndex => json(p.read_index()?),
+        } => E::encode(&p.get_points(&ids, &with_payload, with_vector)?),
+        PartitionCall::ReadIndex => E::encode(&p.read_index()?),
         PartitionCall::OplogAfter { .. } | PartitionCall::Apply { .. } => {
             Err(ServerError::InvalidRequest(
                 "op-log catch-up is not served here: replicas catch up through their group".into(),

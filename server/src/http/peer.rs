@@ -6,8 +6,11 @@
 //! The internal API has a listener of its own, so the public address never serves it and a
 //! firewall can keep it inside the cluster. Every call carries the cluster secret in
 //! `x-cairn-cluster-key`, compared in constant time; without it a call gets 401 and reaches no
-//! handler. Bodies are bincode (`application/octet-stream`), so vectors travel as raw `f32`s.
-//! The client is async (one pooled connection set, no thread per call).
+//! handler. Raft messages are bincode (`application/octet-stream`); partition calls and
+//! forwarded writes, and their answers, are MessagePack (`cairn_api::internal::encode`); so
+//! vectors travel as raw `f32`s either way. A refusal is the public API's JSON error envelope,
+//! so its code survives the hop. The client is async (one pooled connection set, no thread
+//! per call).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,14 +26,14 @@ use axum::Router;
 use std::future::Future;
 use std::pin::Pin;
 
-use cairn_api::internal::{CollectionWrite, PartitionCall};
+use cairn_api::internal::{self, CollectionWrite, PartitionCall, WriteReceipt, WIRE_CONTENT_TYPE};
 use cairn_api::ErrorCode;
 use cairn_consensus::{GroupId, Groups, HandleError, Rpc, Transport, TransportError};
 use subtle::ConstantTimeEq;
 
 use super::error::error_response;
 use crate::catalog::Catalog;
-use crate::collection::handle::serve_call;
+use crate::collection::handle::{serve_call, AnswerEncoding, MessagePack};
 use crate::collection::Collection;
 use crate::config::ClusterConfig;
 use crate::error::ServerError;
@@ -265,12 +268,11 @@ async fn partition_call(
     axum::extract::Query(CallQuery { floor }): axum::extract::Query<CallQuery>,
     body: Bytes,
 ) -> Response {
-    let started = std::time::Instant::now();
     let group = match group.parse::<GroupId>() {
         Ok(group) => group,
         Err(problem) => return error_response(ErrorCode::InvalidRequest, problem),
     };
-    let call: PartitionCall = match serde_json::from_slice(&body) {
+    let call: PartitionCall = match internal::decode(&body) {
         Ok(call) => call,
         Err(e) => {
             return error_response(
@@ -301,16 +303,26 @@ async fn partition_call(
     let short =
         floor == 0 && matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan));
     let read = call.is_latency_sensitive();
-    let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
+    let serve = move || serve_call::<MessagePack>(replica.at_least(floor)?.as_ref(), call);
     let answer = if read {
         super::search_in_place(short, serve)
     } else {
         super::blocking(serve).await
     };
     match answer {
-        Ok(answer) => super::ok(answer, started).into_response(),
+        Ok(answer) => encoded(answer),
         Err(error) => error.into_response(),
     }
+}
+
+/// A successful internal answer: its MessagePack bytes.
+fn encoded(answer: Vec<u8>) -> Response {
+    (
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, WIRE_CONTENT_TYPE)],
+        answer,
+    )
+        .into_response()
 }
 
 /// A write to a partitioned collection this node writes, from a node that does not
@@ -320,8 +332,7 @@ async fn collection_write(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    let started = std::time::Instant::now();
-    let write: CollectionWrite = match serde_json::from_slice(&body) {
+    let write: CollectionWrite = match internal::decode(&body) {
         Ok(write) => write,
         Err(e) => {
             return error_response(
@@ -343,10 +354,10 @@ async fn collection_write(
         let c = collection.clone();
         let ticket = super::blocking(move || c.write_here(write)).await?;
         collection.wait_applied(&ticket).await?;
-        Ok::<_, ServerError>(Collection::receipt(&ticket))
+        MessagePack::encode(&Collection::receipt(&ticket))
     };
     match answer.await {
-        Ok(receipt) => super::ok(receipt, started).into_response(),
+        Ok(receipt) => encoded(receipt),
         Err(error) => error.into_response(),
     }
 }
@@ -365,6 +376,9 @@ pub struct PeerClient {
     /// Partition calls and forwarded writes in flight, per peer (`cluster.max_calls_per_peer`).
     in_flight: parking_lot::Mutex<BTreeMap<u64, Arc<tokio::sync::Semaphore>>>,
     max_calls_per_peer: usize,
+    /// How long a read a query waits on may take, attempts and hedges included
+    /// (`cluster.request_timeout_ms`).
+    read_deadline: Duration,
 }
 
 impl PeerClient {
@@ -388,6 +402,7 @@ impl PeerClient {
             heard: Default::default(),
             in_flight: Default::default(),
             max_calls_per_peer: cluster.max_calls_per_peer,
+            read_deadline: Duration::from_millis(cluster.request_timeout_ms),
         })
     }
 }
@@ -496,15 +511,16 @@ impl crate::node::rebalance::Liveness for PeerClient {
 const PARTITION_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl PeerClient {
-    /// Posts `body` as JSON to `path` on node `node`'s internal API; its `result`. A node's
-    /// own trouble (unreachable, overloaded, no replica, a failure) is `Unavailable`, so the
-    /// caller may ask another; any other refusal is the request's, as every node would say.
+    /// Posts `body`, encoded for the wire, to `path` on node `node`'s internal API; the
+    /// answer's bytes. A node's own trouble (unreachable, overloaded, no replica, a failure)
+    /// is `Unavailable`, so the caller may ask another; any other refusal is the request's,
+    /// as every node would say.
     async fn post<B: serde::Serialize + ?Sized>(
         &self,
         node: u64,
         path: &str,
         body: &B,
-    ) -> Result<serde_json::Value, ServerError> {
+    ) -> Result<Vec<u8>, ServerError> {
         if self.faults.is_cut(node) {
             return Err(ServerError::Unavailable(format!(
                 "node {node}: link cut (fault injection)"
@@ -529,29 +545,35 @@ impl PeerClient {
             .address(node)
             .ok_or_else(|| ServerError::Unavailable(format!("no address known for node {node}")))?;
         let unavailable = |e: reqwest::Error| ServerError::Unavailable(format!("node {node}: {e}"));
+        let body = internal::encode(body).map_err(|e| ServerError::Internal(e.to_string()))?;
         let answer = self
             .http
             .post(format!("{base}{path}"))
             .header(SECRET_HEADER, &self.secret)
             .header(NODE_HEADER, &self.from)
+            .header(reqwest::header::CONTENT_TYPE, WIRE_CONTENT_TYPE)
             .timeout(PARTITION_CALL_TIMEOUT)
-            .json(body)
+            .body(body)
             .send()
             .await
             .map_err(unavailable)?;
         let status = answer.status();
-        let mut body: serde_json::Value = answer.json().await.map_err(unavailable)?;
+        let bytes = answer.bytes().await.map_err(unavailable)?;
         if status.is_success() {
-            return Ok(body["result"].take());
+            return Ok(bytes.to_vec());
         }
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         let code = serde_json::from_value::<ErrorCode>(body["status"]["code"].clone())
             .unwrap_or(ErrorCode::Internal);
         let message = body["status"]["error"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        if status.is_server_error()
-            || matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable)
+        // A write that committed but is under-replicated is known to be applied: asking
+        // another replica's node would only write it again.
+        if code != ErrorCode::UnderReplicated
+            && (status.is_server_error()
+                || matches!(code, ErrorCode::RateLimited | ErrorCode::Unavailable))
         {
             Err(ServerError::Unavailable(format!("node {node}: {message}")))
         } else {
@@ -567,7 +589,7 @@ impl PartitionCalls for PeerClient {
         group: GroupId,
         floor: u64,
         call: &'a PartitionCall,
-    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, ServerError>> + Send + 'a>> {
         Box::pin(async move {
             let path = if floor == 0 {
                 format!("/internal/partition/{group}")
@@ -583,15 +605,22 @@ impl PartitionCalls for PeerClient {
         node: u64,
         collection: &'a str,
         write: &'a CollectionWrite,
-    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value, ServerError>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<WriteReceipt, ServerError>> + Send + 'a>> {
         Box::pin(async move {
-            self.post(
-                node,
-                &format!("/internal/collection/{collection}/write"),
-                write,
-            )
-            .await
+            let answer = self
+                .post(
+                    node,
+                    &format!("/internal/collection/{collection}/write"),
+                    write,
+                )
+                .await?;
+            internal::decode(&answer)
+                .map_err(|e| ServerError::Internal(format!("node {node}'s answer to a write {e}")))
         })
+    }
+
+    fn read_deadline(&self) -> Duration {
+        self.read_deadline
     }
 }
 

@@ -271,13 +271,13 @@ impl<T: Transport> NodeHost<T> {
 
 impl<T: Transport> PartitionHost for NodeHost<T> {
     fn check(&self, settings: &CollectionSettings) -> Result<()> {
-        // Raft acknowledges a write once a majority of the replicas hold it in their logs, so
-        // any factor up to that majority is kept; waiting for more is not built.
-        let majority = settings.replication_factor / 2 + 1;
-        if settings.write_consistency_factor > majority {
+        // Raft commits a write once a majority of the replicas hold it; a larger factor makes
+        // the leader wait for that many (`Group::propose_held_by`). More than there are
+        // replicas could never be met.
+        if settings.write_consistency_factor > settings.replication_factor {
             return Err(ServerError::InvalidRequest(format!(
-                "write_consistency_factor {} is not supported with replication_factor {}: a \
-                 write is acknowledged once a majority ({majority}) of the replicas hold it",
+                "write_consistency_factor {} is above replication_factor {}: a write can be \
+                 held by at most every replica",
                 settings.write_consistency_factor, settings.replication_factor
             )));
         }

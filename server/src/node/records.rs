@@ -85,13 +85,7 @@ impl SharedRecords for NodeRecords {
         let deadline = Instant::now() + FORWARD_TIMEOUT;
         loop {
             let attempt = match self.node.meta_leader() {
-                Some(leader) => {
-                    block_on(self.calls.write(leader, &self.name, write)).and_then(|answer| {
-                        serde_json::from_value(answer).map_err(|e| {
-                            ServerError::Internal(format!("node {leader} answered a write: {e}"))
-                        })
-                    })
-                }
+                Some(leader) => block_on(self.calls.write(leader, &self.name, write)),
                 None => Err(ServerError::Unavailable(
                     "the cluster's metadata group has no leader".into(),
                 )),

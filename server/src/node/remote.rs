@@ -10,6 +10,11 @@
 //! one per read, and at most one for every ten reads over time (a burst of ten) — because when
 //! every node is slow a hedge only doubles the load (`docs/scale.md`: past saturation, hedging
 //! without a budget doubled the offered load).
+//!
+//! **Deadlines**: a read a query waits on (search, scroll, get, count) gives up after
+//! `cluster.request_timeout_ms`, every attempt and hedge included, and the query answers
+//! without the partition as `allow_partial` says; a node that neither answers nor fails
+//! cannot hold a query for the 30 s a write may take.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -19,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_api::internal::{
-    CollectionWrite, NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan,
-    SearchPlan,
+    self, CollectionWrite, NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan,
+    SearchPlan, WriteReceipt,
 };
 use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
 use cairn_consensus::GroupId;
@@ -30,9 +35,9 @@ use crate::collection::{HandleFuture, PartitionHandle, ReadTrace};
 use crate::error::{Result, ServerError};
 
 /// How a node sends a partition call to another (the HTTP client of `http::peer`). It answers
-/// the call's JSON result; a refusal of the request itself (a 4xx) comes back as
-/// [`ServerError::Relayed`], and anything that is the other node's fault as
-/// [`ServerError::Unavailable`], after which the next replica is tried.
+/// the call's result, encoded as `cairn_api::internal::encode` encodes it; a refusal of the
+/// request itself (a 4xx) comes back as [`ServerError::Relayed`], and anything that is the
+/// other node's fault as [`ServerError::Unavailable`], after which the next replica is tried.
 pub trait PartitionCalls: Send + Sync {
     /// Sends `call` for `group` to node `node`, to be served from a replica that has applied
     /// the partition's log at least up to `floor` (0: as it is).
@@ -42,7 +47,7 @@ pub trait PartitionCalls: Send + Sync {
         group: GroupId,
         floor: u64,
         call: &'a PartitionCall,
-    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send + 'a>>;
 
     /// Sends a write of partitioned collection `collection` to node `node`, which writes it
     /// (`SharedRecords::forward`); the receipt.
@@ -51,7 +56,11 @@ pub trait PartitionCalls: Send + Sync {
         node: u64,
         collection: &'a str,
         write: &'a CollectionWrite,
-    ) -> Pin<Box<dyn Future<Output = Result<serde_json::Value>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<WriteReceipt>> + Send + 'a>>;
+
+    /// How long a read that a query waits on may take, every attempt and hedge included,
+    /// before the query answers without the partition (`cluster.request_timeout_ms`).
+    fn read_deadline(&self) -> Duration;
 }
 
 /// Recent search latencies remembered for the hedge delay.
@@ -161,7 +170,7 @@ pub struct ForwardedPartition {
 }
 
 /// One call's answer: which node (index) gave it, and what it was.
-type Answer = (usize, Result<serde_json::Value>);
+type Answer = (usize, Result<Vec<u8>>);
 
 impl ForwardedPartition {
     /// The handle of `group`, whose replicas are on `nodes`.
@@ -249,9 +258,9 @@ impl ForwardedPartition {
             let (i, answer) = answer;
             let node = self.nodes[i];
             match answer {
-                Ok(value) => {
-                    let value = serde_json::from_value(value)
-                        .map_err(|e| ServerError::Internal(format!("node {node} answered {e}")))?;
+                Ok(bytes) => {
+                    let value = internal::decode(&bytes)
+                        .map_err(|e| ServerError::Internal(format!("node {node}'s answer {e}")))?;
                     let trace = ReadTrace {
                         node: format!("node {node}"),
                         hedged,
@@ -268,6 +277,33 @@ impl ForwardedPartition {
         Err(last_error.unwrap_or_else(|| {
             ServerError::Unavailable(format!("partition {} has no replica", self.group))
         }))
+    }
+
+    /// [`Self::send_async`] for a read a query waits on: given up after the read deadline,
+    /// so a query answers without the partition (`allow_partial`) rather than waiting out a
+    /// node that neither answers nor fails.
+    async fn read<T: DeserializeOwned>(
+        &self,
+        call: PartitionCall,
+        hedge: bool,
+    ) -> Result<(T, ReadTrace)> {
+        let deadline = self.calls.read_deadline();
+        tokio::time::timeout(deadline, self.send_async(call, hedge))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ServerError::Unavailable(format!(
+                    "no replica of partition {} answered within {} ms (cluster.request_timeout_ms)",
+                    self.group,
+                    deadline.as_millis()
+                )))
+            })
+    }
+
+    /// [`Self::read`], blocking.
+    fn read_blocking<T: DeserializeOwned>(&self, call: PartitionCall) -> Result<T> {
+        tokio::runtime::Handle::current()
+            .block_on(self.read(call, false))
+            .map(|(answer, _)| answer)
     }
 
     fn wrote(&self, seq: u64) -> u64 {
@@ -351,8 +387,7 @@ impl PartitionHandle for ForwardedPartition {
 
     fn search(&self, plan: &SearchPlan, hedge: bool) -> Result<(QueryResponse, Option<ReadTrace>)> {
         let call = PartitionCall::Query { plan: plan.clone() };
-        let (answer, trace) =
-            tokio::runtime::Handle::current().block_on(self.send_async(call, hedge))?;
+        let (answer, trace) = tokio::runtime::Handle::current().block_on(self.read(call, hedge))?;
         Ok((answer, Some(trace)))
     }
 
@@ -367,18 +402,18 @@ impl PartitionHandle for ForwardedPartition {
     ) -> HandleFuture<'a, (QueryResponse, Option<ReadTrace>)> {
         Box::pin(async move {
             let call = PartitionCall::Query { plan: plan.clone() };
-            self.send_async(call, hedge)
+            self.read(call, hedge)
                 .await
                 .map(|(answer, trace)| (answer, Some(trace)))
         })
     }
 
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
-        self.send(PartitionCall::Scroll { plan: plan.clone() })
+        self.read_blocking(PartitionCall::Scroll { plan: plan.clone() })
     }
 
     fn count(&self, filter: Option<&Filter>) -> Result<u64> {
-        self.send(PartitionCall::Count {
+        self.read_blocking(PartitionCall::Count {
             filter: filter.cloned(),
         })
     }
@@ -395,7 +430,7 @@ impl PartitionHandle for ForwardedPartition {
         with_payload: &PayloadSelection,
         with_vector: bool,
     ) -> Result<Vec<Record>> {
-        self.send(PartitionCall::Get {
+        self.read_blocking(PartitionCall::Get {
             ids: ids.to_vec(),
             with_payload: with_payload.clone(),
             with_vector,

@@ -96,6 +96,9 @@ pub struct PartitionReplica {
     closed: AtomicBool,
     group: Group,
     groups: Arc<Groups>,
+    /// Voting replicas that must hold a write before it is acknowledged (the collection's
+    /// `write_consistency_factor`; up to a majority, Raft's commit).
+    acks: usize,
 }
 
 impl PartitionReplica {
@@ -114,6 +117,7 @@ impl PartitionReplica {
         transport: Arc<T>,
         groups: Arc<Groups>,
     ) -> Result<Self> {
+        let acks = settings.write_consistency_factor;
         let options = StoreOptions {
             sync_writes: storage.sync_writes,
             replicated: true,
@@ -164,6 +168,7 @@ impl PartitionReplica {
             closed: AtomicBool::new(false),
             group,
             groups,
+            acks,
         })
     }
 
@@ -257,7 +262,7 @@ impl PartitionReplica {
     }
 
     async fn write(&self, command: PartitionCommand, within: Duration) -> Result<u64> {
-        match self.group.propose(command, within).await {
+        match self.group.propose_held_by(command, within, self.acks).await {
             Ok(applied) if applied.held => Ok(applied.index),
             Ok(applied) => Err(ServerError::Unavailable(format!(
                 "{}: the write was fenced at log position {} (a newer writer of the collection \
@@ -270,6 +275,9 @@ impl PartitionReplica {
             }
             Err(error @ WriteError::Failed { .. }) => {
                 Err(ServerError::Unavailable(error.to_string()))
+            }
+            Err(error @ WriteError::UnderReplicated { .. }) => {
+                Err(ServerError::UnderReplicated(error.to_string()))
             }
         }
     }

@@ -324,19 +324,19 @@ fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_los
     agreed_leader(&all, &[1, 2, 3]);
     wait_for_records(&all, &nodes);
 
-    // A write is acknowledged once a majority holds it: a factor above that is refused.
+    // A write can be held by at most every replica: a factor above that is refused.
     let (status, error) = nodes[1].call(
         "PUT",
         "/collections/c",
         Some(&json!({"vectors": {"size": 4, "distance": "Euclid"},
-                     "replication_factor": 3, "write_consistency_factor": 3})),
+                     "replication_factor": 3, "write_consistency_factor": 4})),
     );
     assert_eq!(status, 400, "{error}");
     assert!(
         error["status"]["error"]
             .as_str()
             .unwrap()
-            .contains("write_consistency_factor 3"),
+            .contains("write_consistency_factor 4"),
         "{error}"
     );
     // Created through node 2, with a replica on every node.
@@ -400,6 +400,68 @@ fn a_collection_created_on_one_node_is_replicated_to_all_and_survives_a_node_los
             "the collection lingers"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `write_consistency_factor` above the majority: with every replica up a write is
+/// acknowledged; with one replica's node down it still commits (a majority holds it) but is
+/// answered 503 `under_replicated`, saying it will not be lost, and is found afterwards; once
+/// the node is back, writes are acknowledged again.
+#[test]
+fn a_write_consistency_factor_above_the_majority_waits_for_that_many_replicas() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_nodes(root.path());
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create(
+        "w",
+        4,
+        "Euclid",
+        json!({"replication_factor": 3, "write_consistency_factor": 3}),
+    );
+    for node in &nodes {
+        wait_count(node, "w", 0);
+    }
+    let (status, body) = upsert(&nodes[0], "w", 0..10, "a");
+    assert_eq!(status, 200, "{body}");
+
+    nodes[2].kill9();
+    let started = Instant::now();
+    let (status, body) = upsert(&nodes[0], "w", 10..11, "b");
+    eprintln!(
+        "a write with one of three replicas down answered {status} after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"]["code"], "under_replicated", "{body}");
+    let message = body["status"]["error"].as_str().unwrap();
+    assert!(
+        message.contains("will not be lost") && message.contains("2 of the 3"),
+        "{body}"
+    );
+    // Committed: the survivors hold it.
+    wait_count(&nodes[1], "w", 11);
+    assert_eq!(
+        contents(&nodes[1], "w").get(&10).map(String::as_str),
+        Some("b")
+    );
+
+    nodes[2].restart();
+    let started = Instant::now();
+    loop {
+        let (status, body) = upsert(&nodes[1], "w", 11..12, "c");
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "writes stay under-replicated after the node came back: {body}"
+        );
+    }
+    for node in &nodes {
+        wait_count(node, "w", 12);
     }
 }
 
@@ -972,6 +1034,52 @@ fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
         );
     }
     let found = asker.ok("POST", "/collections/capped/points/query", Some(&query));
+    assert_eq!(found["points"][0]["id"], 42, "{found}");
+}
+
+/// A read that a query waits on gives up after `cluster.request_timeout_ms`, every replica
+/// tried included: with the only replica's node slowed far past it, a query through another
+/// node answers 503 naming the setting about when the deadline passes, not when the slow node
+/// would have answered; and serves again once the node is quick.
+#[test]
+fn a_forwarded_read_gives_up_at_its_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let nodes = nodes_with_collection(
+        root.path(),
+        &[
+            ("CAIRN__CLUSTER__FAULT_INJECTION", "true"),
+            ("CAIRN__CLUSTER__REQUEST_TIMEOUT_MS", "300"),
+        ],
+        "deadline",
+        1,
+    );
+    let (status, body) = upsert(&nodes[0], "deadline", 0..100, "x");
+    assert_eq!(status, 200, "{body}");
+    let cluster = nodes[0].ok("GET", "/collections/deadline/cluster", None);
+    let holder = cluster["replicas"][0]["replicas"][0]["peer_id"]
+        .as_u64()
+        .unwrap();
+    let asker = &nodes[(1..=3u64).find(|n| *n != holder).unwrap() as usize - 1];
+    wait_count(asker, "deadline", 100);
+    let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
+    delay_calls(&nodes[0], holder, 5_000);
+    let started = Instant::now();
+    let (status, body) = asker.call("POST", "/collections/deadline/points/query", Some(&query));
+    let took = started.elapsed();
+    delay_calls(&nodes[0], holder, 0);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["status"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("request_timeout_ms"),
+        "{body}"
+    );
+    assert!(
+        took < Duration::from_millis(2_500),
+        "answered after {took:?}"
+    );
+    let found = asker.ok("POST", "/collections/deadline/points/query", Some(&query));
     assert_eq!(found["points"][0]["id"], 42, "{found}");
 }
 
