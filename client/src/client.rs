@@ -29,8 +29,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// use std::time::Duration;
 /// # fn demo() -> Result<(), cairn_client::Error> {
 /// let client = cairn_client::Client::builder()
-///     .url("http://router-a:6333")
-///     .url("http://router-b:6333") // tried when router-a is down
+///     .url("http://node-1:6333")
+///     .url("http://node-2:6333") // tried when node-1 is down
 ///     .timeout(Duration::from_secs(5))
 ///     .api_key("secret")
 ///     .retries(3)
@@ -246,7 +246,7 @@ impl Client {
         self.get("/").await
     }
 
-    /// Whether the server (or the first reachable router) has loaded its collections and
+    /// Whether the server (or the first reachable node) has loaded its collections and
     /// serves queries (`GET /readyz`).
     pub async fn is_ready(&self) -> Result<bool> {
         match self.get::<serde_json::Value>("/readyz").await {

@@ -8,8 +8,9 @@
 //!   [`PayloadExt::payload_as`] reads one back.
 //! - **Typed errors** ([`Error`]): the server's HTTP status, Cairn error code and message;
 //!   rate limits with their `Retry-After`; unavailability, timeouts, connection failures.
-//! - **Failover and retries**: several base URLs (routers) with failover; transient failures
-//!   retried with jittered exponential backoff, but only for requests that are safe to repeat.
+//! - **Failover and retries**: several base URLs (a cluster's nodes) with failover; transient
+//!   failures retried with jittered exponential backoff, but only for requests that are safe
+//!   to repeat.
 //! - **Bulk loading**: [`Client::upsert_chunked`] streams any iterator in bounded concurrent
 //!   chunks with a progress callback.
 //!

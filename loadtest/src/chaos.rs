@@ -1,10 +1,11 @@
 //! `chaos`: steady open-loop queries while a fault is injected and then repaired, with
 //! failed queries, recall and latency reported for before / during / after.
 //!
-//! Faults are either shell commands (`--fault 'docker kill shard-2'`, `--recover
-//! 'docker start shard-2'`), which work against any deployment, or built-ins acting on the
-//! standalone server this run started itself (no `--url`): `kill` (SIGKILL) with `restart`
-//! (same port, same data), and `pause` (SIGSTOP, a stalled node) with `resume` (SIGCONT).
+//! Faults are either shell commands, which work against any deployment (`--fault
+//! 'docker-compose -f configs/docker-compose.yml kill node-2'`, and `--recover` the same with
+//! `start`), or built-ins acting on the standalone server this run started itself (no
+//! `--url`): `kill` (SIGKILL) with `restart` (same port, same data), and `pause` (SIGSTOP, a
+//! stalled node) with `resume` (SIGCONT).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -25,7 +25,7 @@ pub struct TargetArgs {
     /// Results per query; recall@k is measured at this k.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// Base URL of a running server or router (repeat for failover). Without one, a
+    /// Base URL of a running server or cluster node (repeat for failover). Without one, a
     /// standalone server is started over a temporary folder for the run.
     #[arg(long = "url")]
     pub urls: Vec<String>,
@@ -50,8 +50,8 @@ pub struct TargetArgs {
     /// created (the server's default when left out).
     #[arg(long)]
     pub spill: Option<f64>,
-    /// Copies of each partition, when the collection is created (a router's shard nodes
-    /// hold them).
+    /// Copies of each partition, when the collection is created (on distinct cluster
+    /// nodes).
     #[arg(long, default_value_t = 1)]
     pub replication: u32,
     /// Points per upsert request while loading.

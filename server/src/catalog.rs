@@ -116,8 +116,8 @@ impl Catalog {
         self.create_with(name, &settings)
     }
 
-    /// Creates a collection with validated settings (a shard's partition, sent by its router).
-    pub fn create_with(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
+    /// Creates a collection with validated settings.
+    fn create_with(&self, name: &str, settings: &CollectionSettings) -> Result<()> {
         validate_name(name)?;
         let _admin = self.admin.lock();
         if self.collections.read().contains_key(name) {

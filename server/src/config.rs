@@ -29,7 +29,7 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Logging.
     pub log: LogConfig,
-    /// The role of this process and, for a router, its shard nodes.
+    /// The role of this process and, for a node, its cluster.
     pub cluster: ClusterConfig,
 }
 
@@ -39,12 +39,9 @@ pub struct Config {
 pub enum Role {
     /// Every partition of every collection in this process.
     Standalone,
-    /// Routing tables here, partitions' replicas on the shard nodes of `cluster.shards`.
-    Router,
-    /// Partition replicas for a router.
-    Shard,
-    /// A peer of a Raft-replicated cluster (issue #22, being built): cluster metadata in a
-    /// Raft group over every node's internal port. It does not host collections yet.
+    /// A peer of a Raft-replicated cluster: cluster metadata in a Raft group over every
+    /// node's internal port, each partition's replicas a Raft group of their own; every node
+    /// serves the whole API.
     Node,
 }
 
@@ -53,8 +50,6 @@ impl Role {
     pub fn name(self) -> &'static str {
         match self {
             Role::Standalone => "standalone",
-            Role::Router => "router",
-            Role::Shard => "shard",
             Role::Node => "node",
         }
     }
@@ -64,22 +59,14 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// `standalone` (every partition here), `router` (routing tables here, partitions on the
-    /// shard nodes) or `shard` (partition replicas for a router).
+    /// `standalone` (every partition here, no cluster) or `node` (a peer of a cluster).
     pub role: Role,
-    /// Router: base URLs of the shard nodes, in placement order.
-    pub shards: Vec<String>,
-    /// Router: milliseconds between health probes of the shard nodes.
-    pub probe_interval_ms: u64,
-    /// Router and node: milliseconds a read that a query waits on may take, every replica
-    /// tried and hedge included, before the query answers without that partition.
+    /// Node: milliseconds a read that a query waits on may take, every replica tried and
+    /// hedge included, before the query answers without that partition.
     pub request_timeout_ms: u64,
-    /// Router: milliseconds a write or a bulk read (re-homing, catch-up) may take before the
-    /// replica counts as failed; writes wait for the index, which may be rebuilding.
-    pub write_timeout_ms: u64,
-    /// Shard and node, **tests only**: on a shard, serve `POST /internal/fault` to add
-    /// latency to its partition calls; on a node, serve `PUT /internal/faults` to cut its
-    /// links to chosen nodes. Off by default; never turn it on in production.
+    /// Node, **tests only**: serve `PUT /internal/faults` on the internal port, to cut this
+    /// node's links to chosen nodes and slow the partition calls it serves. Off by default;
+    /// never turn it on in production.
     pub fault_injection: bool,
     /// Node: this node's id (at least 1), stable for the life of its data directory.
     pub node_id: u64,
@@ -335,12 +322,8 @@ impl Config {
                 self.log.format
             ));
         }
-        if self.cluster.role == Role::Router && self.cluster.shards.is_empty() {
-            problems.push("cluster.shards must name at least one shard node for a router".into());
-        }
-        if self.cluster.probe_interval_ms == 0 || self.cluster.request_timeout_ms == 0 {
-            problems
-                .push("cluster.probe_interval_ms and request_timeout_ms must be at least 1".into());
+        if self.cluster.request_timeout_ms == 0 {
+            problems.push("cluster.request_timeout_ms must be at least 1".into());
         }
         if self.cluster.role == Role::Node {
             let c = &self.cluster;

@@ -1,12 +1,12 @@
 //! cairn-server: the `cairn` binary's library — configuration, the REST API, collections and
-//! their durability, the cluster, and the roles a process can run.
+//! their durability, the peer cluster, and the roles a process can run.
 //!
 //! Layering, imports pointing one way (checked by `tests/layering.rs`):
 //!
 //! ```text
 //!   roles ──▶ http ──▶ catalog ──▶ collection ──▶ PartitionHandle ──▶ partition
 //!               │                      ▲      (the seam)
-//!               └──▶ cluster ──────────┘  implements the seam for remote replicas
+//!               └──▶ node ─────────────┘  implements the seam for replicated partitions
 //!   request (the request vocabulary), config and error sit below them all.
 //! ```
 //!
@@ -14,7 +14,6 @@
 //! nothing in `cairn-index` knows about RocksDB or tokio.
 
 pub mod catalog;
-pub mod cluster;
 pub mod collection;
 pub mod config;
 pub mod error;

@@ -37,7 +37,7 @@ enum Command {
         /// Write the bound address to this file once ready (`http.ready_file`).
         #[arg(long)]
         ready_file: Option<PathBuf>,
-        /// standalone, node, router or shard (`cluster.role`).
+        /// standalone or node (`cluster.role`).
         #[arg(long)]
         role: Option<String>,
         /// Join the cluster of the node at this internal URL on first start (`cluster.join`).

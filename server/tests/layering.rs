@@ -263,12 +263,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("partition", &["request", "config", "error"]),
     ("collection", &["partition", "request", "config", "error"]),
     ("catalog", &["collection", "request", "config", "error"]),
-    (
-        "cluster",
-        &["collection", "partition", "request", "config", "error"],
-    ),
-    // A peer node of the Raft-replicated cluster: beside `cluster`, above `collection`; it
-    // hosts partition replicas.
+    // A peer node of the Raft-replicated cluster, above `collection`: it hosts partition
+    // replicas.
     (
         "node",
         &["collection", "partition", "request", "config", "error"],
@@ -277,7 +273,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         "http",
         &[
             "catalog",
-            "cluster",
             "node",
             "collection",
             "partition",
@@ -291,7 +286,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "http",
             "catalog",
-            "cluster",
             "node",
             "collection",
             "partition",
@@ -359,7 +353,7 @@ fn collection_never_names_the_cluster() {
         }
         let code = code(&path);
         assert!(
-            !code.contains("crate::cluster") && !code.contains("RemotePartition"),
+            !code.contains("crate::node") && !code.contains("ForwardedPartition"),
             "{} names the cluster: a collection reaches remote replicas only through \
              PartitionHandle",
             path.display()

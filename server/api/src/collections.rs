@@ -400,21 +400,24 @@ pub struct RoutingInfo {
     pub training_due: bool,
     /// Points stored in each partition (replicated points count in each).
     pub partition_points: Vec<u64>,
-    /// On a router: each partition's replicas, in placement order.
+    /// On a cluster node: each partition's replicas, as this node sees them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<Vec<ReplicaInfo>>,
 }
 
-/// One replica of a partition, as its router sees it.
+/// One replica of a partition, as the answering node sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplicaInfo {
-    /// The shard node's URL.
+    /// The node that holds it, as `node {id}`.
     pub node: String,
-    /// `active`, `dead` or `recovering`.
+    /// `active` (the answering node's own replica, or one the partition's leader knows holds
+    /// all it has applied), `lagging` (one the leader knows is behind) or `unknown` (another
+    /// node's replica, seen from a node that does not lead the partition: only the leader
+    /// knows how far the others are).
     pub state: String,
-    /// Its last op-log sequence number (absent when it does not answer).
+    /// Its last sequence number (only for the answering node's own replica).
     pub last_seq: Option<u64>,
-    /// Its live points (absent when it does not answer).
+    /// Its live points (only for the answering node's own replica).
     pub points: Option<u64>,
     /// Peer nodes: the id of the node that holds the replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]

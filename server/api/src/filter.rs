@@ -476,7 +476,8 @@ mod tests {
             r#"{"must": [{"key": "a", "range": {"gte": 1, "lt": null}}], "should": {"is_empty": {"key": "b"}}, "must_not": [{"is_null": {"key": "c"}}, {"has_id": [1]}]}"#,
         ] {
             assert_eq!(refused(json), None, "{json}");
-            // A router sends filters to its shards as JSON: what it writes must parse back.
+            // The SDK sends filters as JSON, and nodes pass them on in partition calls
+            // through the same serde impls: what a filter writes must parse back.
             let filter: Filter = serde_json::from_str(json).unwrap();
             let wire = serde_json::to_string(&filter).unwrap();
             assert_eq!(

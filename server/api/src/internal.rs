@@ -1,5 +1,5 @@
-//! The internal wire: what a node sends another node's partition (`POST
-//! /internal/partitions/{name}` on a shard node). These shapes are Cairn's own, not Qdrant's,
+//! The internal wire: what a node sends a partition replica on another node (`POST
+//! /internal/partition/{group}` on its internal port). These shapes are Cairn's own, not Qdrant's,
 //! and no client outside a cluster sends them; they live here, beside the public shapes, so
 //! that the server's layers below HTTP share one vocabulary with the wire without naming an
 //! HTTP type.
@@ -56,19 +56,6 @@ pub struct WriteReceipt {
     pub operation_id: u64,
     /// (partition, log position) for each partition written.
     pub waits: Vec<(u32, u64)>,
-}
-
-/// One op-log entry as replicas exchange it: the points' current values, or the deleted ids.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OplogItem {
-    /// Its sequence number.
-    pub seq: u64,
-    /// Upserted points (current values; points deleted since are left out).
-    #[serde(default)]
-    pub upsert: Option<Vec<NewPoint>>,
-    /// Deleted ids.
-    #[serde(default)]
-    pub delete: Option<Vec<PointId>>,
 }
 
 /// A validated k-NN search of one partition.
@@ -179,7 +166,7 @@ impl PayloadSelection {
     }
 }
 
-/// One operation on a shard's partition.
+/// One operation on a partition replica on another node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "call", rename_all = "snake_case")]
 pub enum PartitionCall {
@@ -260,25 +247,12 @@ pub enum PartitionCall {
     /// The position a linearizable read must see applied (Raft's ReadIndex, from the
     /// partition's leader).
     ReadIndex,
-    /// Op-log entries after a sequence number, with current values.
-    OplogAfter {
-        /// Exclusive start.
-        after: u64,
-        /// Most entries.
-        limit: usize,
-    },
-    /// Apply a peer's op-log entries (catch-up).
-    Apply {
-        /// The entries.
-        items: Vec<OplogItem>,
-    },
 }
 
 impl PartitionCall {
-    /// Whether a slow answer means a sick replica (reads a query waits on: failed over after
-    /// `cluster.request_timeout_ms`), as opposed to work that is slow by nature (writes wait
-    /// for the index, which may be rebuilding; bulk reads of a whole partition), which gets
-    /// `cluster.write_timeout_ms`.
+    /// Whether the call is a short read that a request waits on (served on the receiving
+    /// node's async worker), as opposed to work that may block for long (writes wait for the
+    /// group and the index; bulk reads of a whole partition), which goes to its blocking pool.
     pub fn is_latency_sensitive(&self) -> bool {
         match self {
             Self::Query { .. }
@@ -294,9 +268,7 @@ impl PartitionCall {
             | Self::Stored { .. }
             | Self::Ids
             | Self::Sample { .. }
-            | Self::Matching { .. }
-            | Self::OplogAfter { .. }
-            | Self::Apply { .. } => false,
+            | Self::Matching { .. } => false,
         }
     }
 }

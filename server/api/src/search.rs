@@ -33,10 +33,10 @@ pub struct SearchParams {
     /// (`false`).
     #[serde(default)]
     pub allow_partial: Option<bool>,
-    /// Cluster: straggler mitigation — replicas chosen by requests in flight and recent
-    /// latency, and a read hedged to a second replica after the recent p95 (the default);
-    /// `false` asks live replicas in placement order, one at a time (to measure what
-    /// mitigation buys).
+    /// Cluster: straggler mitigation for a partition read through another node — a read
+    /// still unanswered after the recent p95 is hedged to a second replica's node, within a
+    /// budget (the default); `false` sends no hedge but still picks replicas by requests in
+    /// flight and recent latency (to measure what hedging buys).
     #[serde(default)]
     pub hedge: Option<bool>,
 }
@@ -275,10 +275,11 @@ pub struct PartitionsExplain {
     /// Share of the partitions that should have been searched that answered (1 in one
     /// process; below 1 when a cluster partition has no live replica).
     pub coverage: f64,
-    /// Cluster: the shard node that answered for each touched partition that answered.
+    /// Cluster: for each touched partition read through another node, the node that
+    /// answered (`node {id}`); partitions this node read from its own replica are not listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<String>,
-    /// Cluster: reads hedged to a second replica.
+    /// Cluster: reads through another node that were hedged to a second replica's node.
     #[serde(default)]
     pub hedges: u32,
 }

@@ -1,7 +1,7 @@
 //! The one seam between a collection and where its partitions live. Routing, the move
 //! protocol, training and merging are written once, against [`PartitionHandle`]; a
-//! partition in this process implements it (`local.rs`), and so do the replicas of a
-//! partition on other nodes (the cluster layer, which this module never names).
+//! partition in this process implements it (`local.rs`), and so do a replicated partition's
+//! replicas on this node and on others (`crate::node`, which this module never names).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -45,8 +45,7 @@ pub trait PartitionHandle: Send + Sync {
     /// `fence` is the writer epoch of a collection whose partitions are replicated and
     /// written by one node at a time (0: none): a replicated partition refuses a write whose
     /// epoch is below one it has applied (`cairn_consensus::PartitionCommand::Fenced`). A
-    /// partition in this process, or behind the router, has one writer by construction and
-    /// ignores it.
+    /// partition in this process has one writer by construction and ignores it.
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64>;
 
     /// Commits a delete (`fence` as for [`Self::upsert`]).
@@ -132,15 +131,9 @@ pub trait PartitionHandle: Send + Sync {
         with_vector: bool,
     ) -> Result<Vec<Record>>;
 
-    /// The partition in this process, if it is one (a shard's internal API answers from it).
+    /// The partition in this process, if it is one (not replicated).
     fn local(&self) -> Option<&Partition> {
         None
-    }
-
-    /// Whether the partition's calls leave this process (then a query asks several such
-    /// partitions in parallel).
-    fn is_remote(&self) -> bool {
-        self.local().is_none()
     }
 
     /// How a local partition's index came back at start-up (`None`: it loads elsewhere).
@@ -177,79 +170,47 @@ pub trait PartitionHandle: Send + Sync {
     }
 }
 
-/// How a served partition call's answer is encoded: as the wire that carried the call
-/// encodes bodies.
-pub trait AnswerEncoding {
-    /// An encoded answer.
-    type Encoded;
-    /// Encodes one answer.
-    fn encode<T: serde::Serialize>(value: &T) -> Result<Self::Encoded>;
-}
-
-/// JSON values (the router/shard cluster's internal API).
-pub struct Json;
-
-impl AnswerEncoding for Json {
-    type Encoded = serde_json::Value;
-    fn encode<T: serde::Serialize>(value: &T) -> Result<serde_json::Value> {
-        serde_json::to_value(value).map_err(|e| ServerError::Internal(e.to_string()))
-    }
-}
-
-/// MessagePack bytes (the peer nodes' internal API, `cairn_api::internal::encode`).
-pub struct MessagePack;
-
-impl AnswerEncoding for MessagePack {
-    type Encoded = Vec<u8>;
-    fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>> {
-        cairn_api::internal::encode(value).map_err(|e| ServerError::Internal(e.to_string()))
-    }
+/// An answer encoded for the internal wire (`cairn_api::internal::encode`).
+pub fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>> {
+    cairn_api::internal::encode(value).map_err(|e| ServerError::Internal(e.to_string()))
 }
 
 /// Serves a call another node sent for a partition this node holds (blocking); the answer
-/// encoded by `E`. A write answers once it is searchable on the partition that served it.
-/// The op-log catch-up of the router/shard cluster is not a call every partition serves.
-pub fn serve_call<E: AnswerEncoding>(
-    p: &dyn PartitionHandle,
-    call: PartitionCall,
-) -> Result<E::Encoded> {
+/// encoded for the wire. A write answers once it is searchable on the partition that served
+/// it.
+pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<Vec<u8>> {
     match call {
         PartitionCall::Upsert { points, fence } => {
             let seq = p.upsert(points, fence)?;
             p.wait_applied_blocking(seq)?;
-            E::encode(&seq)
+            encode(&seq)
         }
         PartitionCall::Delete { ids, fence } => {
             let seq = p.delete(ids, fence)?;
             p.wait_applied_blocking(seq)?;
-            E::encode(&seq)
+            encode(&seq)
         }
         PartitionCall::DeletePresent { ids, fence } => {
             let seq = p.delete_present(&ids, fence)?;
             if let Some(seq) = seq {
                 p.wait_applied_blocking(seq)?;
             }
-            E::encode(&seq)
+            encode(&seq)
         }
-        PartitionCall::Holds { ids } => E::encode(&p.holds(&ids)?),
-        PartitionCall::Stored { ids } => E::encode(&p.stored(&ids)?),
-        PartitionCall::Ids => E::encode(&p.stored_ids()?),
-        PartitionCall::Sample { n, seed } => E::encode(&p.sample(n, seed)?),
-        PartitionCall::State => E::encode(&p.state()?),
-        PartitionCall::Query { plan } => E::encode(&p.search(&plan, false)?.0),
-        PartitionCall::Scroll { plan } => E::encode(&p.scroll(&plan)?),
-        PartitionCall::Count { filter } => E::encode(&p.count(filter.as_ref())?),
-        PartitionCall::Matching { filter } => E::encode(&p.matching_ids(filter.as_ref())?),
+        PartitionCall::Holds { ids } => encode(&p.holds(&ids)?),
+        PartitionCall::Stored { ids } => encode(&p.stored(&ids)?),
+        PartitionCall::Ids => encode(&p.stored_ids()?),
+        PartitionCall::Sample { n, seed } => encode(&p.sample(n, seed)?),
+        PartitionCall::State => encode(&p.state()?),
+        PartitionCall::Query { plan } => encode(&p.search(&plan, false)?.0),
+        PartitionCall::Scroll { plan } => encode(&p.scroll(&plan)?),
+        PartitionCall::Count { filter } => encode(&p.count(filter.as_ref())?),
+        PartitionCall::Matching { filter } => encode(&p.matching_ids(filter.as_ref())?),
         PartitionCall::Get {
             ids,
             with_payload,
             with_vector,
-        } => E::encode(&p.get_points(&ids, &with_payload, with_vector)?),
-        PartitionCall::ReadIndex => E::encode(&p.read_index()?),
-        PartitionCall::OplogAfter { .. } | PartitionCall::Apply { .. } => {
-            Err(ServerError::InvalidRequest(
-                "op-log catch-up is not served here: replicas catch up through their group".into(),
-            ))
-        }
+        } => encode(&p.get_points(&ids, &with_payload, with_vector)?),
+        PartitionCall::ReadIndex => encode(&p.read_index()?),
     }
 }

@@ -47,13 +47,10 @@ pub trait PartitionHost: Send + Sync {
 }
 
 /// Where a collection keeps its routing and moves records: partition 0's RocksDB when the
-/// partitions are local, a small RocksDB of its own behind the router, the cluster's
-/// metadata on peer nodes.
+/// partitions are local, the cluster's metadata on peer nodes.
 pub enum MetaStore {
     /// Partition 0's `meta` family.
     Partition(Arc<Partition>),
-    /// A store of the collection's own.
-    Store(cairn_storage::PartitionStore),
     /// Records every node of a cluster shares, written by one node at a time.
     Shared(Arc<dyn SharedRecords>),
 }
@@ -89,7 +86,6 @@ impl MetaStore {
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         match self {
             Self::Partition(p) => p.get_meta(key),
-            Self::Store(s) => Ok(s.get_meta(key)?),
             Self::Shared(s) => s.get(key),
         }
     }
@@ -98,7 +94,6 @@ impl MetaStore {
     pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
         match self {
             Self::Partition(p) => p.put_meta(key, value),
-            Self::Store(s) => Ok(s.put_meta(key, value)?),
             Self::Shared(s) => s.put(key, value),
         }
     }

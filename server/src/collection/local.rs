@@ -140,7 +140,7 @@ impl PartitionHost for LocalHost {
         if settings.replication_factor > 1 {
             return Err(ServerError::InvalidRequest(format!(
                 "replication_factor {} is not supported by a standalone server: every partition \
-                 has one copy here (replicas live on the shard nodes of a router)",
+                 has one copy here (replicas need a cluster of peer nodes)",
                 settings.replication_factor
             )));
         }

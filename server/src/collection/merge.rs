@@ -1,5 +1,5 @@
 //! Merging per-partition answers into one. Pure functions, shared by every fan-out (local
-//! partitions today, remote shards in a cluster).
+//! partitions, or replicas on other nodes of a cluster).
 
 use std::collections::HashSet;
 

@@ -169,7 +169,7 @@ impl Collection {
         // Read before the record, so a record stored in between is read again.
         let stamp = match &meta {
             MetaStore::Shared(shared) if w > 1 => shared.stamp(routing::ROUTING_KEY)?,
-            MetaStore::Shared(_) | MetaStore::Partition(_) | MetaStore::Store(_) => 0,
+            MetaStore::Shared(_) | MetaStore::Partition(_) => 0,
         };
         let routing = Routing::load(&meta, &settings)?;
         let collection = Arc::new(Self {
@@ -251,8 +251,8 @@ impl Collection {
         })
     }
 
-    /// How the local partitions were loaded, summed (the slowest partition's time); a
-    /// router's collection reports an empty load (its partitions load on the shards).
+    /// How the local partitions were loaded, summed (the slowest partition's time);
+    /// partitions with no replica on this node load elsewhere and are not counted.
     pub fn load_report(&self) -> LoadReport {
         let mut locals = self.partitions.iter().filter_map(|p| p.load_report());
         let Some(first) = locals.next() else {

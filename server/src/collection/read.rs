@@ -148,10 +148,9 @@ impl Collection {
     }
 
     /// Asks each partition of `touched` for `sub` (blocking). Legs that wait on the network
-    /// (replicas on other nodes) are tasks on the runtime, awaited together; the router's
-    /// remote partitions each get a thread; partitions in this process are searched one after
-    /// another on this thread meanwhile (threads would only add their start-up cost to work
-    /// sharing the same cores).
+    /// (replicas on other nodes) are tasks on the runtime, awaited together; partitions with
+    /// a replica in this process are searched one after another on this thread meanwhile
+    /// (threads would only add their start-up cost to work sharing the same cores).
     #[allow(clippy::type_complexity)]
     fn fan_out(
         &self,
@@ -186,25 +185,8 @@ impl Collection {
             self.reader(touched[i] as usize, consistency)?
                 .search(sub, hedge)
         };
-        if rest
-            .iter()
-            .any(|&i| self.partitions[touched[i] as usize].is_remote())
-        {
-            std::thread::scope(|scope| {
-                let threads: Vec<_> = rest
-                    .iter()
-                    .map(|&i| (i, scope.spawn(move || leg(i))))
-                    .collect();
-                for (i, thread) in threads {
-                    answers[i] = Some(thread.join().unwrap_or_else(|_| {
-                        Err(ServerError::Internal("a partition query panicked".into()))
-                    }));
-                }
-            });
-        } else {
-            for i in rest {
-                answers[i] = Some(leg(i));
-            }
+        for i in rest {
+            answers[i] = Some(leg(i));
         }
         if let Some(runtime) = &runtime {
             runtime.block_on(async {
@@ -294,6 +276,19 @@ impl Collection {
             format!(
                 "partial result: partitions {missing:?} have no live replica (coverage {coverage:.2})"
             )
+        });
+        // No partition answered (every one touched had no live replica): the routing and the
+        // coverage of 0 are still worth telling.
+        let explain = explain.or_else(|| {
+            (search.explain && !missing.is_empty()).then(|| QueryExplain {
+                index: "none".into(),
+                exact: false,
+                ef: None,
+                filter_selectivity: None,
+                exact_fallback: false,
+                distance_computations: 0,
+                partitions: None,
+            })
         });
         let explain = match (search.explain, explain) {
             (true, Some(mut e)) => {

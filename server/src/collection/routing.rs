@@ -1,5 +1,5 @@
 //! A partitioned collection's routing state and its durable records, both kept in its
-//! [`MetaStore`] (partition 0's RocksDB `meta` family, or the router's own store) (synced writes, so a record is either wholly there or absent).
+//! [`MetaStore`] (partition 0's RocksDB `meta` family, or the cluster's metadata) (synced writes, so a record is either wholly there or absent).
 //!
 //! ```text
 //!            points ≥ train_at            every point re-homed

@@ -167,7 +167,8 @@ pub(super) async fn info(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
-    // A router's collection asks its shards: off the async workers.
+    // A clustered collection asks other nodes for its replicas' counters: off the async
+    // workers.
     let info = blocking(move || {
         Ok(InfoWithLoad {
             info: describe(&collection),

@@ -1,16 +1,14 @@
 //! The REST API: Qdrant-shaped routes over the catalog — and the only layer that names
 //! HTTP: axum for the server side, reqwest for the client side of the internal wire
-//! (`client.rs`). Everything below takes and returns plain values.
+//! (`peer.rs`). Everything below takes and returns plain values.
 //!
 //! One file per API area (`collections.rs`, `points.rs`, `query.rs`, `service.rs`); request
 //! bodies go through [`json::ApiJson`] so that malformed JSON and wrong types come back as a
 //! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
 //! tokio's blocking pool, never on the async workers.
 
-pub mod client;
 mod collections;
 pub mod error;
-mod internal;
 mod json;
 pub mod metrics;
 pub mod peer;
@@ -41,30 +39,19 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Request counters for `/metrics`.
     pub metrics: metrics::Metrics,
-    /// Serve a shard's internal API (`/internal/…`, for its router).
-    pub shard_api: bool,
-    /// Tests only (`cluster.fault_injection`): latency added to partition calls, ms.
-    pub fault_delay_ms: Option<std::sync::atomic::AtomicU64>,
     /// A peer node's own state (`cluster.role = "node"`), for `GET /cluster`.
     pub node: Option<Arc<crate::node::Node>>,
 }
 
 impl AppState {
     /// State of a server that is still loading.
-    pub fn new(
-        limits: Limits,
-        max_body_bytes: usize,
-        shard_api: bool,
-        fault_injection: bool,
-    ) -> Self {
+    pub fn new(limits: Limits, max_body_bytes: usize) -> Self {
         Self {
             catalog: OnceLock::new(),
             ready: AtomicBool::new(false),
             limits,
             max_body_bytes,
             metrics: Default::default(),
-            shard_api,
-            fault_delay_ms: fault_injection.then(|| std::sync::atomic::AtomicU64::new(0)),
             node: None,
         }
     }
@@ -129,22 +116,8 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// The router with every route and layer.
 pub fn router(state: State) -> Router {
     let body_limit = state.max_body_bytes;
-    let mut app = Router::new();
-    if state.shard_api {
-        app = app.route(
-            "/internal/partitions/{name}",
-            axum::routing::put(internal::create)
-                .delete(internal::drop_partition)
-                .post(internal::call),
-        );
-    }
-    if state.fault_delay_ms.is_some() {
-        tracing::warn!("fault injection is on (cluster.fault_injection): for tests only");
-        app = app.route("/internal/fault", post(internal::fault)).layer(
-            axum::middleware::from_fn_with_state(state.clone(), internal::delay),
-        );
-    }
-    app.route("/", get(service::root))
+    Router::new()
+        .route("/", get(service::root))
         .route("/healthz", get(service::healthz))
         .route("/readyz", get(service::readyz))
         .route("/metrics", get(service::metrics))

@@ -33,7 +33,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::error_response;
 use crate::catalog::Catalog;
-use crate::collection::handle::{serve_call, AnswerEncoding, MessagePack};
+use crate::collection::handle::{encode, serve_call};
 use crate::collection::Collection;
 use crate::config::ClusterConfig;
 use crate::error::ServerError;
@@ -303,7 +303,7 @@ async fn partition_call(
     let short =
         floor == 0 && matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan));
     let read = call.is_latency_sensitive();
-    let serve = move || serve_call::<MessagePack>(replica.at_least(floor)?.as_ref(), call);
+    let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
     let answer = if read {
         super::search_in_place(short, serve)
     } else {
@@ -354,7 +354,7 @@ async fn collection_write(
         let c = collection.clone();
         let ticket = super::blocking(move || c.write_here(write)).await?;
         collection.wait_applied(&ticket).await?;
-        MessagePack::encode(&Collection::receipt(&ticket))
+        encode(&Collection::receipt(&ticket))
     };
     match answer.await {
         Ok(receipt) => encoded(receipt),

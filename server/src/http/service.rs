@@ -86,7 +86,7 @@ pub(super) struct RemovePeer {
 }
 
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
-    // A router's collections ask their shards for counters: off the async workers.
+    // Clustered collections ask other nodes for counters: off the async workers.
     let body = tokio::task::spawn_blocking(move || {
         state
             .metrics

@@ -3,7 +3,7 @@
 //! reads from its state, writes through the partition's group. So every node serves every
 //! collection, whichever nodes its replicas are on.
 //!
-//! **Replica choice and hedging** (straggler mitigation, as the router did): a call goes first
+//! **Replica choice and hedging** (Pyramid's straggler mitigation): a call goes first
 //! to the node with the fewest of this handle's calls in flight, then the lowest recent latency;
 //! the next on failure. A search still unanswered after the recent p95 latency (at least 2 ms)
 //! is also sent to the next node, and the first answer counts. Hedges are budgeted — at most

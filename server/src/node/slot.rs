@@ -136,10 +136,6 @@ impl PartitionHandle for Slot {
         self.get().get_points(ids, with_payload, with_vector)
     }
 
-    fn is_remote(&self) -> bool {
-        self.get().is_remote()
-    }
-
     fn load_report(&self) -> Option<LoadReport> {
         self.get().load_report()
     }

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
-use cairn_api::internal::{NewPoint, OplogItem, PartitionState};
+use cairn_api::internal::{NewPoint, PartitionState};
 use cairn_api::PointId;
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
@@ -456,68 +456,6 @@ impl Partition {
             vector: point.vector,
             payload: keys::parse_payload(point.payload)?,
         }))
-    }
-
-    /// Op-log entries after `after` (at most `limit`), each with the *current* value of the
-    /// points it wrote: what a replica that missed them needs to converge (a point written
-    /// again or deleted later is brought to its final value by the later entry too).
-    pub fn oplog_after(&self, after: u64, limit: usize) -> Result<Vec<OplogItem>> {
-        let mut items = Vec::new();
-        for entry in self.shared.store.oplog_after(after)?.take(limit) {
-            let (seq, entry) = entry?;
-            let ids = entry
-                .keys
-                .iter()
-                .map(|k| {
-                    keys::decode(k).ok_or_else(|| {
-                        ServerError::Internal(format!("{}: undecodable op-log key", self.name()))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            items.push(match entry.kind {
-                cairn_storage::OpKind::Upsert => OplogItem {
-                    seq,
-                    upsert: Some(self.stored(&ids)?.into_iter().flatten().collect()),
-                    delete: None,
-                },
-                cairn_storage::OpKind::Delete => OplogItem {
-                    seq,
-                    upsert: None,
-                    delete: Some(ids),
-                },
-            });
-        }
-        Ok(items)
-    }
-
-    /// Applies entries a peer's [`Partition::oplog_after`] gave, each only when it is the next
-    /// sequence number, so the replica's op log numbers its ops as the peer's does. Returns
-    /// the last sequence number. Blocks until they are searchable.
-    pub fn apply_oplog(&self, items: Vec<OplogItem>) -> Result<u64> {
-        let mut writer = self.writer.lock();
-        for item in items {
-            if item.seq <= writer.last_seq {
-                continue;
-            }
-            if item.seq != writer.last_seq + 1 {
-                return Err(ServerError::Internal(format!(
-                    "{}: op {} does not follow {}",
-                    self.name(),
-                    item.seq,
-                    writer.last_seq
-                )));
-            }
-            let op = match (item.upsert, item.delete) {
-                (Some(points), _) => ApplyOp::Upsert(points),
-                (None, Some(ids)) => ApplyOp::Delete(ids),
-                (None, None) => ApplyOp::Upsert(Vec::new()),
-            };
-            self.commit_locked(&mut writer, op)?;
-        }
-        let last = writer.last_seq;
-        drop(writer);
-        self.wait_applied_blocking(last)?;
-        Ok(last)
     }
 
     /// About `n` committed vectors drawn uniformly (reservoir sampling), row-major.

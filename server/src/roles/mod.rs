@@ -1,32 +1,24 @@
 //! What a `cairn` process runs, by `cluster.role` ([`Role`]):
 //!
 //! - `standalone`: the REST API over local collections, partitions included;
-//! - `router`: the same REST API, with each collection's routing here and its partitions'
-//!   replicas on the shard nodes of `cluster.shards` (`crate::cluster`);
-//! - `shard`: local partitions for a router, behind `/internal/partitions/…`, besides the
-//!   REST API (useful for looking at a shard directly);
-//! - `node`: a peer of the Raft-replicated cluster being built for issue #22 (`crate::node`):
-//!   the metadata group over an internal port of its own, collections from the metadata with
-//!   each partition's replicas in a Raft group (`sync.rs` keeps the catalog in step).
+//! - `node`: a peer of the Raft-replicated cluster (`crate::node`): the metadata group over an
+//!   internal port of its own, collections from the metadata with each partition's replicas
+//!   in a Raft group (`sync.rs` keeps the catalog in step).
 //!
 //! This is where the layers are wired: a role picks where partitions live (a
-//! [`PartitionHost`]) and how nodes are reached, and all three share one start-up and
-//! shutdown sequence ([`serve`]).
+//! [`PartitionHost`]) and how nodes are reached, and both share one start-up and shutdown
+//! sequence ([`serve`]).
 
 pub mod serve;
 mod sync;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cairn_index::Trainers;
 
-use crate::cluster::host::ClusterHost;
-use crate::cluster::Cluster;
 use crate::collection::local::LocalHost;
 use crate::collection::PartitionHost;
 use crate::config::{Config, Role};
-use crate::http::client::HttpTransport;
 use crate::http::peer::{Faults, PeerClient};
 use crate::node::host::NodeHost;
 use crate::node::Node;
@@ -37,10 +29,6 @@ pub struct Wiring {
     pub host: Arc<dyn PartitionHost>,
     /// What meta-indexes and quantized indexes train with (FAISS).
     pub trainers: Trainers,
-    /// Serve a shard's internal API.
-    pub shard_api: bool,
-    /// A router's cluster, whose health prober starts once collections are loaded.
-    pub cluster: Option<Arc<Cluster>>,
     /// A peer node, whose internal API gets a listener of its own.
     pub node: Option<Arc<Node>>,
     /// A peer node's host, which the catalog's follower settles on the placements.
@@ -62,64 +50,34 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut node_host = None;
     let mut peer_client = None;
     let mut faults = Faults::new(false);
-    let (host, shard_api, cluster): (Arc<dyn PartitionHost>, bool, Option<Arc<Cluster>>) =
-        match config.cluster.role {
-            Role::Standalone => (Arc::new(local), false, None),
-            Role::Shard => (Arc::new(local), true, None),
-            Role::Router => {
-                let cluster = connect(&config).await?;
-                let host = ClusterHost {
-                    cluster: cluster.clone(),
-                };
-                (Arc::new(host), false, Some(cluster))
-            }
-            Role::Node => {
-                faults = Faults::new(config.cluster.fault_injection);
-                let peers = Arc::new(PeerClient::new(&config.cluster, faults.clone())?);
-                let started =
-                    Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
-                node = Some(started.clone());
-                peer_client = Some(peers.clone());
-                let host = Arc::new(NodeHost::new(
-                    started,
-                    peers.clone(),
-                    peers,
-                    config.storage,
-                    trainers.clone(),
-                    config.cluster.log_policy(),
-                ));
-                node_host = Some(host.clone());
-                (host, false, None)
-            }
-        };
+    let host: Arc<dyn PartitionHost> = match config.cluster.role {
+        Role::Standalone => Arc::new(local),
+        Role::Node => {
+            faults = Faults::new(config.cluster.fault_injection);
+            let peers = Arc::new(PeerClient::new(&config.cluster, faults.clone())?);
+            let started =
+                Node::start(&config.cluster, &config.node.data_dir, peers.clone()).await?;
+            node = Some(started.clone());
+            peer_client = Some(peers.clone());
+            let host = Arc::new(NodeHost::new(
+                started,
+                peers.clone(),
+                peers,
+                config.storage,
+                trainers.clone(),
+                config.cluster.log_policy(),
+            ));
+            node_host = Some(host.clone());
+            host
+        }
+    };
     let wiring = Wiring {
         host,
         trainers,
-        shard_api,
-        cluster,
         node,
         node_host,
         peer_client,
         faults,
     };
     serve::serve(config, wiring).await
-}
-
-/// A router's cluster of shard nodes. The blocking HTTP client runs a runtime of its own, so
-/// it is built (and later dropped) off the async workers.
-async fn connect(config: &Config) -> anyhow::Result<Arc<Cluster>> {
-    let c = config.cluster.clone();
-    let cluster = tokio::task::spawn_blocking(move || {
-        let request_timeout = Duration::from_millis(c.request_timeout_ms);
-        let transport =
-            HttpTransport::new(request_timeout, Duration::from_millis(c.write_timeout_ms))?;
-        Ok::<_, crate::error::ServerError>(Arc::new(Cluster::new(
-            &c.shards,
-            Arc::new(transport),
-            request_timeout,
-            Duration::from_millis(c.probe_interval_ms),
-        )))
-    })
-    .await??;
-    Ok(cluster)
 }

@@ -20,8 +20,6 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let Wiring {
         host,
         trainers,
-        shard_api,
-        cluster,
         node,
         node_host,
         peer_client,
@@ -33,12 +31,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = config.cluster.role.name(), "cairn listening");
 
-    let mut state = AppState::new(
-        config.limits,
-        config.http.max_body_bytes,
-        shard_api,
-        shard_api && config.cluster.fault_injection,
-    );
+    let mut state = AppState::new(config.limits, config.http.max_body_bytes);
     state.node = node.clone();
     let state = Arc::new(state);
     let app = router(state.clone());
@@ -82,9 +75,6 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     .context("cannot load collections")?;
     let catalog = Arc::new(catalog);
     let _ = loaded.set(catalog.clone());
-    if let Some(cluster) = &cluster {
-        crate::cluster::health::spawn(cluster).context("cannot start the health prober")?;
-    }
     if let (Some(node), Some(host), Some(peers)) = (&node, &node_host, &peer_client) {
         super::sync::spawn(node.clone(), host.clone(), peers.clone(), catalog.clone());
     }
@@ -104,13 +94,11 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         internal.abort();
     }
     tracing::info!("shutting down: writing index snapshots");
-    // Dropped off the async workers too: a router's HTTP client must not be dropped on them.
-    // The last `Arc<Cluster>` goes with them, which stops the prober.
+    // Closing writes snapshots and joins appliers: blocking work, off the async workers.
     tokio::task::spawn_blocking(move || {
         catalog.close_all();
         drop(catalog);
         drop(state);
-        drop(cluster);
     })
     .await?;
     tracing::info!("stopped");

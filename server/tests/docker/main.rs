@@ -4,13 +4,9 @@
 //! starts `configs/docker-compose.standalone.yml`, loads siftsmall into a 4-partition collection
 //! through the published port, checks recall@10 against exact ground truth, restarts the
 //! service and checks the data came back, and always tears the project down with `down -v`,
-//! leaving no container, network or volume behind. The cluster one starts
-//! `configs/docker-compose.yml` (a router and three shards), loads siftsmall into 4 partitions
-//! × 2 replicas, `docker kill`s a shard under a query load (no query may fail; it catches up
-//! after `docker start`), `docker pause`s another for 10 s under load (p99 within 1.5× the
-//! healthy p99), restarts the project (data survives) and tears it down.
+//! leaving no container, network or volume behind.
 //!
-//! The peer one starts `configs/docker-compose.peers.yml` (three Raft peer nodes), loads
+//! The cluster one starts `configs/docker-compose.yml` (three Raft peer nodes), loads
 //! siftsmall with three replicas through one node, then `docker kill`s, `docker pause`s and
 //! restarts each node in turn under a query load spread over all three (a client that tries the
 //! next node when one does not answer, as the SDK does): no query fails, writes go on through
@@ -289,157 +285,6 @@ fn standalone_compose_serves_survives_a_restart_and_cleans_up() {
     assert!(left.is_empty(), "down -v left {left}");
 }
 
-/// Queries in a loop on another thread until stopped: (sent, failed, latencies in ms).
-struct Load {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<(usize, usize, Vec<f64>)>,
-}
-
-impl Load {
-    fn start(url: &str, data: &Dataset) -> Self {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let queries: Vec<Vec<f32>> = data.queries.rows().map(<[f32]>::to_vec).collect();
-        let url = format!("{url}/collections/sift/points/query");
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let client = reqwest::blocking::Client::new();
-            let (mut sent, mut failed, mut latencies) = (0, 0, Vec::new());
-            while !flag.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let ok = client
-                    .post(&url)
-                    .json(&json!({"query": queries[sent % queries.len()], "limit": 10}))
-                    .send()
-                    .is_ok_and(|r| r.status().is_success());
-                latencies.push(t.elapsed().as_secs_f64() * 1e3);
-                sent += 1;
-                failed += usize::from(!ok);
-            }
-            (sent, failed, latencies)
-        });
-        Self { stop, thread }
-    }
-
-    fn finish(self) -> (usize, usize, f64) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (sent, failed, mut latencies) = self.thread.join().unwrap();
-        latencies.sort_by(f64::total_cmp);
-        let p99 = latencies[(latencies.len() * 99 / 100).min(latencies.len() - 1)];
-        (sent, failed, p99)
-    }
-}
-
-fn all_active(client: &reqwest::blocking::Client, url: &str) -> Option<Value> {
-    let info = call(
-        client,
-        "GET",
-        &format!("{url}/collections/sift"),
-        &json!({}),
-    );
-    let replicas = info["routing"]["replicas"].clone();
-    replicas
-        .as_array()?
-        .iter()
-        .all(|r| r.as_array().unwrap().iter().all(|x| x["state"] == "active"))
-        .then_some(replicas)
-}
-
-#[test]
-fn cluster_compose_survives_kills_pauses_and_restarts() {
-    let Some((project, data)) = up("cairncluster", "docker-compose.yml") else {
-        return;
-    };
-    let nodes = ["shard-1", "shard-2", "shard-3", "router"];
-    project.wait_healthy(&nodes);
-    let url = project.url("router");
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    load_siftsmall(&client, &url, &data, json!({"replication_factor": 2}));
-    let recall_before = recall(&client, &url, &data);
-    eprintln!("docker cluster, 4 partitions x 2 replicas: recall@10 {recall_before:.4}");
-    assert!(recall_before >= 0.95, "recall@10 {recall_before}");
-
-    // docker kill a shard under load: no query fails; writes go on; docker start: it catches up.
-    let shard = project.container("shard-2");
-    let load = Load::start(&url, &data);
-    std::thread::sleep(Duration::from_millis(500));
-    run(Command::new("docker").args(["kill", &shard]));
-    std::thread::sleep(Duration::from_secs(1));
-    let extra: Vec<Value> = (0..100)
-        .map(|i| json!({"id": 50_000 + i, "vector": vec![1000.0 + i as f32; 128]}))
-        .collect();
-    call(
-        &client,
-        "PUT",
-        &format!("{url}/collections/sift/points?wait=true"),
-        &json!({"points": extra}),
-    );
-    let (sent, failed, _) = load.finish();
-    eprintln!("docker kill under load: {sent} queries, {failed} failed");
-    assert_eq!(failed, 0);
-    run(Command::new("docker").args(["start", &shard]));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let replicas = loop {
-        if let Some(r) = all_active(&client, &url) {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "replicas not caught up");
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    for pair in replicas.as_array().unwrap() {
-        let pair = pair.as_array().unwrap();
-        assert_eq!(pair[0]["last_seq"], pair[1]["last_seq"], "{pair:?}");
-        assert_eq!(pair[0]["points"], pair[1]["points"], "{pair:?}");
-    }
-
-    // docker pause a shard for 10 s under load: p99 stays within 1.5x the healthy p99.
-    let load = Load::start(&url, &data);
-    std::thread::sleep(Duration::from_secs(10));
-    let (_, _, healthy) = load.finish();
-    let paused_shard = project.container("shard-3");
-    let load = Load::start(&url, &data);
-    run(Command::new("docker").args(["pause", &paused_shard]));
-    std::thread::sleep(Duration::from_secs(10));
-    run(Command::new("docker").args(["unpause", &paused_shard]));
-    let (sent, failed, paused) = load.finish();
-    eprintln!(
-        "docker pause 10 s under load: {sent} queries, {failed} failed, p99 {paused:.2} ms \
-         (healthy {healthy:.2} ms)"
-    );
-    assert_eq!(failed, 0);
-    assert!(paused <= 1.5 * healthy, "p99 {paused} vs healthy {healthy}");
-
-    // Data survives `restart`.
-    run(&mut project.cmd(&["restart"]));
-    project.wait_healthy(&nodes);
-    let url = project.url("router");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while all_active(&client, &url).is_none() {
-        assert!(Instant::now() < deadline, "replicas not back after restart");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let count = call(
-        &client,
-        "POST",
-        &format!("{url}/collections/sift/points/count"),
-        &json!({}),
-    );
-    assert_eq!(count["count"], 10_100, "data survives a restart");
-    let recall_after = recall(&client, &url, &data);
-    assert!(
-        recall_after >= 0.95,
-        "recall@10 after the restart {recall_after}"
-    );
-
-    let name = project.name.clone();
-    drop(project);
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "down -v left {left}");
-}
-
 /// Queries spread over several nodes until stopped, each sent to the next node when one does
 /// not answer in time (as the SDK fails over): (sent, failed).
 struct SpreadLoad {
@@ -511,7 +356,7 @@ fn wait_count_at(client: &reqwest::blocking::Client, url: &str, count: u64) {
 
 #[test]
 fn peer_compose_survives_kills_pauses_and_restarts_of_any_node() {
-    let Some((project, data)) = up("cairnpeers", "docker-compose.peers.yml") else {
+    let Some((project, data)) = up("cairnpeers", "docker-compose.yml") else {
         return;
     };
     let nodes = ["node-1", "node-2", "node-3"];

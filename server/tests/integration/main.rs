@@ -7,7 +7,6 @@
 )]
 
 mod bad_input;
-mod cluster;
 mod consistency;
 mod durability;
 mod harness;
@@ -21,6 +20,5 @@ mod qdrant_client;
 mod recall;
 mod refused_fields;
 mod restart;
-mod review_faults;
 mod routed;
 mod vacuum;

@@ -204,3 +204,116 @@ fn a_partitioned_collection_is_routed_from_every_node_and_outlives_its_writer() 
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The partitions node `node` holds a replica of, from `GET /collections/{name}/cluster`.
+fn partitions_on(via: &Server, name: &str, node: u64) -> Vec<u64> {
+    let cluster = via.ok("GET", &format!("/collections/{name}/cluster"), None);
+    cluster["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["replicas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["peer_id"].as_u64() == Some(node))
+        })
+        .map(|p| p["shard_id"].as_u64().unwrap())
+        .collect()
+}
+
+/// Partial answers on peer nodes: siftsmall's first 5,000 points in four partitions of one
+/// replica each over three nodes. Once a node is SIGKILLed, the partitions it held have no
+/// live replica: a query through a survivor that the routing sends to one of them answers
+/// from the others with a `warning` and coverage below 1 (the default), or 503 with
+/// `allow_partial: false`; a query routed elsewhere is whole. The node back, every answer is
+/// whole again.
+#[test]
+fn a_partition_without_a_live_replica_gives_partial_answers_or_503() {
+    let data = load_dataset(&shared_data_dir().join("siftsmall")).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = start_n_nodes(root.path(), 3, &[]);
+    let all: Vec<&Server> = nodes.iter().collect();
+    agreed_leader(&all, &[1, 2, 3]);
+    wait_for_records(&all, &nodes);
+    nodes[0].create(
+        "part",
+        DIM,
+        "Euclid",
+        json!({"partitions": 4, "replication_factor": 1}),
+    );
+    for node in &nodes {
+        wait_count(node, "part", 0);
+    }
+    let n = 5_000;
+    upsert_retrying(
+        &nodes[0],
+        "part",
+        &data.base.data[..DIM * n],
+        0,
+        500,
+        &AtomicUsize::new(0),
+    );
+    for node in &nodes {
+        wait_routed_at(node, "part", 1);
+    }
+
+    // A node that is not the metadata leader goes; its partitions have no replica left.
+    let (leader, _) = agreed_leader(&all, &[1, 2, 3]);
+    let victim = (1..=3u64).find(|id| *id != leader).unwrap();
+    let lost = partitions_on(&nodes[0], "part", victim);
+    assert!(!lost.is_empty(), "node {victim} holds no partition");
+    let mut gone = nodes.remove(usize::try_from(victim - 1).unwrap());
+    gone.kill9();
+    let through = &nodes[0];
+    let query = |q: &[f32], allow_partial: bool| {
+        through.call(
+            "POST",
+            "/collections/part/points/query",
+            Some(&json!({"query": q, "limit": 10, "explain": true,
+                         "params": {"allow_partial": allow_partial}})),
+        )
+    };
+    let (mut partial, mut whole) = (0, 0);
+    for q in data.queries.rows().take(50) {
+        let (status, body) = query(q, true);
+        assert_eq!(status, 200, "{body}");
+        let explain = &body["result"]["explain"]["partitions"];
+        let touched: Vec<u64> = serde_json::from_value(explain["touched"].clone())
+            .unwrap_or_else(|e| panic!("{e}: {body}"));
+        let coverage = explain["coverage"].as_f64().unwrap();
+        if touched.iter().any(|p| lost.contains(p)) {
+            partial += 1;
+            assert!(coverage < 1.0, "{body}");
+            assert!(body["result"]["warning"].is_string(), "{body}");
+            let (status, refused) = query(q, false);
+            assert_eq!(status, 503, "{refused}");
+        } else {
+            whole += 1;
+            assert_eq!(coverage, 1.0, "{body}");
+            assert!(body["result"]["warning"].is_null(), "{body}");
+        }
+    }
+    eprintln!(
+        "partitions {lost:?} lost with node {victim}: {partial} partial answers, {whole} whole"
+    );
+    assert!(partial > 0, "no query was routed to partitions {lost:?}");
+
+    gone.restart();
+    let started = Instant::now();
+    for q in data.queries.rows().take(50) {
+        loop {
+            let (status, body) = query(q, false);
+            if status == 200 {
+                assert_eq!(body["result"]["explain"]["partitions"]["coverage"], 1.0);
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "partitions {lost:?} did not come back: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
