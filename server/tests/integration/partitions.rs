@@ -98,13 +98,17 @@ fn siftsmall_in_four_partitions_routes_with_recall_and_survives_a_restart() {
         first["routing"]
     );
     // ...and again once it has grown fourfold, with a centre per 32 points up to 32 a
-    // partition (the trainer runs in the background, so when it does decides only how many
-    // points it sees, never whether it retrains: 4 × 1,100 is reached, 4 × 4,400 is not).
+    // partition. Growth is measured in stored copies (`rebalance::stored_points`), and once
+    // routed most points are stored twice (spilled), so the second training is due at about
+    // 2,200 points and a third may come near the end of the load: whether it does depends on
+    // how many copies the background trainer saw the second time (4,400 to over 10,000 in
+    // runs here), not on the data. Either way the last routing has every centre it may have.
     server.upsert_vectors("sift", 128, &data.base.data[128 * 1100..], 1100, 500);
     let info = server.wait_routed("sift");
     let routing = &info["routing"];
     eprintln!("siftsmall w=4 routing: {routing}");
-    assert_eq!(routing["version"], 2, "{routing}");
+    let version = routing["version"].as_u64().unwrap();
+    assert!((2..=3).contains(&version), "{routing}");
     assert_eq!(routing["centres"], 128, "{routing}");
     let stored: Vec<u64> = routing["partition_points"]
         .as_array()
@@ -249,7 +253,7 @@ fn siftsmall_in_four_partitions_routes_with_recall_and_survives_a_restart() {
     let info = server.ok("GET", "/collections/sift", None);
     eprintln!("siftsmall w=4 after kill -9: load {}", info["load"]);
     assert_eq!(info["routing"]["phase"], "routed", "{}", info["routing"]);
-    assert_eq!(info["routing"]["version"], 2);
+    assert_eq!(info["routing"]["version"], version);
     assert_eq!(info["points_count"], 10_000, "{info}");
     let exact_after = server.ok(
         "POST",

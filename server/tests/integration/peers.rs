@@ -1005,23 +1005,12 @@ fn a_slow_replica_node_is_routed_and_hedged_around() {
 #[test]
 fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
     let root = tempfile::tempdir().unwrap();
-    let nodes = nodes_with_collection(
+    let (nodes, holder, asker) = one_holder(
         root.path(),
-        &[
-            ("CAIRN__CLUSTER__FAULT_INJECTION", "true"),
-            ("CAIRN__CLUSTER__MAX_CALLS_PER_PEER", "1"),
-        ],
+        ("CAIRN__CLUSTER__MAX_CALLS_PER_PEER", "1"),
         "capped",
-        1,
     );
-    let (status, body) = upsert(&nodes[0], "capped", 0..100, "x");
-    assert_eq!(status, 200, "{body}");
-    let cluster = nodes[0].ok("GET", "/collections/capped/cluster", None);
-    let holder = cluster["replicas"][0]["replicas"][0]["peer_id"]
-        .as_u64()
-        .unwrap();
-    let asker = &nodes[(1..=3u64).find(|n| *n != holder).unwrap() as usize - 1];
-    wait_count(asker, "capped", 100);
+    let asker = &nodes[asker];
     let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
     delay_calls(&nodes[0], holder, 500);
     let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
@@ -1069,23 +1058,12 @@ fn calls_to_a_busy_peer_beyond_the_cap_are_refused_with_429() {
 #[test]
 fn a_forwarded_read_gives_up_at_its_deadline() {
     let root = tempfile::tempdir().unwrap();
-    let nodes = nodes_with_collection(
+    let (nodes, holder, asker) = one_holder(
         root.path(),
-        &[
-            ("CAIRN__CLUSTER__FAULT_INJECTION", "true"),
-            ("CAIRN__CLUSTER__REQUEST_TIMEOUT_MS", "300"),
-        ],
+        ("CAIRN__CLUSTER__REQUEST_TIMEOUT_MS", "300"),
         "deadline",
-        1,
     );
-    let (status, body) = upsert(&nodes[0], "deadline", 0..100, "x");
-    assert_eq!(status, 200, "{body}");
-    let cluster = nodes[0].ok("GET", "/collections/deadline/cluster", None);
-    let holder = cluster["replicas"][0]["replicas"][0]["peer_id"]
-        .as_u64()
-        .unwrap();
-    let asker = &nodes[(1..=3u64).find(|n| *n != holder).unwrap() as usize - 1];
-    wait_count(asker, "deadline", 100);
+    let asker = &nodes[asker];
     let query = json!({"query": [42.0, 1.0, 0.5, 0.25], "limit": 3});
     delay_calls(&nodes[0], holder, 5_000);
     let started = Instant::now();
@@ -1106,6 +1084,31 @@ fn a_forwarded_read_gives_up_at_its_deadline() {
     );
     let found = asker.ok("POST", "/collections/deadline/points/query", Some(&query));
     assert_eq!(found["points"][0]["id"], 42, "{found}");
+}
+
+/// Three nodes with fault injection and `setting`, and collection `name` of one replica
+/// holding points 0..100 (`upsert`): the nodes, the id of the node holding the replica, and
+/// the index of a node that does not (its reads are forwarded), once it counts them all.
+fn one_holder(
+    root: &std::path::Path,
+    setting: (&str, &str),
+    name: &str,
+) -> (Vec<Server>, u64, usize) {
+    let nodes = nodes_with_collection(
+        root,
+        &[("CAIRN__CLUSTER__FAULT_INJECTION", "true"), setting],
+        name,
+        1,
+    );
+    let (status, body) = upsert(&nodes[0], name, 0..100, "x");
+    assert_eq!(status, 200, "{body}");
+    let cluster = nodes[0].ok("GET", &format!("/collections/{name}/cluster"), None);
+    let holder = cluster["replicas"][0]["replicas"][0]["peer_id"]
+        .as_u64()
+        .unwrap();
+    let asker = (1..=3u64).find(|n| *n != holder).unwrap() as usize - 1;
+    wait_count(&nodes[asker], name, 100);
+    (nodes, holder, asker)
 }
 
 /// Slows every partition call node `node` serves by `delay_ms` (0: none), through its internal
