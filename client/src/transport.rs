@@ -252,6 +252,7 @@ fn server_error(status: StatusCode, bytes: &[u8], retry_after: Option<Duration>)
 fn code_for(status: StatusCode) -> ErrorCode {
     match status.as_u16() {
         401 => ErrorCode::Unauthorized,
+        403 => ErrorCode::Forbidden,
         404 => ErrorCode::NotFound,
         409 => ErrorCode::AlreadyExists,
         413 => ErrorCode::PayloadTooLarge,

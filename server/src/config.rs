@@ -146,6 +146,15 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// `***` in its place (empty stays empty), for printing a configuration.
+    pub fn masked(&self) -> Self {
+        Self(if self.0.is_empty() {
+            String::new()
+        } else {
+            "***".into()
+        })
+    }
 }
 
 impl std::fmt::Debug for Secret {
@@ -172,6 +181,15 @@ pub struct HttpConfig {
     pub max_body_bytes: usize,
     /// File written with the bound address once ready; empty for none.
     pub ready_file: String,
+    /// The API key that may read and write (`api-key` header or `Authorization: Bearer`);
+    /// empty for none. With either key set, every route but `/healthz` and `/readyz` needs
+    /// one. Never logged.
+    pub api_key: Secret,
+    /// The API key that may only read (gets, scroll, count, queries); empty for none.
+    pub read_only_api_key: Secret,
+    /// Also accept JWTs signed with `api_key` (HS256) whose `access` claim scopes them to
+    /// collections, read or read-write, with an optional expiry (Qdrant's `jwt_rbac`).
+    pub jwt_rbac: bool,
 }
 
 /// Documented maxima; requests above them get a 400 naming the limit.
@@ -283,6 +301,14 @@ impl Config {
     /// Reports every invalid value at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
+        if !self.http.api_key.expose().is_empty()
+            && self.http.api_key == self.http.read_only_api_key
+        {
+            problems.push("http.api_key and http.read_only_api_key must differ".into());
+        }
+        if self.http.jwt_rbac && self.http.api_key.expose().is_empty() {
+            problems.push("http.jwt_rbac needs http.api_key: tokens are signed with it".into());
+        }
         if self.node.data_dir.as_os_str().is_empty() {
             problems.push("node.data_dir must not be empty".to_owned());
         }

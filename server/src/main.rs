@@ -108,9 +108,14 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The configuration as TOML, its secrets masked.
 fn toml_text(config: &Config) -> anyhow::Result<String> {
+    let mut shown = config.clone();
+    shown.http.api_key = shown.http.api_key.masked();
+    shown.http.read_only_api_key = shown.http.read_only_api_key.masked();
+    shown.cluster.secret = shown.cluster.secret.masked();
     Ok(
-        figment::Figment::from(figment::providers::Serialized::defaults(config))
+        figment::Figment::from(figment::providers::Serialized::defaults(&shown))
             .extract::<toml::Value>()
             .map(|v| v.to_string())?,
     )

@@ -15,6 +15,8 @@ pub enum ErrorCode {
     LimitExceeded,
     /// No credentials, or wrong ones (401).
     Unauthorized,
+    /// Credentials that do not allow this request: a write with a read-only key (403).
+    Forbidden,
     /// No such collection or point (404).
     NotFound,
     /// A collection with that name exists already (409).

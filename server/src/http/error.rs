@@ -14,6 +14,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::InvalidVector
         | ErrorCode::LimitExceeded => StatusCode::BAD_REQUEST,
         ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::AlreadyExists => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

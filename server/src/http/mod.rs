@@ -7,6 +7,7 @@
 //! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
 //! tokio's blocking pool, never on the async workers.
 
+pub mod auth;
 mod collections;
 pub mod error;
 mod json;
@@ -41,6 +42,8 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// A peer node's own state (`cluster.role = "node"`), for `GET /cluster`.
     pub node: Option<Arc<crate::node::Node>>,
+    /// The API keys requests must present (`None`: the API is open).
+    pub api_keys: Option<auth::ApiKeys>,
 }
 
 impl AppState {
@@ -53,6 +56,7 @@ impl AppState {
             max_body_bytes,
             metrics: Default::default(),
             node: None,
+            api_keys: None,
         }
     }
 
@@ -173,6 +177,10 @@ pub fn router(state: State) -> Router {
         )
         .fallback(service::not_found)
         .method_not_allowed_fallback(service::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::track,

@@ -33,6 +33,10 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 
     let mut state = AppState::new(config.limits, config.http.max_body_bytes);
     state.node = node.clone();
+    state.api_keys = crate::http::auth::ApiKeys::from_config(&config.http);
+    if state.api_keys.is_some() {
+        tracing::info!("API keys are required on every route but /healthz and /readyz");
+    }
     let state = Arc::new(state);
     let app = router(state.clone());
     let loaded: crate::http::peer::CatalogCell = Arc::default();

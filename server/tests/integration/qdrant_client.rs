@@ -9,7 +9,13 @@ use crate::harness::Server;
 /// Pinned so a new client release cannot change what this test means.
 const QDRANT_CLIENT: &str = "qdrant-client==1.20.0";
 
+/// The virtualenv's python, made once per test run (the tests here run in parallel).
 fn venv() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
@@ -46,13 +52,29 @@ fn venv() -> PathBuf {
 
 #[test]
 fn official_qdrant_python_client_works_unmodified() {
+    check(None);
+}
+
+/// The same with `http.api_key` set: the client's `api_key=` is let in, a client without it
+/// is refused with a 401.
+#[test]
+fn official_qdrant_python_client_works_with_an_api_key() {
+    check(Some("qdrant-client-key-51c0"));
+}
+
+fn check(api_key: Option<&str>) {
     let python = venv();
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[]);
+    let env: Vec<(&str, &str)> = api_key
+        .map(|key| ("CAIRN__HTTP__API_KEY", key))
+        .into_iter()
+        .collect();
+    let server = Server::start(dir.path(), &env);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/qdrant_client/check.py");
     let output = Command::new(python)
         .arg(script)
         .arg(server.url(""))
+        .args(api_key)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,13 +1,28 @@
 """Drives Cairn with the official Qdrant Python client (REST mode), unmodified.
 
-Usage: check.py http://127.0.0.1:PORT — exits non-zero on the first wrong answer.
+Usage: check.py http://127.0.0.1:PORT [API_KEY] — exits non-zero on the first wrong answer.
+With an API key, the client sends it, and a client without it is first shown to be refused.
 """
 import sys
+import warnings
 
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 url = sys.argv[1]
-client = QdrantClient(url=url, prefer_grpc=False, timeout=30, check_compatibility=False)
+api_key = sys.argv[2] if len(sys.argv) > 2 else None
+if api_key:
+    keyless = QdrantClient(url=url, prefer_grpc=False, timeout=30, check_compatibility=False)
+    try:
+        keyless.get_collections()
+        raise AssertionError("a client without the API key was served")
+    except UnexpectedResponse as refused:
+        assert refused.status_code == 401, refused
+# The client warns that a key over plain HTTP can be read on the way; the test is on loopback.
+warnings.filterwarnings("ignore", message="Api key is used with an insecure connection")
+client = QdrantClient(
+    url=url, api_key=api_key, prefer_grpc=False, timeout=30, check_compatibility=False
+)
 name = "qdrant_client_check"
 
 assert not client.collection_exists(name)
