@@ -190,6 +190,10 @@ pub struct HttpConfig {
     /// Also accept JWTs signed with `api_key` (HS256) whose `access` claim scopes them to
     /// collections, read or read-write, with an optional expiry (Qdrant's `jwt_rbac`).
     pub jwt_rbac: bool,
+    /// PEM certificate chain: with `tls_key_file`, the API speaks HTTPS only (empty: HTTP).
+    pub tls_cert_file: String,
+    /// PEM private key of `tls_cert_file`'s certificate.
+    pub tls_key_file: String,
 }
 
 /// Documented maxima; requests above them get a 400 naming the limit.
@@ -305,6 +309,11 @@ impl Config {
             && self.http.api_key == self.http.read_only_api_key
         {
             problems.push("http.api_key and http.read_only_api_key must differ".into());
+        }
+        if self.http.tls_cert_file.is_empty() != self.http.tls_key_file.is_empty() {
+            problems.push(
+                "http.tls_cert_file and http.tls_key_file go together: set both or neither".into(),
+            );
         }
         if self.http.jwt_rbac && self.http.api_key.expose().is_empty() {
             problems.push("http.jwt_rbac needs http.api_key: tokens are signed with it".into());

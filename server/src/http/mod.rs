@@ -16,6 +16,7 @@ pub mod peer;
 mod points;
 mod query;
 mod service;
+pub mod tls;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -65,11 +65,32 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-    });
+    let tls = match (
+        config.http.tls_cert_file.as_str(),
+        config.http.tls_key_file.as_str(),
+    ) {
+        ("", "") => None,
+        (cert, key) => Some(crate::http::tls::server_config(
+            std::path::Path::new(cert),
+            std::path::Path::new(key),
+        )?),
+    };
+    let server = match tls {
+        None => tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+        }),
+        Some(tls) => {
+            tracing::info!(%addr, "the API speaks HTTPS only");
+            let listener = crate::http::tls::TlsListener::new(listener, tls)?;
+            tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(shutdown_signal())
+                    .await
+            })
+        }
+    };
 
     let data_dir = config.node.data_dir.clone();
     let catalog = tokio::task::spawn_blocking(move || {

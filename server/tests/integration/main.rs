@@ -22,4 +22,5 @@ mod recall;
 mod refused_fields;
 mod restart;
 mod routed;
+mod tls;
 mod vacuum;

@@ -1,8 +1,10 @@
 """Drives Cairn with the official Qdrant Python client (REST mode), unmodified.
 
-Usage: check.py http://127.0.0.1:PORT [API_KEY] — exits non-zero on the first wrong answer.
+Usage: check.py URL [API_KEY [CA_FILE]] — exits non-zero on the first wrong answer.
 With an API key, the client sends it, and a client without it is first shown to be refused.
+With a CA file (an https:// URL), the client trusts the server's certificate through it.
 """
+import ssl
 import sys
 import warnings
 
@@ -11,8 +13,12 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 url = sys.argv[1]
 api_key = sys.argv[2] if len(sys.argv) > 2 else None
+# Passed through to the client's httpx transport.
+tls = {"verify": ssl.create_default_context(cafile=sys.argv[3])} if len(sys.argv) > 3 else {}
 if api_key:
-    keyless = QdrantClient(url=url, prefer_grpc=False, timeout=30, check_compatibility=False)
+    keyless = QdrantClient(
+        url=url, prefer_grpc=False, timeout=30, check_compatibility=False, **tls
+    )
     try:
         keyless.get_collections()
         raise AssertionError("a client without the API key was served")
@@ -21,7 +27,7 @@ if api_key:
 # The client warns that a key over plain HTTP can be read on the way; the test is on loopback.
 warnings.filterwarnings("ignore", message="Api key is used with an insecure connection")
 client = QdrantClient(
-    url=url, api_key=api_key, prefer_grpc=False, timeout=30, check_compatibility=False
+    url=url, api_key=api_key, prefer_grpc=False, timeout=30, check_compatibility=False, **tls
 )
 name = "qdrant_client_check"
 
