@@ -190,6 +190,11 @@ pub struct HttpConfig {
     /// Also accept JWTs signed with `api_key` (HS256) whose `access` claim scopes them to
     /// collections, read or read-write, with an optional expiry (Qdrant's `jwt_rbac`).
     pub jwt_rbac: bool,
+    /// Requests served at once; more wait in line (`max_queued_requests`).
+    pub max_requests_in_flight: usize,
+    /// Requests waiting for a turn at most; one more is refused at once with a 429 and
+    /// `Retry-After`, before any of its work is done.
+    pub max_queued_requests: usize,
     /// PEM certificate chain: with `tls_key_file`, the API speaks HTTPS only (empty: HTTP).
     pub tls_cert_file: String,
     /// PEM private key of `tls_cert_file`'s certificate.
@@ -337,6 +342,10 @@ impl Config {
             ),
             ("limits.max_batch_queries", self.limits.max_batch_queries),
             ("limits.max_dim", self.limits.max_dim),
+            (
+                "http.max_requests_in_flight",
+                self.http.max_requests_in_flight,
+            ),
         ];
         for (name, value) in positive {
             if value == 0 {

@@ -183,6 +183,11 @@ fn token_access(secret: &[u8], token: &[u8], now: u64) -> Result<Access, Invalid
     }
 }
 
+/// Whether `path` is a health or readiness probe, which needs no key and is never queued.
+pub fn is_probe(path: &str) -> bool {
+    OPEN_PATHS.contains(&path)
+}
+
 /// The key a request presents: the `api-key` header, else a bearer token.
 fn presented(headers: &HeaderMap) -> Option<&[u8]> {
     if let Some(key) = headers.get(API_KEY_HEADER) {
@@ -254,7 +259,7 @@ pub async fn require_key(AxState(state): AxState<State>, request: Request, next:
         return next.run(request).await;
     };
     let path = request.uri().path();
-    if OPEN_PATHS.contains(&path) {
+    if is_probe(path) {
         return next.run(request).await;
     }
     let Some(presented) = presented(request.headers()) else {

@@ -34,7 +34,15 @@ pub fn error_response(code: ErrorCode, message: String) -> Response {
         },
         time: 0.0,
     };
-    (status_of(code), super::json::Body(body)).into_response()
+    let mut response = (status_of(code), super::json::Body(body)).into_response();
+    if code == ErrorCode::RateLimited {
+        // Every 429 is a moment's overload: a second is long enough for it to drain.
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
 }
 
 impl IntoResponse for ServerError {

@@ -7,6 +7,7 @@
 //! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
 //! tokio's blocking pool, never on the async workers.
 
+pub mod admission;
 pub mod auth;
 mod collections;
 pub mod error;
@@ -45,11 +46,13 @@ pub struct AppState {
     pub node: Option<Arc<crate::node::Node>>,
     /// The API keys requests must present (`None`: the API is open).
     pub api_keys: Option<auth::ApiKeys>,
+    /// Requests in flight and waiting, and their limits.
+    pub admission: admission::Admission,
 }
 
 impl AppState {
     /// State of a server that is still loading.
-    pub fn new(limits: Limits, max_body_bytes: usize) -> Self {
+    pub fn new(limits: Limits, max_body_bytes: usize, admission: admission::Admission) -> Self {
         Self {
             catalog: OnceLock::new(),
             ready: AtomicBool::new(false),
@@ -58,6 +61,7 @@ impl AppState {
             metrics: Default::default(),
             node: None,
             api_keys: None,
+            admission,
         }
     }
 
@@ -178,6 +182,10 @@ pub fn router(state: State) -> Router {
         )
         .fallback(service::not_found)
         .method_not_allowed_fallback(service::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admission::admit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

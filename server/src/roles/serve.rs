@@ -31,7 +31,11 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, data_dir = %config.node.data_dir.display(), role = config.cluster.role.name(), "cairn listening");
 
-    let mut state = AppState::new(config.limits, config.http.max_body_bytes);
+    let admission = crate::http::admission::Admission::new(
+        config.http.max_requests_in_flight,
+        config.http.max_queued_requests,
+    );
+    let mut state = AppState::new(config.limits, config.http.max_body_bytes, admission);
     state.node = node.clone();
     state.api_keys = crate::http::auth::ApiKeys::from_config(&config.http);
     if state.api_keys.is_some() {

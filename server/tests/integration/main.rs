@@ -6,6 +6,7 @@
     clippy::print_stderr
 )]
 
+mod admission;
 mod auth;
 mod bad_input;
 mod consistency;

@@ -1,0 +1,107 @@
+//! Back-pressure (issue #23): with room for one request and one more in line, a burst of
+//! concurrent exact queries gets some answers and, for the rest, a 429 with `Retry-After` and
+//! the JSON error body naming the settings, fast; the probes answer throughout, nothing fails
+//! otherwise, and the node serves normally after the burst.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::harness::Server;
+
+const DIM: usize = 128;
+
+#[test]
+fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            ("CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT", "1"),
+            ("CAIRN__HTTP__MAX_QUEUED_REQUESTS", "1"),
+        ],
+    );
+    server.create("busy", DIM, "Euclid", json!({}));
+    // 5,000 seeded vectors: an exact query scans them all, a few milliseconds each.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let data: Vec<f32> = (0..5_000 * DIM)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 1_000) as f32 / 1_000.0
+        })
+        .collect();
+    server.upsert_vectors("busy", DIM, &data, 0, 1_000);
+    let url = server.url("/collections/busy/points/query");
+
+    let outcomes: Vec<(u16, Option<String>, Value, Duration)> = std::thread::scope(|scope| {
+        let askers: Vec<_> = (0..16)
+            .map(|t| {
+                let (url, data) = (&url, &data);
+                scope.spawn(move || {
+                    let client = reqwest::blocking::Client::new();
+                    (0..20)
+                        .map(|i| {
+                            let row = (t * 20 + i) % 5_000;
+                            let query = json!({"query": &data[row * DIM..(row + 1) * DIM],
+                                               "limit": 10, "params": {"exact": true}});
+                            let started = Instant::now();
+                            let answer = client.post(url.as_str()).json(&query).send().unwrap();
+                            let status = answer.status().as_u16();
+                            let retry = answer
+                                .headers()
+                                .get("retry-after")
+                                .map(|v| v.to_str().unwrap().to_owned());
+                            let body: Value = answer.json().unwrap();
+                            (status, retry, body, started.elapsed())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        // The probes are never held back.
+        for _ in 0..20 {
+            let (status, _) = server.call("GET", "/readyz", None);
+            assert_eq!(status, 200);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        askers.into_iter().flat_map(|a| a.join().unwrap()).collect()
+    });
+
+    let refused: Vec<_> = outcomes.iter().filter(|o| o.0 == 429).collect();
+    let served = outcomes.iter().filter(|o| o.0 == 200).count();
+    assert_eq!(served + refused.len(), outcomes.len(), "only 200s and 429s");
+    assert!(
+        !refused.is_empty() && served > 0,
+        "{served} served, {} refused",
+        refused.len()
+    );
+    for (_, retry, body, _) in &refused {
+        assert_eq!(retry.as_deref(), Some("1"));
+        assert_eq!(body["status"]["code"], "rate_limited", "{body}");
+        assert!(
+            body["status"]["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_requests_in_flight"),
+            "{body}"
+        );
+    }
+    let mut refusal_ms: Vec<f64> = refused.iter().map(|o| o.3.as_secs_f64() * 1e3).collect();
+    refusal_ms.sort_by(f64::total_cmp);
+    let median = refusal_ms[refusal_ms.len() / 2];
+    eprintln!(
+        "{served} served, {} refused; a refusal took {median:.2} ms (median)",
+        refused.len()
+    );
+    assert!(median < 20.0, "refusals are slow: {median} ms");
+
+    let (status, body) = server.call(
+        "POST",
+        "/collections/busy/points/query",
+        Some(&json!({"query": &data[..DIM], "limit": 1})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["points"][0]["id"], 0);
+}
