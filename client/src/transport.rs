@@ -254,6 +254,7 @@ fn code_for(status: StatusCode) -> ErrorCode {
         401 => ErrorCode::Unauthorized,
         403 => ErrorCode::Forbidden,
         404 => ErrorCode::NotFound,
+        408 => ErrorCode::Timeout,
         409 => ErrorCode::AlreadyExists,
         413 => ErrorCode::PayloadTooLarge,
         415 => ErrorCode::UnsupportedMediaType,

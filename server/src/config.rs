@@ -213,6 +213,11 @@ pub struct Limits {
     pub max_points_per_request: usize,
     /// Most queries per batch.
     pub max_batch_queries: usize,
+    /// Most results a batch asks for in all: the sum of its queries' `limit + offset`.
+    pub max_batch_results: usize,
+    /// Deepest nesting of a filter (a filter inside a condition inside a filter…): each level
+    /// is a recursion in the parser and the matcher.
+    pub max_filter_depth: usize,
     /// Largest dimension.
     pub max_dim: usize,
 }
@@ -341,6 +346,8 @@ impl Config {
                 self.limits.max_points_per_request,
             ),
             ("limits.max_batch_queries", self.limits.max_batch_queries),
+            ("limits.max_batch_results", self.limits.max_batch_results),
+            ("limits.max_filter_depth", self.limits.max_filter_depth),
             ("limits.max_dim", self.limits.max_dim),
             (
                 "http.max_requests_in_flight",

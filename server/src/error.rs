@@ -39,6 +39,9 @@ pub enum ServerError {
     /// Too much work in flight: the client should back off and retry (429).
     #[error("{0}")]
     Overloaded(String),
+    /// The request ran past its `timeout` query parameter.
+    #[error("{0}")]
+    Timeout(String),
     /// The request body is larger than `http.max_body_bytes`.
     #[error("request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
@@ -88,6 +91,7 @@ impl ServerError {
             ServerError::InvalidVector(_) => ErrorCode::InvalidVector,
             ServerError::LimitExceeded(_) => ErrorCode::LimitExceeded,
             ServerError::Overloaded(_) => ErrorCode::RateLimited,
+            ServerError::Timeout(_) => ErrorCode::Timeout,
             ServerError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ServerError::Unavailable(_) => ErrorCode::Unavailable,
             ServerError::UnderReplicated(_) => ErrorCode::UnderReplicated,

@@ -361,6 +361,28 @@ fn collection_never_names_the_cluster() {
     }
 }
 
+/// The public router is made from one list, `http::api_routes`, whose every entry carries its
+/// OpenAPI description (`utoipa_axum::routes!`): a route added with axum's own `.route(…)`
+/// would be served and missing from `GET /openapi.json`. (The internal API, on its own
+/// listener, is not part of the public document.)
+#[test]
+fn every_public_route_is_registered_with_its_openapi_description() {
+    let src = workspace().join("server/src/http");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "peer.rs") {
+            continue;
+        }
+        let code = code(&path);
+        assert!(
+            !code.contains(".route(") && !code.contains(".nest("),
+            "{} adds a route outside `api_routes`: register it there with `routes!` and a \
+             `#[utoipa::path]`",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn the_walk_reads_grouped_and_nested_imports() {
     let all: BTreeSet<ModPath> = [

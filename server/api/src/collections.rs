@@ -5,7 +5,7 @@ use crate::unsupported::{refuse_other_than, refuse_set, refuse_within};
 use crate::{RefuseUnsupported, Unsupported};
 
 /// Similarity of a collection, as Qdrant names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum Distance {
     /// Cosine similarity (vectors normalised at insert).
     Cosine,
@@ -18,7 +18,7 @@ pub enum Distance {
 }
 
 /// HNSW knobs as Qdrant names them; all optional at creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HnswConfigDiff {
     /// Links per node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,7 +35,7 @@ pub struct HnswConfigDiff {
 }
 
 /// The vector space of a collection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VectorParams {
     /// Dimension.
     pub size: usize,
@@ -47,18 +47,23 @@ pub struct VectorParams {
     /// Qdrant's per-vector quantization: refused (Cairn's is the collection's
     /// `quantization_config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub quantization_config: Option<Value>,
     /// Qdrant's storage element type: only `float32`, what Cairn stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub datatype: Option<Value>,
     /// Qdrant's vectors kept on disk: only `false`, as Cairn keeps every vector in memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub on_disk: Option<Value>,
     /// Qdrant's newer spelling of `on_disk`: `cold` (on disk) is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub memory: Option<Value>,
     /// Qdrant's several vectors per point: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub multivector_config: Option<Value>,
 }
 
@@ -103,7 +108,7 @@ impl RefuseUnsupported for VectorParams {
 
 /// Which index a collection uses (a Cairn addition). Absent at creation: `ip_nsw_plus` for
 /// `Dot` collections, `hnsw` otherwise. Reported with every parameter filled in.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum IndexConfig {
     /// Exact search only.
@@ -178,7 +183,7 @@ impl IndexConfig {
 }
 
 /// `PUT /collections/{c}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CreateCollection {
     /// The vector space.
     pub vectors: VectorParams,
@@ -208,23 +213,29 @@ pub struct CreateCollection {
     /// (`{"neq": …}`); kept untyped until the server implements one, so that a request the
     /// server cannot honour reaches it and is refused with a message, not a parse error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<serde_json::Value>,
     /// Qdrant's `auto` or `custom` (by shard key) sharding: only `auto`; Cairn places points
     /// itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub sharding_method: Option<Value>,
     /// Qdrant's sparse vectors: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub sparse_vectors: Option<Value>,
     /// Qdrant's per-collection request limits (strict mode): refused, as requests it would
     /// refuse would be served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub strict_mode_config: Option<Value>,
     /// Qdrant's user metadata stored with the collection: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub metadata: Option<Value>,
     /// Qdrant's (older) copy of another collection's points into the new one: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub init_from: Option<Value>,
 }
 
@@ -268,7 +279,7 @@ impl RefuseUnsupported for CreateCollection {
 }
 
 /// Effective HNSW settings of a collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HnswConfig {
     /// Links per node.
     pub m: usize,
@@ -285,7 +296,7 @@ pub struct HnswConfig {
 }
 
 /// Collection parameters as reported.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionParams {
     /// The vector space.
     pub vectors: VectorParams,
@@ -300,7 +311,7 @@ pub struct CollectionParams {
 }
 
 /// Optimizer settings as Qdrant reports them (Cairn's equivalents, for client compatibility).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OptimizersConfig {
     /// Share of deleted slots that triggers an index rebuild.
     pub deleted_threshold: f64,
@@ -321,7 +332,7 @@ pub struct OptimizersConfig {
 }
 
 /// Write-ahead log settings as Qdrant reports them (RocksDB's WAL here).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WalConfig {
     /// Nominal WAL size.
     pub wal_capacity_mb: usize,
@@ -330,7 +341,7 @@ pub struct WalConfig {
 }
 
 /// Full configuration of a collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionConfig {
     /// Parameters.
     pub params: CollectionParams,
@@ -341,13 +352,14 @@ pub struct CollectionConfig {
     /// WAL settings.
     pub wal_config: WalConfig,
     /// Quantization (none yet).
+    #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<serde_json::Value>,
     /// Cairn's index choice.
     pub index: IndexConfig,
 }
 
 /// `GET /collections/{c}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionInfo {
     /// `green` when loaded.
     pub status: String,
@@ -364,6 +376,7 @@ pub struct CollectionInfo {
     /// Configuration.
     pub config: CollectionConfig,
     /// Payload indexes (none; filters run on in-memory payloads).
+    #[schema(value_type = Object)]
     pub payload_schema: serde_json::Map<String, serde_json::Value>,
     /// How a partitioned collection is routed (absent for one partition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -371,7 +384,7 @@ pub struct CollectionInfo {
 }
 
 /// The routing state of a partitioned collection, as collection info reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RoutingInfo {
     /// `untrained` (all points in partition 0), `migrating` (points moving to a newly
     /// trained router) or `routed`.
@@ -406,7 +419,7 @@ pub struct RoutingInfo {
 }
 
 /// One replica of a partition, as the answering node sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReplicaInfo {
     /// The node that holds it, as `node {id}`.
     pub node: String,
@@ -443,21 +456,21 @@ pub struct ReplicaInfo {
 }
 
 /// One entry of `GET /collections`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionDescription {
     /// Collection name.
     pub name: String,
 }
 
 /// `GET /collections`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionsList {
     /// All collections, by name.
     pub collections: Vec<CollectionDescription>,
 }
 
 /// `GET /collections/{c}/exists`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionExists {
     /// Whether it exists.
     pub exists: bool,
@@ -571,7 +584,7 @@ mod tests {
 /// cluster operations; its `shard_id` is Cairn's partition). The change is recorded at once
 /// and carried out in the background; `GET /collections/{c}/cluster` shows it under way in
 /// `shard_transfers`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ClusterOperation {
     /// Add a replica on `to_peer_id`, then remove the one on `from_peer_id`.
@@ -586,7 +599,7 @@ pub enum ClusterOperation {
 }
 
 /// A move to call off (Qdrant's `AbortShardTransfer`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AbortTransfer {
     /// The partition.
@@ -598,7 +611,7 @@ pub struct AbortTransfer {
 }
 
 /// A partition's replica going from one node to another.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShardTransfer {
     /// The partition.
@@ -616,7 +629,7 @@ pub struct ShardTransfer {
 }
 
 /// A replica to remove.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DropReplica {
     /// The partition.

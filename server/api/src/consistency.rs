@@ -27,9 +27,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Query string of the read endpoints (get, scroll, count, query, search), as Qdrant names it,
-/// plus Cairn's `read_after`. `timeout` is accepted and ignored: Cairn answers as soon as it
-/// can.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// plus Cairn's `read_after`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ReadQuery {
     /// Qdrant's read consistency: a number of replicas, `majority`, `quorum` or `all`. `1` (the
     /// default) reads one replica; anything above is a linearizable read (module docs).
@@ -38,6 +38,12 @@ pub struct ReadQuery {
     /// A write's [`ReadToken`]: the read sees at least that write (Cairn's extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_after: Option<String>,
+    /// Qdrant's per-request deadline in seconds: the server gives up on the request once it
+    /// has run this long, waiting for its turn included, and answers 408 `timeout`. Absent:
+    /// no deadline beyond the cluster's own per-read one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1)]
+    pub timeout: Option<u64>,
 }
 
 impl ReadQuery {
@@ -152,6 +158,19 @@ impl Serialize for ReadToken {
     }
 }
 
+/// A string of `partition:position` pairs (`"0:152,3:97"`).
+impl utoipa::PartialSchema for ReadToken {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(r"^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"))
+            .description(Some("Where a write left each partition it touched (`partition:position`, comma-separated); pass it as `read_after`."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ReadToken {}
+
 impl<'de> Deserialize<'de> for ReadToken {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = String::deserialize(deserializer)?;
@@ -167,6 +186,7 @@ mod tests {
         ReadQuery {
             consistency: consistency.map(str::to_owned),
             read_after: after.map(str::to_owned),
+            timeout: None,
         }
     }
 

@@ -2,7 +2,7 @@ use serde::{Deserialize, Serialize};
 
 /// Machine-readable error codes; the HTTP status follows from the code (one exhaustive match
 /// in the server's `http/error.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// Malformed or invalid request (400).
@@ -27,6 +27,9 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// Too many requests; retry after the `Retry-After` header (429).
     RateLimited,
+    /// The request ran past its `timeout` query parameter (408). For a write, whether it was
+    /// applied is not known: retry it (upserts and deletes by id are idempotent).
+    Timeout,
     /// The server cannot serve this now (starting, shutting down, no live replica) (503).
     Unavailable,
     /// A bug or an I/O failure on the server (500).
@@ -38,7 +41,7 @@ pub enum ErrorCode {
 }
 
 /// The `status` object of an error response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorStatus {
     /// Human-readable message, lowercase, naming the offending field or value.
     pub error: String,
@@ -52,7 +55,7 @@ fn internal() -> ErrorCode {
 }
 
 /// Error response body: `{"status": {"error": "…", "code": "…"}, "time": …}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub status: ErrorStatus,

@@ -13,7 +13,7 @@ use crate::{PointId, RefuseUnsupported, Unsupported};
 
 /// A boolean combination of conditions. `must`: all hold; `should`: at least one holds (when
 /// any are given); `must_not`: none holds. Each accepts one condition or a list, as Qdrant does.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Filter {
     /// All of these.
@@ -39,6 +39,7 @@ pub struct Filter {
     pub must_not: Option<Vec<Condition>>,
     /// Qdrant's "at least `min_count` of these": refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub min_should: Option<Value>,
 }
 
@@ -59,7 +60,7 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Condition>>
 }
 
 /// One filter condition.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Condition {
     /// A test on a payload key (boxed: it holds every Qdrant field test, refused ones too).
@@ -80,11 +81,12 @@ pub enum Condition {
         is_null: KeyRef,
     },
     /// A nested filter.
+    #[schema(no_recursion)]
     Nested(Box<Filter>),
 }
 
 /// `{"key": "a.b"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyRef {
     /// Dotted payload path.
@@ -131,7 +133,14 @@ impl<'de> Deserialize<'de> for Condition {
             .iter()
             .any(|k| map.contains_key(*k))
         {
-            Ok(Condition::Nested(Box::new(from::<_, D::Error>(value)?)))
+            let mut nested: Filter = from::<_, D::Error>(value)?;
+            if nested.must.is_none() && nested.should.is_none() && nested.must_not.is_none() {
+                // `{"must": null}`: no condition, which holds. Kept as an empty `must` so it
+                // is written back as a nested filter, not as `{}` (the internal wire carries
+                // filters to other nodes).
+                nested.must = Some(Vec::new());
+            }
+            Ok(Condition::Nested(Box::new(nested)))
         } else if let Some(qdrant_only) = ["has_vector", "nested", "slice"]
             .into_iter()
             .find(|k| map.contains_key(*k))
@@ -149,7 +158,7 @@ impl<'de> Deserialize<'de> for Condition {
 }
 
 /// A test on one payload key: exactly one of `match` or `range`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldCondition {
     /// Dotted payload path; arrays on the path match when any element matches.
@@ -163,26 +172,32 @@ pub struct FieldCondition {
     /// Qdrant's geo tests, value counts and the `is_empty: true` / `is_null: true` spellings:
     /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub geo_bounding_box: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub geo_radius: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub geo_polygon: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub values_count: Option<Value>,
     /// Refused (use the `{"is_empty": {"key": …}}` condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub is_empty: Option<Value>,
     /// Refused (use the `{"is_null": {"key": …}}` condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub is_null: Option<Value>,
 }
 
 /// Equality tests: exactly one of `value`, `any`, `except`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
     /// Equal to this keyword, integer or boolean.
@@ -196,20 +211,24 @@ pub struct Match {
     pub except: Option<Vec<Value>>,
     /// Qdrant's full-text and prefix matches: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub text: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub text_any: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub phrase: Option<Value>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub prefix: Option<Value>,
 }
 
 /// Numeric bounds; absent bounds are open.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Range {
     /// Greater than.

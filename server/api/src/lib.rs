@@ -7,8 +7,10 @@
 //! Qdrant fields that Cairn does not implement and that would change an answer if ignored are
 //! captured and refused ([`RefuseUnsupported`]), and filters refuse unknown keys.
 //!
-//! This crate is shared by the server and `cairn-client`; it must stay light (serde only) so
-//! the client never pulls the engine in.
+//! This crate is shared by the server and `cairn-client`; it must stay light (serde, and
+//! utoipa's derives for the server's OpenAPI document) so the client never pulls the engine
+//! in. Qdrant fields Cairn refuses are `#[schema(ignore)]`: the document describes what Cairn
+//! serves.
 
 mod collections;
 mod consistency;
@@ -30,7 +32,7 @@ pub use unsupported::{RefuseUnsupported, Unsupported};
 use serde::{Deserialize, Serialize};
 
 /// The success envelope around every result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Response<T> {
     /// The call's result.
     pub result: T,
@@ -52,7 +54,7 @@ impl<T> Response<T> {
 }
 
 /// `GET /`: who is answering.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ServerInfo {
     /// Server name.
     pub title: String,

@@ -58,6 +58,32 @@ impl Serialize for PointId {
     }
 }
 
+/// `integer ≥ 0 | string (uuid)`: written by hand because the wire form is chosen by the
+/// variant's JSON type, which `#[serde(untagged)]` would describe but not parse as well.
+impl utoipa::PartialSchema for PointId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{
+            KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type,
+        };
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                    .minimum(Some(0)),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid))),
+            )
+            .description(Some("An unsigned integer or a UUID."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for PointId {}
+
 impl<'de> Deserialize<'de> for PointId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(PointIdVisitor)
@@ -96,7 +122,7 @@ impl Visitor<'_> for PointIdVisitor {
 pub type Payload = serde_json::Map<String, serde_json::Value>;
 
 /// A vector as sent: a plain list, or Qdrant's named-vector map.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum VectorInput {
     /// One unnamed dense vector.
@@ -165,7 +191,16 @@ impl Visitor<'_> for Element {
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<f32, E> {
-        Ok(v as f32)
+        // JSON has no infinities: a finite number too large for an f32 would become one.
+        let x = v as f32;
+        if x.is_finite() {
+            Ok(x)
+        } else {
+            Err(E::custom(format!(
+                "vector element {} is {v:e}, beyond the range of a 32-bit float",
+                self.0
+            )))
+        }
     }
 
     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<f32, E> {
@@ -178,7 +213,7 @@ impl Visitor<'_> for Element {
 }
 
 /// One point to upsert.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PointStruct {
     /// Its id.
     pub id: PointId,
@@ -186,11 +221,12 @@ pub struct PointStruct {
     pub vector: VectorInput,
     /// Optional payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub payload: Option<Payload>,
 }
 
 /// Column form of an upsert.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Batch {
     /// Ids, one per point.
     pub ids: Vec<PointId>,
@@ -198,11 +234,12 @@ pub struct Batch {
     pub vectors: Vec<Vec<f32>>,
     /// Payloads, one per point, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Option<Object>>>)]
     pub payloads: Option<Vec<Option<Payload>>>,
 }
 
 /// `PUT /collections/{c}/points`: exactly one of `points` (list form) or `batch` (columns).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UpsertRequest {
     /// List form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,12 +249,15 @@ pub struct UpsertRequest {
     pub batch: Option<Batch>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
     /// Qdrant's "update existing points only where this filter holds": refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub update_filter: Option<serde_json::Value>,
     /// Qdrant's `upsert` / `insert_only` / `update_only`: only `upsert`, what Cairn does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub update_mode: Option<serde_json::Value>,
 }
 
@@ -237,7 +277,8 @@ impl RefuseUnsupported for UpsertRequest {
 }
 
 /// `?wait=` on writes: `true` answers once the write is durable *and* searchable.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WriteQuery {
     /// Wait until searchable.
     #[serde(default)]
@@ -245,7 +286,7 @@ pub struct WriteQuery {
 }
 
 /// Whether a write is only durable, or also applied to the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UpdateStatus {
     /// Durable (survives a crash) but maybe not yet searchable.
@@ -255,7 +296,7 @@ pub enum UpdateStatus {
 }
 
 /// Result of a write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UpdateResult {
     /// Increases with every write to the collection: for a collection of one partition, the
     /// write's position in that partition's log.
@@ -269,7 +310,7 @@ pub struct UpdateResult {
 }
 
 /// `with_payload`: a flag, a list of keys to include, or an include/exclude selector.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum WithPayload {
     /// All or nothing.
@@ -288,7 +329,7 @@ pub enum WithPayload {
 }
 
 /// `with_vector`: a flag (or the list of vector names, which for Cairn's single vector means true).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum WithVector {
     /// Return the vector or not.
@@ -308,12 +349,13 @@ impl WithVector {
 }
 
 /// A stored point as returned by get and scroll.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Record {
     /// Its id.
     pub id: PointId,
     /// Its payload, when requested.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub payload: Option<Payload>,
     /// Its vector, when requested.
     #[serde(default)]
@@ -321,7 +363,7 @@ pub struct Record {
 }
 
 /// `POST /collections/{c}/points`: get many by id.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GetPointsRequest {
     /// Ids to fetch; missing ones are skipped.
     pub ids: Vec<PointId>,
@@ -333,6 +375,7 @@ pub struct GetPointsRequest {
     pub with_vector: Option<WithVector>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
 }
 
@@ -343,7 +386,7 @@ impl RefuseUnsupported for GetPointsRequest {
 }
 
 /// `POST /collections/{c}/points/delete`: by ids or by filter.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeletePointsRequest {
     /// Ids to delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,6 +396,7 @@ pub struct DeletePointsRequest {
     pub filter: Option<Filter>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
 }
 
@@ -364,7 +408,7 @@ impl RefuseUnsupported for DeletePointsRequest {
 }
 
 /// `POST /collections/{c}/points/scroll`: pages of points in id order.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScrollRequest {
     /// First id of the page (inclusive).
     #[serde(default)]
@@ -383,9 +427,11 @@ pub struct ScrollRequest {
     pub with_vector: Option<WithVector>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
     /// Qdrant's ordering by a payload key: refused (pages are in id order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub order_by: Option<serde_json::Value>,
 }
 
@@ -397,7 +443,7 @@ impl RefuseUnsupported for ScrollRequest {
 }
 
 /// A page of points.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScrollResult {
     /// The points, in id order.
     pub points: Vec<Record>,
@@ -406,7 +452,7 @@ pub struct ScrollResult {
 }
 
 /// `POST /collections/{c}/points/count`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CountRequest {
     /// Only points matching this filter.
     #[serde(default)]
@@ -416,6 +462,7 @@ pub struct CountRequest {
     pub exact: Option<bool>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
 }
 
@@ -427,7 +474,7 @@ impl RefuseUnsupported for CountRequest {
 }
 
 /// A count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CountResult {
     /// Number of points.
     pub count: u64,

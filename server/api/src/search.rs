@@ -8,7 +8,7 @@ use crate::unsupported::{refuse_each, refuse_set, refuse_within};
 use crate::{Filter, Payload, PointId, RefuseUnsupported, Unsupported, WithPayload, WithVector};
 
 /// Per-query search knobs (`params`).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchParams {
     /// HNSW candidate list size for this query.
     #[serde(default)]
@@ -42,7 +42,7 @@ pub struct SearchParams {
 }
 
 /// Per-query knobs of quantized search (`params.quantization`).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QuantizationSearchParams {
     /// Search full vectors only, ignoring the codes.
     #[serde(default)]
@@ -56,7 +56,7 @@ pub struct QuantizationSearchParams {
 }
 
 /// What a query searches near: a vector, a stored point's vector, or `{"nearest": …}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum QueryInput {
     /// A raw vector.
@@ -71,7 +71,7 @@ pub enum QueryInput {
 }
 
 /// Target of a `nearest` query.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum NearestTarget {
     /// A raw vector.
@@ -161,7 +161,7 @@ impl<'de> Visitor<'de> for TargetVisitor {
 }
 
 /// `POST /collections/{c}/points/query` (the universal query API).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueryRequest {
     /// What to search near; without it, points come back in id order (like scroll).
     #[serde(default)]
@@ -195,12 +195,15 @@ pub struct QueryRequest {
     pub explain: Option<bool>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
     /// Qdrant's sub-queries whose results this query re-ranks: refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub prefetch: Option<serde_json::Value>,
     /// Qdrant's "take the query point's vector from another collection": refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub lookup_from: Option<serde_json::Value>,
 }
 
@@ -222,7 +225,7 @@ impl RefuseUnsupported for QueryRequest {
 }
 
 /// Response of a query.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueryResponse {
     /// Hits, best first.
     pub points: Vec<ScoredPoint>,
@@ -235,7 +238,7 @@ pub struct QueryResponse {
 }
 
 /// How one query was executed: what a user needs to understand a slow or surprising answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueryExplain {
     /// The index kind that answered (`hnsw`, `flat`, …).
     pub index: String,
@@ -257,7 +260,7 @@ pub struct QueryExplain {
 }
 
 /// The routing of one query over a partitioned collection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PartitionsExplain {
     /// `routed` (the router chose), `broadcast` (every partition: an exact or filtered query,
     /// or `probe` ≥ partitions), `untrained` (too few points to train the router yet: all
@@ -285,7 +288,7 @@ pub struct PartitionsExplain {
 }
 
 /// `POST …/points/query/batch`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueryBatchRequest {
     /// The queries.
     pub searches: Vec<QueryRequest>,
@@ -298,7 +301,7 @@ impl RefuseUnsupported for QueryBatchRequest {
 }
 
 /// A named vector in the legacy search API: `{"name": "…", "vector": […]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NamedVector {
     /// Vector name.
     pub name: String,
@@ -307,7 +310,7 @@ pub struct NamedVector {
 }
 
 /// The legacy search target: a plain vector, or a named one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum SearchVector {
     /// Plain vector.
@@ -317,7 +320,7 @@ pub enum SearchVector {
 }
 
 /// `POST /collections/{c}/points/search` (Qdrant's older search API).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchRequest {
     /// Search near this vector.
     pub vector: SearchVector,
@@ -343,6 +346,7 @@ pub struct SearchRequest {
     pub score_threshold: Option<f32>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
 }
 
@@ -354,7 +358,7 @@ impl RefuseUnsupported for SearchRequest {
 }
 
 /// `POST …/points/search/batch`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchBatchRequest {
     /// The searches.
     pub searches: Vec<SearchRequest>,
@@ -367,7 +371,7 @@ impl RefuseUnsupported for SearchBatchRequest {
 }
 
 /// One hit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScoredPoint {
     /// Point id.
     pub id: PointId,
@@ -377,6 +381,7 @@ pub struct ScoredPoint {
     pub score: f32,
     /// Payload, when requested.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub payload: Option<Payload>,
     /// Vector, when requested.
     #[serde(default)]

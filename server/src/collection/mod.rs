@@ -104,6 +104,13 @@ pub struct Collection {
     rebalancer: Mutex<Option<rebalance::Handle>>,
 }
 
+/// Most ids in one write of a delete by filter: the matches are deleted in writes of at most
+/// this many, so no single write (a Raft entry, a RocksDB batch) grows with the collection.
+/// Each write is atomic; the delete as a whole is not (a crash part-way leaves the matches
+/// not yet reached, and the request was not acknowledged). The same as the default
+/// `limits.max_points_per_request`: a write of this size is one the API takes anyway.
+const DELETE_BATCH: usize = 10_000;
+
 /// What a write produced: an operation id for the client and the partition sequence numbers
 /// to wait for before the write is searchable.
 #[derive(Debug, Clone, Default)]
@@ -338,7 +345,13 @@ impl Collection {
         if let [only] = self.partitions.as_slice() {
             // One partition: nothing moves, and a linearizable read sees every write.
             let ids = self.matching_ids(Some(filter), &cairn_api::ReadConsistency::Linearizable)?;
-            return only.delete(ids, 0).map(WriteTicket::single);
+            let mut last = None;
+            for chunk in ids.chunks(DELETE_BATCH) {
+                last = Some(only.delete(chunk.to_vec(), 0)?);
+            }
+            return Ok(last
+                .map(WriteTicket::single)
+                .unwrap_or_else(|| self.ticket(Vec::new())));
         }
         let Some(mut writer) = self.lead()? else {
             return self.forward(&CollectionWrite::DeleteMatching {
@@ -350,7 +363,12 @@ impl Collection {
             ids.extend(self.committed(&writer, q)?.matching_ids(Some(filter))?);
         }
         let ids: Vec<PointId> = ids.into_iter().collect();
-        self.delete_locked(&mut writer, &ids)
+        let mut waits = std::collections::BTreeMap::new();
+        for chunk in ids.chunks(DELETE_BATCH) {
+            // A later write of a partition covers its earlier ones: keep the last position.
+            waits.extend(self.delete_locked(&mut writer, chunk)?.waits);
+        }
+        Ok(self.ticket(waits.into_iter().collect()))
     }
 
     /// Deletes `ids` from every partition that holds them. Callers hold `writes`.

@@ -201,7 +201,7 @@ fn presented(headers: &HeaderMap) -> Option<&[u8]> {
 }
 
 /// Whether `method` on `path` only reads (see the module docs).
-fn reads_only(method: &Method, path: &str) -> bool {
+pub(super) fn reads_only(method: &Method, path: &str) -> bool {
     if method == Method::GET || method == Method::HEAD {
         return true;
     }

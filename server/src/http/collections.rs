@@ -17,6 +17,7 @@ use crate::collection::{Collection, PartitionHealth};
 use crate::error::{Result, ServerError};
 use crate::node::placement::Move;
 
+#[utoipa::path(get, path = "/collections", tag = "collections", responses((status = 200, description = "Every collection by name.", body = cairn_api::Response<CollectionsList>)))]
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collections = state
@@ -28,6 +29,7 @@ pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResp
     Ok(ok(CollectionsList { collections }, t))
 }
 
+#[utoipa::path(put, path = "/collections/{collection}", tag = "collections", params(("collection" = String, Path, description = "Collection name.")), request_body = CreateCollection, responses((status = 200, description = "Created.", body = cairn_api::Response<bool>)))]
 pub(super) async fn create(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -40,6 +42,7 @@ pub(super) async fn create(
     Ok(ok(true, t))
 }
 
+#[utoipa::path(delete, path = "/collections/{collection}", operation_id = "delete_collection", tag = "collections", params(("collection" = String, Path, description = "Collection name.")), responses((status = 200, description = "Dropped, with its data.", body = cairn_api::Response<bool>)))]
 pub(super) async fn delete(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -50,6 +53,7 @@ pub(super) async fn delete(
     Ok(ok(true, t))
 }
 
+#[utoipa::path(get, path = "/collections/{collection}/exists", tag = "collections", params(("collection" = String, Path, description = "Collection name.")), responses((status = 200, description = "Whether it exists.", body = cairn_api::Response<CollectionExists>)))]
 pub(super) async fn exists(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -63,6 +67,7 @@ pub(super) async fn exists(
 /// shape (`peer_id`, `shard_count`, `local_shards`, `remote_shards`, `shard_transfers`), and,
 /// a Cairn addition, every replica with its Raft role, term and applied index as this node
 /// sees its group (`replicas`).
+#[utoipa::path(get, path = "/collections/{collection}/cluster", tag = "cluster", params(("collection" = String, Path, description = "Collection name.")), responses((status = 200, description = "Where each partition's replicas are (Qdrant's shape), and each replica's Raft role, term and applied index.", body = cairn_api::Response<Object>)))]
 pub(super) async fn cluster_info(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -120,6 +125,7 @@ pub(super) async fn cluster_info(
 /// off a move (Qdrant's `move_shard`, `replicate_shard`, `drop_replica`, `abort_transfer`), on
 /// a peer node. Answers once
 /// the change is recorded in the cluster's metadata; it is carried out in the background.
+#[utoipa::path(post, path = "/collections/{collection}/cluster", tag = "cluster", params(("collection" = String, Path, description = "Collection name.")), request_body = ClusterOperation, responses((status = 200, description = "The change is recorded and carried out in the background.", body = cairn_api::Response<bool>)))]
 pub(super) async fn cluster_update(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -161,6 +167,7 @@ pub(super) async fn cluster_update(
     Ok(ok(true, t))
 }
 
+#[utoipa::path(get, path = "/collections/{collection}", tag = "collections", params(("collection" = String, Path, description = "Collection name.")), responses((status = 200, description = "Configuration, counts, routing, and how the index came back at start-up (`load`, `slots`).", body = cairn_api::Response<CollectionInfo>)))]
 pub(super) async fn info(
     AxState(state): AxState<State>,
     Path(name): Path<String>,

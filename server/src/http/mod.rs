@@ -10,9 +10,11 @@
 pub mod admission;
 pub mod auth;
 mod collections;
+pub mod deadline;
 pub mod error;
 mod json;
 pub mod metrics;
+mod openapi;
 pub mod peer;
 mod points;
 mod query;
@@ -24,9 +26,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use axum::Router;
 use cairn_api::Response;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::catalog::Catalog;
 use crate::config::Limits;
@@ -122,70 +126,52 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ServerError::Internal(format!("worker failed: {e}")))?
 }
 
+/// Every public route with its OpenAPI description: the one list both the router and
+/// `GET /openapi.json` are made from ([`openapi`]). Routes at one path share a `routes!`.
+pub(crate) fn api_routes() -> OpenApiRouter<State> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(service::root))
+        .routes(routes!(service::healthz))
+        .routes(routes!(service::readyz))
+        .routes(routes!(service::metrics))
+        .routes(routes!(openapi::document))
+        .routes(routes!(service::cluster))
+        .routes(routes!(service::remove_peer))
+        .routes(routes!(collections::list))
+        .routes(routes!(
+            collections::info,
+            collections::create,
+            collections::delete
+        ))
+        .routes(routes!(collections::exists))
+        .routes(routes!(
+            collections::cluster_info,
+            collections::cluster_update
+        ))
+        .routes(routes!(points::upsert, points::get_many))
+        .routes(routes!(points::get_one))
+        .routes(routes!(points::delete))
+        .routes(routes!(points::scroll))
+        .routes(routes!(points::count))
+        .routes(routes!(query::query))
+        .routes(routes!(query::query_batch))
+        .routes(routes!(query::search))
+        .routes(routes!(query::search_batch))
+}
+
 /// The router with every route and layer.
 pub fn router(state: State) -> Router {
     let body_limit = state.max_body_bytes;
-    Router::new()
-        .route("/", get(service::root))
-        .route("/healthz", get(service::healthz))
-        .route("/readyz", get(service::readyz))
-        .route("/metrics", get(service::metrics))
-        .route("/cluster", get(service::cluster))
-        .route(
-            "/cluster/peer/{id}",
-            axum::routing::delete(service::remove_peer),
-        )
-        .route("/collections", get(collections::list))
-        .route(
-            "/collections/{collection}",
-            get(collections::info)
-                .put(collections::create)
-                .delete(collections::delete),
-        )
-        .route("/collections/{collection}/exists", get(collections::exists))
-        .route(
-            "/collections/{collection}/cluster",
-            get(collections::cluster_info).post(collections::cluster_update),
-        )
-        .route(
-            "/collections/{collection}/points",
-            axum::routing::put(points::upsert).post(points::get_many),
-        )
-        .route(
-            "/collections/{collection}/points/{id}",
-            get(points::get_one),
-        )
-        .route(
-            "/collections/{collection}/points/delete",
-            post(points::delete),
-        )
-        .route(
-            "/collections/{collection}/points/scroll",
-            post(points::scroll),
-        )
-        .route(
-            "/collections/{collection}/points/count",
-            post(points::count),
-        )
-        .route("/collections/{collection}/points/query", post(query::query))
-        .route(
-            "/collections/{collection}/points/query/batch",
-            post(query::query_batch),
-        )
-        .route(
-            "/collections/{collection}/points/search",
-            post(query::search),
-        )
-        .route(
-            "/collections/{collection}/points/search/batch",
-            post(query::search_batch),
-        )
+    let (routes, _) = api_routes().split_for_parts();
+    routes
         .fallback(service::not_found)
         .method_not_allowed_fallback(service::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             admission::admit,
         ))
+        // Outside admission, so that the wait for a turn counts toward the deadline.
+        .layer(axum::middleware::from_fn(deadline::deadline))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use axum::extract::{Path, Query, State as AxState};
+use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery,
+    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery, Record,
     RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
+    WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -50,10 +51,11 @@ async fn finish_write(
     })
 }
 
+#[utoipa::path(put, path = "/collections/{collection}/points", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpsertRequest, responses((status = 200, description = "Durable (and, with `wait=true`, searchable).", body = cairn_api::Response<UpdateResult>)))]
 pub(super) async fn upsert(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
-    Query(params): Query<HashMap<String, String>>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<UpsertRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
@@ -70,10 +72,11 @@ pub(super) async fn upsert(
     Ok(ok(finish_write(&collection, seq, wait).await?, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/delete", operation_id = "delete_points", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePointsRequest, responses((status = 200, description = "Durable (and, with `wait=true`, applied).", body = cairn_api::Response<UpdateResult>)))]
 pub(super) async fn delete(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
-    Query(params): Query<HashMap<String, String>>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<DeletePointsRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
@@ -86,7 +89,7 @@ pub(super) async fn delete(
         let ids = match (request.points, request.filter) {
             (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
             (None, Some(filter)) => {
-                validate(&filter, "filter")?;
+                validate(&filter, "filter", limits.max_filter_depth)?;
                 // Matched where the delete is made, seeing every write acknowledged before it.
                 return c.delete_matching(&filter);
             }
@@ -107,6 +110,7 @@ pub(super) async fn delete(
     Ok(ok(finish_write(&collection, seq, wait).await?, t))
 }
 
+#[utoipa::path(get, path = "/collections/{collection}/points/{id}", tag = "points", params(("collection" = String, Path, description = "Collection name."), ("id" = String, Path, description = "An unsigned integer or a UUID."), ReadQuery), responses((status = 200, description = "The point with its payload and vector.", body = cairn_api::Response<Record>)))]
 pub(super) async fn get_one(
     AxState(state): AxState<State>,
     Path((name, id)): Path<(String, String)>,
@@ -126,6 +130,7 @@ pub(super) async fn get_one(
     Ok(ok(record, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = GetPointsRequest, responses((status = 200, description = "The points found, in the order asked; missing ids are skipped.", body = cairn_api::Response<Vec<Record>>)))]
 pub(super) async fn get_many(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -146,6 +151,7 @@ pub(super) async fn get_many(
     Ok(ok(records, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/scroll", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body(content = Option<ScrollRequest>, description = "Optional: an empty body scrolls from the start."), responses((status = 200, description = "A page of points in id order.", body = cairn_api::Response<ScrollResult>)))]
 pub(super) async fn scroll(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -168,6 +174,7 @@ pub(super) async fn scroll(
     ))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/count", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body(content = Option<CountRequest>, description = "Optional: an empty body counts every point."), responses((status = 200, description = "The exact count.", body = cairn_api::Response<CountResult>)))]
 pub(super) async fn count(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -179,7 +186,7 @@ pub(super) async fn count(
     let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
     if let Some(f) = &request.filter {
-        validate(f, "filter")?;
+        validate(f, "filter", state.limits.max_filter_depth)?;
     }
     let count =
         blocking(move || collection.count_blocking(request.filter.as_ref(), &consistency)).await?;

@@ -5,7 +5,7 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    QueryBatchRequest, QueryRequest, QueryResponse, ReadQuery, RefuseUnsupported,
+    QueryBatchRequest, QueryRequest, QueryResponse, ReadQuery, RefuseUnsupported, ScoredPoint,
     SearchBatchRequest, SearchRequest,
 };
 
@@ -60,6 +60,7 @@ async fn over_the_network(
     collection.query_async(&plan).await.map(Some)
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/query", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryRequest, responses((status = 200, description = "Hits, best first, and how the query ran when `explain` was asked.", body = cairn_api::Response<QueryResponse>)))]
 pub(super) async fn query(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -78,6 +79,7 @@ pub(super) async fn query(
     Ok(ok(response, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/query/batch", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryBatchRequest, responses((status = 200, description = "One answer per query, in order.", body = cairn_api::Response<Vec<QueryResponse>>)))]
 pub(super) async fn query_batch(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -86,10 +88,14 @@ pub(super) async fn query_batch(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     request.refuse_unsupported()?;
-    check_batch(request.searches.len(), &state.limits)?;
+    check_batch(
+        request.searches.iter().map(|s| (s.limit, s.offset)),
+        &state.limits,
+    )?;
     Ok(ok(run(&state, &name, request.searches, true, &read)?, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/search", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = SearchRequest, responses((status = 200, description = "Hits, best first.", body = cairn_api::Response<Vec<ScoredPoint>>)))]
 pub(super) async fn search(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -103,6 +109,7 @@ pub(super) async fn search(
     Ok(ok(points, t))
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/search/batch", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = SearchBatchRequest, responses((status = 200, description = "One list of hits per search, in order.", body = cairn_api::Response<Vec<Vec<ScoredPoint>>>)))]
 pub(super) async fn search_batch(
     AxState(state): AxState<State>,
     Path(name): Path<String>,
@@ -111,7 +118,10 @@ pub(super) async fn search_batch(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     request.refuse_unsupported()?;
-    check_batch(request.searches.len(), &state.limits)?;
+    check_batch(
+        request.searches.iter().map(|s| (Some(s.limit), s.offset)),
+        &state.limits,
+    )?;
     let requests = request
         .searches
         .into_iter()

@@ -10,6 +10,7 @@ use cairn_api::{ErrorCode, ServerInfo};
 use super::error::error_response;
 use super::{ok, State};
 
+#[utoipa::path(get, path = "/", tag = "service", security(()), responses((status = 200, description = "Who answers.", body = cairn_api::Response<ServerInfo>)))]
 pub(super) async fn root() -> impl IntoResponse {
     ok(
         ServerInfo {
@@ -21,11 +22,13 @@ pub(super) async fn root() -> impl IntoResponse {
 }
 
 /// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "service", security(()), responses((status = 200, description = "The process answers (never needs a key).", body = cairn_api::Response<String>)))]
 pub(super) async fn healthz() -> impl IntoResponse {
     ok("healthz check passed", Instant::now())
 }
 
 /// Readiness: 503 until every collection is loaded.
+#[utoipa::path(get, path = "/readyz", tag = "service", security(()), responses((status = 200, description = "Every collection is loaded (never needs a key); 503 until then.", body = cairn_api::Response<String>)))]
 pub(super) async fn readyz(AxState(state): AxState<State>) -> Response {
     if state.is_ready() {
         ok("all collections are loaded", Instant::now()).into_response()
@@ -39,6 +42,7 @@ pub(super) async fn readyz(AxState(state): AxState<State>) -> Response {
 
 /// `GET /cluster`: the metadata group on a peer node (`crate::node`); `disabled` otherwise, as
 /// Qdrant answers when it runs without consensus.
+#[utoipa::path(get, path = "/cluster", tag = "cluster", responses((status = 200, description = "The metadata group on a peer node (its leader, term, peers); `{\"status\": \"disabled\"}` standalone.", body = cairn_api::Response<Object>)))]
 pub(super) async fn cluster(AxState(state): AxState<State>) -> Response {
     let started = Instant::now();
     match &state.node {
@@ -51,12 +55,18 @@ pub(super) async fn cluster(AxState(state): AxState<State>) -> Response {
 /// nodes, then it leaves the metadata group; `GET /cluster` shows it `removing` until then.
 /// Qdrant's `force=true` (remove without moving the replicas, losing them) is refused: Cairn
 /// always moves them first.
+#[utoipa::path(delete, path = "/cluster/peer/{id}", tag = "cluster", params(("id" = u64, Path, description = "The node to remove."), RemovePeer), responses((status = 200, description = "Removal recorded; the node's replicas move first, then it leaves.", body = cairn_api::Response<bool>)))]
 pub(super) async fn remove_peer(
     AxState(state): AxState<State>,
-    axum::extract::Path(id): axum::extract::Path<u64>,
-    axum::extract::Query(query): axum::extract::Query<RemovePeer>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    super::json::ApiQuery(query): super::json::ApiQuery<RemovePeer>,
 ) -> crate::error::Result<Response> {
     let started = Instant::now();
+    let id: u64 = id.parse().map_err(|_| {
+        crate::error::ServerError::InvalidRequest(format!(
+            "node id must be an unsigned integer, got {id:?}"
+        ))
+    })?;
     let node = state.node.clone().ok_or_else(|| {
         crate::error::ServerError::InvalidRequest(
             "removing a node needs a peer node (`cluster.role = \"node\"`)".into(),
@@ -74,9 +84,11 @@ pub(super) async fn remove_peer(
 }
 
 /// Query parameters of `DELETE /cluster/peer/{id}`.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct RemovePeer {
+    /// Qdrant's removal without moving the node's replicas first: refused (`true` is a 400).
     #[serde(default)]
     force: bool,
     /// Qdrant's wait for the removal, accepted: the removal here is asynchronous either way,
@@ -85,6 +97,7 @@ pub(super) struct RemovePeer {
     _timeout: Option<u64>,
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "service", responses((status = 200, description = "Prometheus text exposition: request counters and latencies, collection and cluster gauges.", body = String, content_type = "text/plain")))]
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
     // Clustered collections ask other nodes for counters: off the async workers.
     let body = tokio::task::spawn_blocking(move || {

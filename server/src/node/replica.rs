@@ -367,6 +367,8 @@ mod tests {
             max_ef: 10_000,
             max_points_per_request: 10_000,
             max_batch_queries: 1_000,
+            max_batch_results: 100_000,
+            max_filter_depth: 16,
             max_dim: 65_536,
         };
         CollectionSettings::from_request(&request, &limits).unwrap()

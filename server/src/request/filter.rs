@@ -10,7 +10,17 @@ use serde_json::Value;
 use crate::error::{Result, ServerError};
 
 /// Checks a filter's shape before it runs, so mistakes are a 400 that names the field.
-pub fn validate(filter: &Filter, path: &str) -> Result<()> {
+pub fn validate(filter: &Filter, path: &str, max_depth: usize) -> Result<()> {
+    validate_at(filter, path, 1, max_depth)
+}
+
+fn validate_at(filter: &Filter, path: &str, depth: usize, max_depth: usize) -> Result<()> {
+    if depth > max_depth {
+        return Err(ServerError::LimitExceeded(format!(
+            "{path}: filters nest deeper than the maximum of {max_depth} levels \
+             (limits.max_filter_depth)"
+        )));
+    }
     for (name, list) in [
         ("must", &filter.must),
         ("should", &filter.should),
@@ -20,7 +30,7 @@ pub fn validate(filter: &Filter, path: &str) -> Result<()> {
             let here = format!("{path}.{name}[{i}]");
             match condition {
                 Condition::Field(field) => validate_field(field, &here)?,
-                Condition::Nested(inner) => validate(inner, &here)?,
+                Condition::Nested(inner) => validate_at(inner, &here, depth + 1, max_depth)?,
                 Condition::HasId { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => {}
             }
         }
@@ -184,7 +194,7 @@ mod tests {
 
     fn filter(json: &str) -> Filter {
         let f: Filter = serde_json::from_str(json).unwrap();
-        validate(&f, "filter").unwrap();
+        validate(&f, "filter", 16).unwrap();
         f
     }
 
@@ -218,10 +228,26 @@ mod tests {
     #[test]
     fn invalid_shapes_name_the_field() {
         let f: Filter = serde_json::from_str(r#"{"must":[{"key":"a"}]}"#).unwrap();
-        let err = validate(&f, "filter").unwrap_err().to_string();
+        let err = validate(&f, "filter", 16).unwrap_err().to_string();
         assert!(err.contains("filter.must[0]"), "{err}");
         let f: Filter =
             serde_json::from_str(r#"{"must":[{"key":"a","match":{"value":{"x":1}}}]}"#).unwrap();
-        assert!(validate(&f, "filter").is_err());
+        assert!(validate(&f, "filter", 16).is_err());
+    }
+
+    #[test]
+    fn filters_nest_at_most_max_depth_levels() {
+        // `depth` filters, each the only condition of the one around it.
+        let nested = |depth: usize| -> Filter {
+            let mut json = r#"{"must":[{"has_id":[1]}]}"#.to_owned();
+            for _ in 1..depth {
+                json = format!(r#"{{"must":[{json}]}}"#);
+            }
+            serde_json::from_str(&json).unwrap()
+        };
+        assert!(validate(&nested(16), "filter", 16).is_ok());
+        let err = validate(&nested(17), "filter", 16).unwrap_err();
+        assert!(matches!(err, ServerError::LimitExceeded(_)), "{err}");
+        assert!(err.to_string().contains("limits.max_filter_depth"), "{err}");
     }
 }

@@ -172,7 +172,7 @@ pub fn plan(
         }
     }
     if let Some(filter) = &request.filter {
-        validate(filter, &format!("{field}filter"))?;
+        validate(filter, &format!("{field}filter"), limits.max_filter_depth)?;
     }
     if request.score_threshold.is_some_and(|t| !t.is_finite()) {
         return Err(ServerError::InvalidRequest(format!(
@@ -209,12 +209,32 @@ pub fn plan(
     })
 }
 
-/// Checks the number of queries in a batch.
-pub fn check_batch(n: usize, limits: &Limits) -> Result<()> {
+/// Checks a batch: how many queries, and how many results they ask for in all.
+pub fn check_batch(
+    searches: impl ExactSizeIterator<Item = (Option<usize>, Option<usize>)>,
+    limits: &Limits,
+) -> Result<()> {
+    let n = searches.len();
     if n > limits.max_batch_queries {
         return Err(ServerError::LimitExceeded(format!(
             "searches: {n} queries is above the maximum of {} per batch",
             limits.max_batch_queries
+        )));
+    }
+    // Each query's own `limit + offset` is checked with it; here the batch's sum, which
+    // bounds the hits one request gathers and sends back (queries × limit).
+    let results = searches
+        .map(|(limit, offset)| {
+            limit
+                .unwrap_or(DEFAULT_LIMIT)
+                .saturating_add(offset.unwrap_or(0))
+        })
+        .fold(0usize, usize::saturating_add);
+    if results > limits.max_batch_results {
+        return Err(ServerError::LimitExceeded(format!(
+            "searches: the batch asks for {results} results in all (the sum of limit + offset), \
+             above the maximum of {} per batch",
+            limits.max_batch_results
         )));
     }
     Ok(())
@@ -230,7 +250,7 @@ pub fn scroll_plan(request: ScrollRequest, limits: &Limits) -> Result<ScrollPlan
         )));
     }
     if let Some(f) = &request.filter {
-        validate(f, "filter")?;
+        validate(f, "filter", limits.max_filter_depth)?;
     }
     Ok(ScrollPlan {
         offset: request.offset,

@@ -105,3 +105,70 @@ fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["points"][0]["id"], 0);
 }
+
+/// Qdrant's `timeout` query parameter is a deadline that includes the wait for a turn: with
+/// the one place taken by a client that sent its headers and holds back its body, a query with
+/// `timeout=1` gets a 408 and the JSON error body after about a second, instead of waiting as
+/// long as that client likes. A timeout that is not a whole number of seconds is a 400; once
+/// the slow client leaves, the same query is served.
+#[test]
+fn a_request_timeout_is_a_deadline_that_counts_the_wait_for_a_turn() {
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &[
+            ("CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT", "1"),
+            ("CAIRN__HTTP__MAX_QUEUED_REQUESTS", "4"),
+        ],
+    );
+    server.create("c", 2, "Cosine", json!({}));
+    let query = json!({"query": [1.0, 0.0], "limit": 1});
+    for bad in ["0", "1.5", "soon"] {
+        let (status, body) = server.call(
+            "POST",
+            &format!("/collections/c/points/query?timeout={bad}"),
+            Some(&query),
+        );
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(
+            body["status"]["error"]
+                .as_str()
+                .unwrap()
+                .contains("timeout"),
+            "{body}"
+        );
+    }
+
+    // Takes the one place: headers promise a body that never comes.
+    let mut slow = std::net::TcpStream::connect(&server.addr).unwrap();
+    write!(
+        slow,
+        "PUT /collections/c/points HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         content-length: 1000\r\n\r\n{{"
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let (status, body) = server.call(
+        "POST",
+        "/collections/c/points/query?timeout=1",
+        Some(&query),
+    );
+    let waited = started.elapsed();
+    assert_eq!(status, 408, "{body}");
+    assert_eq!(body["status"]["code"], "timeout", "{body}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
+        "answered after {waited:?}"
+    );
+
+    drop(slow);
+    let (status, body) = server.call(
+        "POST",
+        "/collections/c/points/query?timeout=1",
+        Some(&query),
+    );
+    assert_eq!(status, 200, "{body}");
+}

@@ -15,6 +15,8 @@ fn fixture() -> (tempfile::TempDir, Server) {
         &[
             ("CAIRN__HTTP__MAX_BODY_BYTES", "65536"),
             ("CAIRN__LIMITS__MAX_BATCH_QUERIES", "4"),
+            ("CAIRN__LIMITS__MAX_BATCH_RESULTS", "1000"),
+            ("CAIRN__LIMITS__MAX_FILTER_DEPTH", "3"),
         ],
     );
     server.create("c", 3, "Euclid", json!({}));
@@ -96,7 +98,7 @@ fn empty_vector_is_a_400() {
 fn nan_and_infinity_are_400s() {
     let (_dir, server) = fixture();
     // JSON cannot spell NaN, so send the raw token; infinity arrives as a number too large
-    // for f32.
+    // for f32, refused as the body is read, naming the element.
     let response = server.call_raw(
         "PUT",
         "/collections/c/points",
@@ -108,7 +110,12 @@ fn nan_and_infinity_are_400s() {
         "/collections/c/points",
         br#"{"points":[{"id":9,"vector":[1,1e300,2]}]}"#.to_vec(),
     );
-    rejected(&server, response, 400, "must be finite");
+    rejected(
+        &server,
+        response,
+        400,
+        "vector element 1 is 1e300, beyond the range of a 32-bit float",
+    );
 }
 
 #[test]
@@ -197,6 +204,47 @@ fn limit_ef_and_batch_above_their_maxima_are_400s() {
         Some(&json!({"searches": vec![json!({"query": [1.0, 0.0, 0.0]}); 5]})),
     );
     rejected(&server, response, 400, "maximum of 4");
+    // Each query within its own limit, the batch above its total.
+    let search = json!({"vector": [1.0, 0.0, 0.0], "limit": 400});
+    let response = server.call(
+        "POST",
+        "/collections/c/points/search/batch",
+        Some(&json!({"searches": vec![search; 3]})),
+    );
+    rejected(&server, response, 400, "1200 results in all");
+    let query = json!({"query": [1.0, 0.0, 0.0], "limit": 500, "offset": 1});
+    let response = server.call(
+        "POST",
+        "/collections/c/points/query/batch",
+        Some(&json!({"searches": vec![query; 2]})),
+    );
+    rejected(&server, response, 400, "maximum of 1000 per batch");
+    // Three levels of filter pass, four are refused, wherever the filter is.
+    let mut filter = json!({"must": [{"has_id": [1]}]});
+    for _ in 1..3 {
+        filter = json!({"must": [filter]});
+    }
+    let response = server.call(
+        "POST",
+        "/collections/c/points/count",
+        Some(&json!({ "filter": filter })),
+    );
+    assert_eq!(response.0, 200, "{}", response.1);
+    let deeper = json!({"should": [filter]});
+    for (path, body) in [
+        ("count", json!({ "filter": deeper })),
+        ("scroll", json!({ "filter": deeper })),
+        ("query", json!({"query": [1.0, 0.0, 0.0], "filter": deeper})),
+        ("delete", json!({ "filter": deeper })),
+    ] {
+        let response = server.call(
+            "POST",
+            &format!("/collections/c/points/{path}"),
+            Some(&body),
+        );
+        assert_eq!(response.1["status"]["code"], "limit_exceeded", "{path}");
+        rejected(&server, response, 400, "limits.max_filter_depth");
+    }
     let response = server.call(
         "POST",
         "/collections/c/points/scroll",
@@ -230,4 +278,50 @@ fn a_batch_with_one_bad_point_commits_nothing() {
     let response = server.call("PUT", "/collections/c/points?wait=true", Some(&mixed));
     rejected(&server, response, 400, "points[1].vector");
     assert_eq!(server.call("GET", "/collections/c/points/10", None).0, 404);
+}
+
+/// A delete by filter that matches more points than one write may hold
+/// (`collection::DELETE_BATCH`, 10,000) deletes them in several writes, all of them before it
+/// answers with `wait=true`: nothing matching is left, and the rest is untouched.
+#[test]
+fn a_delete_by_filter_of_many_points_goes_in_bounded_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    server.create("many", 2, "Euclid", json!({}));
+    let mut last_write = 0;
+    for batch in 0..5u64 {
+        let points: Vec<Value> = (batch * 5_000..(batch + 1) * 5_000)
+            .map(|i| json!({"id": i, "vector": [i as f32, 1.0], "payload": {"odd": i % 2 == 1}}))
+            .collect();
+        last_write = server.ok(
+            "PUT",
+            "/collections/many/points?wait=true",
+            Some(&json!({ "points": points })),
+        )["operation_id"]
+            .as_u64()
+            .unwrap();
+    }
+    let everything_but =
+        |keep: u64| json!({"filter": {"must_not": [{"has_id": (0..keep).collect::<Vec<_>>()}]}});
+    // 24,990 matches: three writes.
+    let answer = server.ok(
+        "POST",
+        "/collections/many/points/delete?wait=true",
+        Some(&everything_but(10)),
+    );
+    assert_eq!(answer["status"], "completed", "{answer}");
+    // One partition: the operation id is its log position, three writes on.
+    assert_eq!(answer["operation_id"], last_write + 3, "{answer}");
+    let count = server.ok(
+        "POST",
+        "/collections/many/points/count",
+        Some(&json!({"exact": true})),
+    );
+    assert_eq!(count["count"], 10);
+    let hits = server.ok(
+        "POST",
+        "/collections/many/points/query",
+        Some(&json!({"query": [30000.0, 1.0], "limit": 3})),
+    );
+    assert_eq!(super::harness::ids(&hits), vec![9, 8, 7]);
 }

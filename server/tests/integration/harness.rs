@@ -247,3 +247,43 @@ pub fn ids(result: &Value) -> Vec<u64> {
         .map(|p| p["id"].as_u64().unwrap())
         .collect()
 }
+
+/// The python of a virtualenv named `name` in the target directory with `requirement`
+/// installed from PyPI, made on first use and kept between runs (a marker names what was
+/// installed, so a new pin rebuilds it). Tests run in parallel: one makes it, the others wait.
+pub fn venv(name: &str, requirement: &str) -> PathBuf {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let venv = target.join(name);
+    let python = venv.join("bin/python");
+    let marker = venv.join(format!(".installed-{requirement}"));
+    if !marker.is_file() {
+        let _ = std::fs::remove_dir_all(&venv);
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(
+            status.success(),
+            "cannot create a virtualenv (is python3-venv installed?)"
+        );
+        let status = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                requirement,
+            ])
+            .status()
+            .expect("pip install");
+        assert!(status.success(), "pip install {requirement} failed");
+        std::fs::write(&marker, "").unwrap();
+    }
+    python
+}

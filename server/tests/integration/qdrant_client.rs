@@ -9,45 +9,9 @@ use crate::harness::Server;
 /// Pinned so a new client release cannot change what this test means.
 const QDRANT_CLIENT: &str = "qdrant-client==1.20.0";
 
-/// The virtualenv's python, made once per test run (the tests here run in parallel).
+/// The virtualenv's python, with the client installed.
 fn venv() -> PathBuf {
-    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(make_venv).clone()
-}
-
-fn make_venv() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let venv = target.join("qdrant-client-venv");
-    let python = venv.join("bin/python");
-    let marker = venv.join(format!(".installed-{QDRANT_CLIENT}"));
-    if !marker.is_file() {
-        let _ = std::fs::remove_dir_all(&venv);
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(
-            status.success(),
-            "cannot create a virtualenv (is python3-venv installed?)"
-        );
-        let status = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                QDRANT_CLIENT,
-            ])
-            .status()
-            .expect("pip install");
-        assert!(status.success(), "pip install {QDRANT_CLIENT} failed");
-        std::fs::write(&marker, "").unwrap();
-    }
-    python
+    crate::harness::venv("qdrant-client-venv", QDRANT_CLIENT)
 }
 
 #[test]
