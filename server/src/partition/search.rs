@@ -1,15 +1,22 @@
 //! A partition's read path: k-NN searches (graph, filtered graph, or exact scan), scroll,
 //! count, get — each on a validated plan.
 
+use std::ops::{Bound, ControlFlow};
+
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint};
 use cairn_index::{IndexKind, SearchParams, Slot};
 
-use super::live::PointTable;
+use super::live::{LiveIndex, PointTable};
 use super::Partition;
 use crate::error::{Result, ServerError};
 use crate::request::filter::matches;
 
+/// Points a walk over the id table (scroll, count, the matches of a delete by filter) visits
+/// per hold of the table's read lock. The applier needs the write lock to publish a write, so
+/// a pass over a large partition lets writes in every few milliseconds instead of holding them
+/// up for the whole pass.
+const WALK_CHUNK: usize = 4096;
 /// Slots sampled to estimate how many points a filter passes.
 const SELECTIVITY_SAMPLE: usize = 512;
 /// A filtered graph search widens `ef` by 1/selectivity, up to this factor.
@@ -203,21 +210,15 @@ impl Partition {
 
     /// Points in id order from `offset`, and the id that starts the next page.
     pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
-        let live = self.shared.live();
-        let table = live.table.read();
-        let range = match plan.offset {
-            Some(start) => table.by_id.range(start..),
-            None => table.by_id.range(..),
-        };
         let mut page = Vec::with_capacity(plan.limit);
         let mut next = None;
-        for (id, &slot) in range {
-            if !passes(&table, plan.filter.as_ref(), slot) {
-                continue;
+        self.walk(plan.offset, |live, table, id, slot| {
+            if !passes(table, plan.filter.as_ref(), slot) {
+                return ControlFlow::Continue(());
             }
             if page.len() == plan.limit {
-                next = Some(*id);
-                break;
+                next = Some(id);
+                return ControlFlow::Break(());
             }
             let payload = table
                 .entry(slot)
@@ -228,38 +229,69 @@ impl Partition {
                 None
             };
             page.push(Record {
-                id: *id,
+                id,
                 payload,
                 vector,
             });
-        }
+            ControlFlow::Continue(())
+        });
         (page, next)
     }
 
     /// Points passing `filter` (all points without one).
     pub fn count_blocking(&self, filter: Option<&Filter>) -> u64 {
-        let live = self.shared.live();
-        let table = live.table.read();
-        match filter {
-            None => table.live() as u64,
-            Some(_) => table
-                .by_id
-                .values()
-                .filter(|&&slot| passes(&table, filter, slot))
-                .count() as u64,
+        if filter.is_none() {
+            return self.shared.live().table.read().live() as u64;
         }
+        let mut count = 0;
+        self.walk(None, |_, table, _, slot| {
+            count += u64::from(passes(table, filter, slot));
+            ControlFlow::Continue(())
+        });
+        count
     }
 
     /// Ids passing `filter` (all ids without one), in id order.
     pub fn matching_ids(&self, filter: Option<&Filter>) -> Vec<PointId> {
-        let live = self.shared.live();
-        let table = live.table.read();
-        table
-            .by_id
-            .iter()
-            .filter(|(_, &slot)| passes(&table, filter, slot))
-            .map(|(id, _)| *id)
-            .collect()
+        let mut ids = Vec::new();
+        self.walk(None, |_, table, id, slot| {
+            if passes(table, filter, slot) {
+                ids.push(id);
+            }
+            ControlFlow::Continue(())
+        });
+        ids
+    }
+
+    /// Visits the points from `start` on (all without one) in id order until `visit`
+    /// breaks, [`WALK_CHUNK`] of them per hold of the table's read lock. Between two holds
+    /// the applier may publish writes: a point written meanwhile is seen if its id is still
+    /// ahead of the walk, as a scroll's next page would see it.
+    fn walk(
+        &self,
+        start: Option<PointId>,
+        mut visit: impl FnMut(&LiveIndex, &PointTable, PointId, Slot) -> ControlFlow<()>,
+    ) {
+        let mut from = start.map_or(Bound::Unbounded, Bound::Included);
+        loop {
+            // Read anew each time: a vacuum may have swapped the index in between.
+            let live = self.shared.live();
+            let table = live.table.read();
+            let mut seen = 0;
+            for (&id, &slot) in table.by_id.range((from, Bound::Unbounded)) {
+                if visit(&live, &table, id, slot).is_break() {
+                    return;
+                }
+                seen += 1;
+                from = Bound::Excluded(id);
+                if seen == WALK_CHUNK {
+                    break;
+                }
+            }
+            if seen < WALK_CHUNK {
+                return;
+            }
+        }
     }
 
     /// The points with these ids that exist, in request order.

@@ -103,7 +103,15 @@ fn schemathesis_finds_no_server_error_and_no_bare_refusal() {
             .and_then(|n| n.trim().parse::<u64>().ok())
             .unwrap_or(0);
         assert!(generated >= lower, "{generated} test cases:\n{run}");
-        eprintln!("schemathesis: {generated} test cases, 0 failures");
+        let summary: Vec<&str> = run
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("Selected:") || l.starts_with("Tested:"))
+            .collect();
+        eprintln!(
+            "schemathesis: {} ; {generated} test cases, 0 failures",
+            summary.join(", ")
+        );
     }
     // Still serving (the fuzzing may have deleted the points: deletes by filter are fuzzed).
     let count = server.ok(
