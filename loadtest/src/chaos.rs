@@ -144,6 +144,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
     let schedule = Schedule {
         rate: args.rate,
+        phase_rates: Vec::new(),
         k: args.target.k,
         ef: args.ef,
         // A stalled server must show up as timeouts and overload, not as unbounded memory.

@@ -56,6 +56,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
     let schedule = Schedule {
         rate: args.rate,
+        phase_rates: Vec::new(),
         k: args.target.k,
         ef: args.ef,
         max_in_flight: args.max_in_flight,

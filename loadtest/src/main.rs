@@ -4,6 +4,7 @@
 //!   exact ground truth with QPS and latency (table, CSV, JSON, SVG plot).
 //! - `load`: open-loop queries at a target rate with HdrHistogram percentiles.
 //! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
+//! - `overload`: half the node's capacity, then several times it, then half again.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
 //!   one partition read over the internal API adds to a query.
@@ -22,6 +23,7 @@ mod echo;
 mod internal_read;
 mod load;
 mod openloop;
+mod overload;
 mod plot;
 mod raw_http;
 mod recall;
@@ -50,6 +52,9 @@ enum Command {
     Load(load::Args),
     /// Load while a fault is injected and repaired: failures, recall, latency per phase.
     Chaos(chaos::Args),
+    /// Open-loop load at half the node's capacity, then several times it, then half again:
+    /// refusals, accepted latency, memory and recovery.
+    Overload(overload::Args),
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
     /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
@@ -87,7 +92,11 @@ fn main() -> anyhow::Result<()> {
         Command::ScaleSim(args) => return scale_sim::run(args),
         Command::SocketGap(args) => return socket_gap::run(args),
         Command::Plot(args) => return plot::run(args),
-        Command::Recall(_) | Command::Load(_) | Command::Chaos(_) | Command::RoutedCluster(_) => {}
+        Command::Recall(_)
+        | Command::Load(_)
+        | Command::Chaos(_)
+        | Command::Overload(_)
+        | Command::RoutedCluster(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -97,6 +106,7 @@ fn main() -> anyhow::Result<()> {
             Command::Recall(args) => recall::run(&args).await.map(drop),
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
+            Command::Overload(args) => overload::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
             | Command::ClusterIngest(_)

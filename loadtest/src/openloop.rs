@@ -48,6 +48,11 @@ impl Phases {
         }
     }
 
+    /// The phase the run is in.
+    pub fn current(&self) -> usize {
+        self.current.load(Ordering::Relaxed)
+    }
+
     /// Ends the run: no query is issued after this.
     pub fn finish(&self) {
         self.done.store(true, Ordering::Relaxed);
@@ -75,6 +80,8 @@ impl Phases {
 pub struct Schedule {
     /// Queries per second.
     pub rate: f64,
+    /// Queries per second in each phase, overriding `rate` (empty: `rate` throughout).
+    pub phase_rates: Vec<f64>,
     /// Results per query (recall@k is measured at this k).
     pub k: usize,
     /// `params.hnsw_ef`, when set.
@@ -96,7 +103,10 @@ pub async fn run(
     schedule: &Schedule,
     phases: &Arc<Phases>,
 ) -> anyhow::Result<Vec<Summary>> {
-    anyhow::ensure!(schedule.rate > 0.0, "--rate must be positive");
+    anyhow::ensure!(
+        schedule.rate > 0.0 && schedule.phase_rates.iter().all(|r| *r > 0.0),
+        "rates must be positive"
+    );
     anyhow::ensure!(!workload.queries.is_empty(), "the workload has no queries");
     let stats: Arc<Vec<Mutex<PhaseStats>>> = Arc::new(
         (0..phases.count)
@@ -144,20 +154,32 @@ impl Dispatcher {
             ProgressStyle::with_template("{elapsed_precise} {spinner} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
-        let interval = Duration::from_secs_f64(1.0 / self.schedule.rate);
+        let interval = |phase: usize| {
+            let rate = self
+                .schedule
+                .phase_rates
+                .get(phase)
+                .copied()
+                .unwrap_or(self.schedule.rate);
+            Duration::from_secs_f64(1.0 / rate)
+        };
         let in_flight = Arc::new(AtomicUsize::new(0));
         let mut pending: Vec<tokio::task::JoinHandle<()>> = Vec::new();
         let start = Instant::now();
         self.phases.begin(start);
+        // Each query is due one interval of the current phase's rate after the one before.
+        let mut due = start;
         for i in 0u64.. {
-            let due = start + interval.mul_f64(i as f64);
+            if i > 0 {
+                due += interval(self.phases.current());
+            }
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
             if self.phases.done.load(Ordering::Relaxed) {
                 break;
             }
-            let phase = self.phases.current.load(Ordering::Relaxed);
+            let phase = self.phases.current();
             lock(&self.stats[phase]).sent(due.elapsed());
             if i % 64 == 0 {
                 let (ok, failed) = totals(&self.stats);
@@ -193,6 +215,7 @@ impl Dispatcher {
                     Ok(answer) => {
                         phase_stats.ok(latency, recall_of(&answer_ids(&answer), &truth[q], k));
                     }
+                    Err(cairn_client::Error::RateLimited { .. }) => phase_stats.refused(latency),
                     Err(e) => phase_stats.error(e.kind()),
                 }
             }));

@@ -15,6 +15,8 @@ pub struct PhaseStats {
     send_lag: Histogram<u64>,
     /// Errors by kind (`timeout`, `connection`, `unavailable`, `overload`, …).
     errors: BTreeMap<String, u64>,
+    /// How long the server took to refuse a query with a 429, in microseconds.
+    refused: Histogram<u64>,
     /// Sum of per-query recall over successful queries.
     recall_sum: f64,
     ok: u64,
@@ -26,6 +28,7 @@ impl Default for PhaseStats {
             latency: micros_histogram(),
             send_lag: micros_histogram(),
             errors: BTreeMap::new(),
+            refused: micros_histogram(),
             recall_sum: 0.0,
             ok: 0,
         }
@@ -59,6 +62,12 @@ impl PhaseStats {
     /// A failed query, by kind.
     pub fn error(&mut self, kind: &str) {
         *self.errors.entry(kind.to_owned()).or_default() += 1;
+    }
+
+    /// A query the server refused with a 429 (`rate_limited`) after `latency`.
+    pub fn refused(&mut self, latency: Duration) {
+        self.refused.saturating_record(micros(latency));
+        self.error("rate_limited");
     }
 
     /// Successful queries so far.
@@ -110,6 +119,11 @@ impl PhaseStats {
             } else {
                 self.send_lag.value_at_quantile(0.99) as f64 / 1_000.0
             },
+            refused_p99_ms: if self.refused.is_empty() {
+                0.0
+            } else {
+                self.refused.value_at_quantile(0.99) as f64 / 1_000.0
+            },
         }
     }
 }
@@ -145,6 +159,9 @@ pub struct Summary {
     /// latencies include it, so a large value means the generator, not the server, was
     /// behind.
     pub send_lag_p99_ms: f64,
+    /// 99th percentile of how long a refusal (429) took to come back, from when the query
+    /// was due; 0 without refusals.
+    pub refused_p99_ms: f64,
 }
 
 /// Prints a report as pretty JSON, and writes it to `path` when given.

@@ -65,6 +65,17 @@ pub struct TargetArgs {
     /// using the SDK's defaults would see.
     #[arg(long, default_value_t = 0)]
     pub retries: u32,
+    /// A setting of the server this run starts, as `CAIRN__SECTION__KEY=VALUE` (repeatable;
+    /// ignored with `--url`), e.g. `CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT=8`.
+    #[arg(long = "server-env", value_parser = parse_setting)]
+    pub server_env: Vec<(String, String)>,
+}
+
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, _)| k.starts_with("CAIRN__"))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected CAIRN__SECTION__KEY=VALUE, got {s:?}"))
 }
 
 /// A connected target; holds the server process when this run started one.
@@ -83,7 +94,12 @@ impl Target {
     pub async fn prepare(args: &TargetArgs) -> anyhow::Result<(Self, Workload)> {
         let workload = Workload::load(&args.dataset, args.distance, args.queries)?;
         let (urls, process) = if args.urls.is_empty() {
-            let process = tokio::task::block_in_place(|| CairnProcess::start(&[]))
+            let env: Vec<(&str, &str)> = args
+                .server_env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let process = tokio::task::block_in_place(|| CairnProcess::start(&env))
                 .context("cannot start a standalone server (or pass --url)")?;
             (vec![process.url("")], Some(process))
         } else {

@@ -109,6 +109,62 @@ fn load_runs_open_loop_at_the_target_rate() {
     assert!(0.0 < p50 && p50 <= p99 && p99 <= p999, "{report:#}");
 }
 
+/// The `overload` command end to end, bounded (BENCHMARKS.md has the full run, its figures
+/// and the goals it does not meet yet): the capacity is measured, the four phases run at their
+/// rates and are each reported with the server's memory, half the capacity is served without
+/// a failure before the burst, and the node serves again after it.
+#[test]
+fn overload_measures_capacity_then_runs_half_burst_and_after_phases() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("overload.json");
+    let stdout = loadtest(&[
+        "overload",
+        "--dataset",
+        "clustered:20000:64:11",
+        "--queries",
+        "500",
+        "--capacity-secs",
+        "1",
+        "--half-secs",
+        "1",
+        "--burst-secs",
+        "2",
+        "--after-secs",
+        "2",
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    assert!(stdout.contains("accepted p99 in the burst"), "{stdout}");
+    let report = read_json(&json);
+    let capacity = report["capacity_qps"].as_f64().unwrap();
+    assert!(capacity > 0.0, "{report:#}");
+    let phases = report["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["half", "burst", "settle", "after"]);
+    let rate = |i: usize| phases[i]["rate_qps"].as_f64().unwrap();
+    assert!((rate(0) - capacity / 2.0).abs() < 1e-6, "{report:#}");
+    assert!((rate(1) - 3.0 * capacity).abs() < 1e-6, "{report:#}");
+    let (half, burst, after) = (
+        &phases[0]["summary"],
+        &phases[1]["summary"],
+        &phases[3]["summary"],
+    );
+    assert_eq!(half["failed"], 0, "{report:#}");
+    assert!(
+        burst["queries"].as_u64().unwrap() > 2 * half["queries"].as_u64().unwrap(),
+        "{report:#}"
+    );
+    assert!(after["succeeded"].as_u64().unwrap() > 0, "{report:#}");
+    assert!(
+        report["rss_before_mib"].as_f64().unwrap() > 0.0,
+        "{report:#}"
+    );
+    assert!(
+        phases[1]["max_rss_mib"].as_f64().unwrap() > 0.0,
+        "{report:#}"
+    );
+}
+
 #[test]
 fn chaos_reports_a_kill_and_the_recovery_after_restart() {
     let out = tempfile::tempdir().unwrap();

@@ -81,6 +81,21 @@ fn wait_routed_at(node: &Server, name: &str, version: u64) -> Value {
     }
 }
 
+/// Waits until `node` reports the collection routed with no training due, the same routing
+/// version two seconds apart (a training that is about to start has shown itself by then);
+/// its info.
+fn wait_settled(node: &Server, name: &str) -> Value {
+    let mut seen = wait_routed_at(node, name, 1);
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = wait_routed_at(node, name, 1);
+        if now["routing"]["version"] == seen["routing"]["version"] {
+            return now;
+        }
+        seen = now;
+    }
+}
+
 /// Every point of the collection through `node`, by id, with its vector.
 fn scrolled(node: &Server, name: &str) -> Vec<(u64, Vec<f32>)> {
     let page = node.ok(
@@ -134,9 +149,10 @@ fn a_partitioned_collection_is_routed_from_every_node_and_outlives_its_writer() 
             &AtomicUsize::new(0),
         );
     }
-    // Trained at 1,024 points and again at 4,096, by the writer; every node reads the routing
-    // from the metadata.
-    let info = wait_routed_at(&nodes[0], "sift", 2);
+    // Trained by the writer once 1,024 points are in, and again each time the collection has
+    // grown four times over since; when the first training ran late (a busy machine), there
+    // is no second one by 6,000 points. Every node reads the routing from the metadata.
+    let info = wait_settled(&nodes[0], "sift");
     let version = info["routing"]["version"].as_u64().unwrap();
     for node in &nodes {
         let routing = wait_routed_at(node, "sift", version)["routing"].clone();
