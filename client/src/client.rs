@@ -45,6 +45,7 @@ pub struct ClientBuilder {
     api_key: Option<String>,
     retry: RetryPolicy,
     read_your_writes: bool,
+    roots: Vec<Vec<u8>>,
 }
 
 impl Default for ClientBuilder {
@@ -60,6 +61,7 @@ impl Default for ClientBuilder {
                 max_backoff: Duration::from_secs(2),
             },
             read_your_writes: false,
+            roots: Vec::new(),
         }
     }
 }
@@ -99,6 +101,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Also trusts this PEM certificate for `https://` URLs, beside the public roots: a
+    /// server with a self-signed certificate, or one from a private authority.
+    pub fn root_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.roots.push(pem.into());
+        self
+    }
+
     /// Extra attempts after a transient failure (3 unless set; 0 disables retries). Only
     /// requests that are safe to repeat are retried after they may have reached a server.
     pub fn retries(mut self, retries: u32) -> Self {
@@ -127,9 +136,15 @@ impl ClientBuilder {
                 )));
             }
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        for pem in &self.roots {
+            let root = reqwest::Certificate::from_pem(pem)
+                .map_err(|e| Error::InvalidArgument(format!("not a PEM certificate: {e}")))?;
+            http = http.add_root_certificate(root);
+        }
+        let http = http
             .build()
             .map_err(|e| Error::InvalidArgument(format!("cannot build the HTTP client: {e}")))?;
         Ok(Client {

@@ -5,6 +5,7 @@
 //! - `load`: open-loop queries at a target rate with HdrHistogram percentiles.
 //! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
 //! - `overload`: half the node's capacity, then several times it, then half again.
+//! - `auth-cost`: the same queries to a plain, a keyed and an HTTPS-and-keyed server.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
 //!   one partition read over the internal API adds to a query.
@@ -17,6 +18,7 @@
 //! ratios, because the machines are shared and absolute times drift.
 #![allow(clippy::print_stdout)]
 
+mod auth_cost;
 mod chaos;
 mod cluster_ingest;
 mod echo;
@@ -52,6 +54,9 @@ enum Command {
     Load(load::Args),
     /// Load while a fault is injected and repaired: failures, recall, latency per phase.
     Chaos(chaos::Args),
+    /// What API keys and HTTPS add to a query: plain, key and TLS + key servers with the
+    /// same data, in rotating rounds.
+    AuthCost(auth_cost::Args),
     /// Open-loop load at half the node's capacity, then several times it, then half again:
     /// refusals, accepted latency, memory and recovery.
     Overload(overload::Args),
@@ -96,6 +101,7 @@ fn main() -> anyhow::Result<()> {
         | Command::Load(_)
         | Command::Chaos(_)
         | Command::Overload(_)
+        | Command::AuthCost(_)
         | Command::RoutedCluster(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -107,6 +113,7 @@ fn main() -> anyhow::Result<()> {
             Command::Load(args) => load::run(&args).await.map(drop),
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
             Command::Overload(args) => overload::run(&args).await.map(drop),
+            Command::AuthCost(args) => auth_cost::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
             | Command::ClusterIngest(_)

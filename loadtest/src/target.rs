@@ -69,6 +69,13 @@ pub struct TargetArgs {
     /// ignored with `--url`), e.g. `CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT=8`.
     #[arg(long = "server-env", value_parser = parse_setting)]
     pub server_env: Vec<(String, String)>,
+    /// An API key: the client sends it, and a server this run starts requires it.
+    #[arg(long)]
+    pub api_key: Option<String>,
+    /// The server this run starts speaks HTTPS with a self-signed certificate made for the
+    /// run, which the client trusts.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 fn parse_setting(s: &str) -> Result<(String, String), String> {
@@ -86,6 +93,8 @@ pub struct Target {
     pub collection: String,
     /// The server started for this run (dropped, and so killed, at the end).
     pub process: Option<CairnProcess>,
+    /// The certificate and key of a server started with `--tls`, kept while it runs.
+    _tls: Option<tempfile::TempDir>,
 }
 
 impl Target {
@@ -93,15 +102,33 @@ impl Target {
     /// the workload.
     pub async fn prepare(args: &TargetArgs) -> anyhow::Result<(Self, Workload)> {
         let workload = Workload::load(&args.dataset, args.distance, args.queries)?;
+        let mut env: Vec<(String, String)> = args.server_env.clone();
+        if let Some(key) = &args.api_key {
+            env.push(("CAIRN__HTTP__API_KEY".into(), key.clone()));
+        }
+        let tls = match (args.tls, args.urls.is_empty()) {
+            (true, true) => Some(self_signed()?),
+            (true, false) => anyhow::bail!("--tls makes the server this run starts: no --url"),
+            (false, _) => None,
+        };
+        if let Some((dir, _)) = &tls {
+            for (key, file) in [
+                ("CAIRN__HTTP__TLS_CERT_FILE", "cert.pem"),
+                ("CAIRN__HTTP__TLS_KEY_FILE", "key.pem"),
+            ] {
+                env.push((key.into(), dir.path().join(file).display().to_string()));
+            }
+        }
         let (urls, process) = if args.urls.is_empty() {
-            let env: Vec<(&str, &str)> = args
-                .server_env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let process = tokio::task::block_in_place(|| CairnProcess::start(&env))
                 .context("cannot start a standalone server (or pass --url)")?;
-            (vec![process.url("")], Some(process))
+            let url = match tls {
+                Some(_) => format!("https://{}", process.addr()),
+                None => process.url(""),
+            };
+            (vec![url], Some(process))
         } else {
             (args.urls.clone(), None)
         };
@@ -111,10 +138,17 @@ impl Target {
         for url in urls {
             builder = builder.url(url);
         }
+        if let Some(key) = &args.api_key {
+            builder = builder.api_key(key.clone());
+        }
+        if let Some((_, cert)) = &tls {
+            builder = builder.root_certificate_pem(cert.clone());
+        }
         let target = Target {
             client: builder.build()?,
             collection: args.collection.clone(),
             process,
+            _tls: tls.map(|(dir, _)| dir),
         };
         target.load(args, &workload).await?;
         Ok((target, workload))
@@ -196,4 +230,16 @@ impl Target {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// A self-signed certificate for 127.0.0.1 and `localhost`, written with its key as
+/// `cert.pem` and `key.pem` in a new temporary folder; the folder and the certificate.
+fn self_signed() -> anyhow::Result<(tempfile::TempDir, Vec<u8>)> {
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
+        .context("cannot make a certificate")?;
+    let dir = tempfile::tempdir()?;
+    let cert = made.cert.pem().into_bytes();
+    std::fs::write(dir.path().join("cert.pem"), &cert)?;
+    std::fs::write(dir.path().join("key.pem"), made.key_pair.serialize_pem())?;
+    Ok((dir, cert))
 }

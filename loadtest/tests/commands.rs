@@ -165,6 +165,41 @@ fn overload_measures_capacity_then_runs_half_burst_and_after_phases() {
     );
 }
 
+/// `auth-cost` end to end, bounded (BENCHMARKS.md has the full run): three servers, one
+/// requiring a key and one HTTPS with a key and a certificate made for the run, which the
+/// client trusts; every query of every round answered, the ratios against the plain server
+/// reported per round.
+#[test]
+fn auth_cost_measures_plain_keyed_and_https_servers_in_rounds() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("auth.json");
+    let stdout = loadtest(&[
+        "auth-cost",
+        "--dataset",
+        "clustered:3000:16:5",
+        "--rounds",
+        "2",
+        "--per-round",
+        "200",
+        "--json",
+        &json.to_string_lossy(),
+    ]);
+    assert!(stdout.contains("tls+key"), "{stdout}");
+    let report = read_json(&json);
+    let variants = report["variants"].as_array().unwrap();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["plain", "key", "tls+key"]);
+    assert_eq!(variants[0]["p50_ratio"], 1.0, "{report:#}");
+    for v in variants {
+        assert!(v["p50_ms"].as_f64().unwrap() > 0.0, "{report:#}");
+        assert!(v["p99_ms"].as_f64().unwrap() >= v["p50_ms"].as_f64().unwrap());
+        assert_eq!(v["p50_ratios"].as_array().unwrap().len(), 2, "{report:#}");
+    }
+}
+
 #[test]
 fn chaos_reports_a_kill_and_the_recovery_after_restart() {
     let out = tempfile::tempdir().unwrap();
