@@ -2,6 +2,7 @@
 //! the probes needs a key, in Qdrant's `api-key` header or as a bearer token; a wrong or
 //! missing key is a 401 and a write with the read-only key a 403, both with the JSON error
 //! body, before any handler runs. The keys never reach the log or `cairn config`'s output.
+//! Every case runs over plain HTTP and over HTTPS.
 
 use serde_json::{json, Value};
 
@@ -18,9 +19,41 @@ enum Key<'a> {
     Bearer(&'a str),
 }
 
-fn call(server: &Server, method: &str, path: &str, key: Key, body: Option<&Value>) -> (u16, Value) {
-    let client = reqwest::blocking::Client::new();
-    let mut request = client.request(method.parse().unwrap(), server.url(path));
+/// A server's API over plain HTTP or HTTPS, with a client that trusts its certificate.
+struct Api {
+    base: String,
+    client: reqwest::blocking::Client,
+    server: Server,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts a server with `env`, serving HTTPS with a certificate made for it when `https`.
+fn start(https: bool, env: &[(&str, &str)]) -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    let mut client = reqwest::blocking::Client::builder();
+    if https {
+        let (cert, key) = super::tls::self_signed(dir.path());
+        env.push(("CAIRN__HTTP__TLS_CERT_FILE", cert.display().to_string()));
+        env.push(("CAIRN__HTTP__TLS_KEY_FILE", key.display().to_string()));
+        let pem = std::fs::read(&cert).unwrap();
+        client = client.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(dir.path(), &env);
+    let scheme = if https { "https" } else { "http" };
+    Api {
+        base: format!("{scheme}://{}", server.addr),
+        client: client.build().unwrap(),
+        server,
+        _dir: dir,
+    }
+}
+
+fn call(api: &Api, method: &str, path: &str, key: Key, body: Option<&Value>) -> (u16, Value) {
+    let mut request = api
+        .client
+        .request(method.parse().unwrap(), format!("{}{path}", api.base));
     request = match key {
         Key::None => request,
         Key::Header(key) => request.header("api-key", key),
@@ -45,10 +78,18 @@ fn refused(answer: &(u16, Value), status: u16, code: &str) {
 }
 
 #[test]
-fn keys_guard_every_route_but_the_probes() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        dir.path(),
+fn keys_guard_every_route_but_the_probes_over_http() {
+    keys_guard_every_route_but_the_probes(false);
+}
+
+#[test]
+fn keys_guard_every_route_but_the_probes_over_https() {
+    keys_guard_every_route_but_the_probes(true);
+}
+
+fn keys_guard_every_route_but_the_probes(https: bool) {
+    let server = start(
+        https,
         &[
             ("CAIRN__HTTP__API_KEY", READ_WRITE),
             ("CAIRN__HTTP__READ_ONLY_API_KEY", READ_ONLY),
@@ -198,7 +239,7 @@ fn keys_guard_every_route_but_the_probes() {
     );
 
     // The keys never reach the log.
-    let log = server.log();
+    let log = server.server.log();
     assert!(
         !log.contains(READ_WRITE) && !log.contains(READ_ONLY),
         "a key was logged"
@@ -255,10 +296,18 @@ fn unix_now() -> u64 {
 /// Scoped tokens (`http.jwt_rbac`): a JWT signed with the read-write key reaches what its
 /// `access` claim names, until its `exp`.
 #[test]
-fn scoped_tokens_reach_their_collections_until_they_expire() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        dir.path(),
+fn scoped_tokens_reach_their_collections_until_they_expire_over_http() {
+    scoped_tokens_reach_their_collections_until_they_expire(false);
+}
+
+#[test]
+fn scoped_tokens_reach_their_collections_until_they_expire_over_https() {
+    scoped_tokens_reach_their_collections_until_they_expire(true);
+}
+
+fn scoped_tokens_reach_their_collections_until_they_expire(https: bool) {
+    let server = start(
+        https,
         &[
             ("CAIRN__HTTP__API_KEY", READ_WRITE),
             ("CAIRN__HTTP__JWT_RBAC", "true"),
