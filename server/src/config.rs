@@ -190,6 +190,9 @@ pub struct HttpConfig {
     /// Also accept JWTs signed with `api_key` (HS256) whose `access` claim scopes them to
     /// collections, read or read-write, with an optional expiry (Qdrant's `jwt_rbac`).
     pub jwt_rbac: bool,
+    /// Requests per second each key or token may make, in bursts of one second's worth; one
+    /// more is a 429 (0: no limit).
+    pub rate_limit_per_key: f64,
     /// Requests served at once; more wait in line (`max_queued_requests`).
     pub max_requests_in_flight: usize,
     /// Requests waiting for a turn at most; one more is refused at once with a 429 and
@@ -363,6 +366,13 @@ impl Config {
             problems.push(
                 "storage.snapshot_every_ops and snapshot_every_secs must be at least 1".to_owned(),
             );
+        }
+        if !(self.http.rate_limit_per_key.is_finite() && self.http.rate_limit_per_key >= 0.0) {
+            problems.push(format!(
+                "http.rate_limit_per_key must be a number of requests per second, 0 or more, got \
+                 {}",
+                self.http.rate_limit_per_key
+            ));
         }
         if !(0.0..=1.0).contains(&self.storage.vacuum_dead_ratio) {
             problems.push("storage.vacuum_dead_ratio must be within 0..=1".to_owned());

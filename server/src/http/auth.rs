@@ -276,7 +276,15 @@ pub async fn require_key(AxState(state): AxState<State>, request: Request, next:
         .map_or(0, |d| d.as_secs());
     match keys.access(presented, now) {
         Ok(access) => match refusal(&access, request.method(), path) {
-            None => next.run(request).await,
+            None => match &state.key_rates {
+                Some(rates) if !rates.admit(presented) => error_response(
+                    ErrorCode::RateLimited,
+                    "this key has used its requests for now (http.rate_limit_per_key); retry \
+                     later"
+                        .into(),
+                ),
+                _ => next.run(request).await,
+            },
             Some(why) => error_response(ErrorCode::Forbidden, why),
         },
         Err(Invalid::Unknown) => error_response(

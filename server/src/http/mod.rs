@@ -13,6 +13,7 @@ mod collections;
 pub mod deadline;
 pub mod error;
 mod json;
+pub mod key_rates;
 pub mod metrics;
 mod openapi;
 pub mod peer;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub node: Option<Arc<crate::node::Node>>,
     /// The API keys requests must present (`None`: the API is open).
     pub api_keys: Option<auth::ApiKeys>,
+    /// Per-key rate limits (`None`: none).
+    pub key_rates: Option<key_rates::KeyRates>,
     /// Requests in flight and waiting, and their limits.
     pub admission: admission::Admission,
 }
@@ -65,6 +68,7 @@ impl AppState {
             metrics: Default::default(),
             node: None,
             api_keys: None,
+            key_rates: None,
             admission,
         }
     }

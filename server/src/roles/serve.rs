@@ -38,6 +38,7 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let mut state = AppState::new(config.limits, config.http.max_body_bytes, admission);
     state.node = node.clone();
     state.api_keys = crate::http::auth::ApiKeys::from_config(&config.http);
+    state.key_rates = crate::http::key_rates::KeyRates::new(config.http.rate_limit_per_key);
     if state.api_keys.is_some() {
         tracing::info!("API keys are required on every route but /healthz and /readyz");
     }

@@ -449,3 +449,54 @@ fn scoped_tokens_reach_their_collections_until_they_expire(https: bool) {
         "unauthorized",
     );
 }
+
+/// Per-key rate limits (`http.rate_limit_per_key`): each key and each token has a bucket of
+/// that many requests per second, one second's worth at once; beyond it a 429 with
+/// `Retry-After` and the JSON body naming the setting. Another key's bucket is untouched, the
+/// probes are never counted, and a second later the key is served again.
+#[test]
+fn each_key_gets_its_own_rate_limit() {
+    let api = start(
+        false,
+        &[
+            ("CAIRN__HTTP__API_KEY", READ_WRITE),
+            ("CAIRN__HTTP__READ_ONLY_API_KEY", READ_ONLY),
+            ("CAIRN__HTTP__RATE_LIMIT_PER_KEY", "5"),
+        ],
+    );
+    let statuses: Vec<u16> = (0..20)
+        .map(|_| call(&api, "GET", "/collections", Key::Header(READ_WRITE), None).0)
+        .collect();
+    let served = statuses.iter().filter(|s| **s == 200).count();
+    assert!((5..=7).contains(&served), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+    let refused = call(&api, "GET", "/collections", Key::Header(READ_WRITE), None);
+    refused_with(&refused, 429, "rate_limited", "http.rate_limit_per_key");
+    // Another key, and the probes, are not held back.
+    assert_eq!(
+        call(&api, "GET", "/collections", Key::Bearer(READ_ONLY), None).0,
+        200
+    );
+    for _ in 0..20 {
+        assert_eq!(call(&api, "GET", "/healthz", Key::None, None).0, 200);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(
+        call(&api, "GET", "/collections", Key::Header(READ_WRITE), None).0,
+        200
+    );
+}
+
+fn refused_with(answer: &(u16, Value), status: u16, code: &str, needle: &str) {
+    refused(answer, status, code);
+    assert!(
+        answer.1["status"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(needle)),
+        "{}",
+        answer.1
+    );
+}
