@@ -149,6 +149,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         ef: args.ef,
         // A stalled server must show up as timeouts and overload, not as unbounded memory.
         max_in_flight: 4096,
+        lean: false,
     };
     // "during" lasts from the fault until the repair has *completed* (a restart included),
     // so that "after" measures a repaired system; the repair's own length is reported.

@@ -60,6 +60,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         k: args.target.k,
         ef: args.ef,
         max_in_flight: args.max_in_flight,
+        lean: false,
     };
     let phases = Phases::new(2);
     let timer = {

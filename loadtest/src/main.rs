@@ -28,6 +28,7 @@ mod openloop;
 mod overload;
 mod plot;
 mod raw_http;
+mod raw_wire;
 mod recall;
 mod routed_cluster;
 mod scale_sim;

@@ -13,9 +13,13 @@ use std::time::{Duration, Instant};
 use cairn_client::QueryPoints;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::raw_wire::{self, RawWire};
 use crate::stats::{answer_ids, recall_of, PhaseStats, Summary};
 use crate::target::Target;
 use crate::workload::Workload;
+
+/// Connections the lean sender opens before the run.
+const WARM_CONNECTIONS: usize = 256;
 
 /// Which phase the run is in, moved on by whoever drives the scenario (a timer for `load`,
 /// the fault steps for `chaos`, so that "during" lasts until a repair has *completed*). Each
@@ -89,6 +93,9 @@ pub struct Schedule {
     /// Queries in flight at most; a query due while this many are pending fails as
     /// `overload` rather than silently waiting (which would hide the overload).
     pub max_in_flight: usize,
+    /// Send through [`crate::raw_wire`] instead of the SDK: plain HTTP, much less of the
+    /// generator's CPU per query (its send lag is then counted when the bytes are written).
+    pub lean: bool,
 }
 
 /// Runs the schedule until `phases` is finished and returns one summary per phase.
@@ -113,9 +120,25 @@ pub async fn run(
             .map(|_| Mutex::new(PhaseStats::default()))
             .collect(),
     );
+    let raw = if schedule.lean {
+        let wire = RawWire::new(
+            &target.url,
+            &target.collection,
+            target.api_key.as_deref(),
+            &workload.queries,
+            schedule.k,
+            schedule.ef,
+        )?;
+        wire.warm(schedule.max_in_flight.min(WARM_CONNECTIONS))
+            .await?;
+        Some(Arc::new(wire))
+    } else {
+        None
+    };
     let dispatcher = Dispatcher {
         runtime: tokio::runtime::Handle::current(),
         client: target.client.clone(),
+        raw,
         collection: target.collection.clone(),
         queries: Arc::new(workload.queries.clone()),
         truth: Arc::new(workload.truth.clone()),
@@ -138,6 +161,7 @@ pub async fn run(
 struct Dispatcher {
     runtime: tokio::runtime::Handle,
     client: cairn_client::Client,
+    raw: Option<Arc<RawWire>>,
     collection: String,
     queries: Arc<cairn_index::dataset::Vectors>,
     truth: Arc<Vec<Vec<u32>>>,
@@ -180,7 +204,9 @@ impl Dispatcher {
                 break;
             }
             let phase = self.phases.current();
-            lock(&self.stats[phase]).sent(due.elapsed());
+            if self.raw.is_none() {
+                lock(&self.stats[phase]).sent(due.elapsed());
+            }
             if i % 64 == 0 {
                 let (ok, failed) = totals(&self.stats);
                 bar.set_message(format!("phase {phase}: {ok} ok, {failed} failed"));
@@ -192,14 +218,8 @@ impl Dispatcher {
                 continue;
             }
             let q = (i as usize) % self.queries.len();
-            let mut query = QueryPoints::new(&self.collection)
-                .vector(self.queries.row(q).to_vec())
-                .limit(self.schedule.k);
-            if let Some(ef) = self.schedule.ef {
-                query = query.ef(ef);
-            }
-            let (client, stats, truth, k) = (
-                self.client.clone(),
+            let send = self.send(q, phase, due);
+            let (stats, truth, k) = (
                 Arc::clone(&self.stats),
                 Arc::clone(&self.truth),
                 self.schedule.k,
@@ -207,21 +227,70 @@ impl Dispatcher {
             let in_flight = Arc::clone(&in_flight);
             in_flight.fetch_add(1, Ordering::Relaxed);
             pending.push(self.runtime.spawn(async move {
-                let result = client.query(query).await;
+                let outcome = send.await;
                 let latency = due.elapsed();
                 in_flight.fetch_sub(1, Ordering::Relaxed);
                 let mut phase_stats = lock(&stats[phase]);
-                match result {
-                    Ok(answer) => {
-                        phase_stats.ok(latency, recall_of(&answer_ids(&answer), &truth[q], k));
+                match outcome {
+                    Outcome::Answered(ids) => {
+                        phase_stats.ok(latency, recall_of(&ids, &truth[q], k));
                     }
-                    Err(cairn_client::Error::RateLimited { .. }) => phase_stats.refused(latency),
-                    Err(e) => phase_stats.error(e.kind()),
+                    Outcome::Refused => phase_stats.refused(latency),
+                    Outcome::Failed(kind) => phase_stats.error(&kind),
                 }
             }));
         }
         bar.finish_and_clear();
         (pending, Instant::now())
+    }
+}
+
+/// What became of one query.
+enum Outcome {
+    /// Answered: the hits' ids, best first.
+    Answered(Vec<u32>),
+    /// Refused with a 429.
+    Refused,
+    /// Failed, by kind.
+    Failed(String),
+}
+
+impl Dispatcher {
+    /// Query `q`, due at `due` in `phase`, through the lean sender or the SDK.
+    fn send(
+        &self,
+        q: usize,
+        phase: usize,
+        due: Instant,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>> {
+        if let Some(raw) = &self.raw {
+            let (raw, stats) = (Arc::clone(raw), Arc::clone(&self.stats));
+            return Box::pin(async move {
+                let sent = || lock(&stats[phase]).sent(due.elapsed());
+                match raw.query(q, sent).await {
+                    Ok(answer) if answer.status == 200 => {
+                        Outcome::Answered(raw_wire::answer_ids(&answer.body))
+                    }
+                    Ok(answer) if answer.status == 429 => Outcome::Refused,
+                    Ok(answer) => Outcome::Failed(format!("http_{}", answer.status)),
+                    Err(_) => Outcome::Failed("connection".into()),
+                }
+            });
+        }
+        let mut query = QueryPoints::new(&self.collection)
+            .vector(self.queries.row(q).to_vec())
+            .limit(self.schedule.k);
+        if let Some(ef) = self.schedule.ef {
+            query = query.ef(ef);
+        }
+        let client = self.client.clone();
+        Box::pin(async move {
+            match client.query(query).await {
+                Ok(answer) => Outcome::Answered(answer_ids(&answer)),
+                Err(cairn_client::Error::RateLimited { .. }) => Outcome::Refused,
+                Err(e) => Outcome::Failed(e.kind().to_owned()),
+            }
+        })
     }
 }
 

@@ -23,8 +23,10 @@ use cairn_client::QueryPoints;
 use serde::Serialize;
 
 use crate::openloop::{self, Phases, Schedule};
+use crate::raw_wire::RawWire;
 use crate::stats::Summary;
 use crate::target::{Target, TargetArgs};
+use crate::workload::Workload;
 
 /// Each capacity client steps through the queries this many at a time, from its own start.
 const STRIDE: usize = 7;
@@ -62,6 +64,17 @@ pub struct Args {
     /// `overload` without being sent).
     #[arg(long, default_value_t = 4096)]
     max_in_flight: usize,
+    /// Send through the SDK (reqwest) instead of the lean HTTP/1.1 sender
+    /// ([`crate::raw_wire`]), which spends a fraction of the generator's CPU per query.
+    #[arg(long)]
+    sdk: bool,
+    /// CPUs of the server this run starts, as `taskset` lists them (`0`, `0-1`): the server
+    /// sizes its threads by them. Without it the server and the generator share every CPU.
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// CPUs of this generator once the server has started (`1`, `2-3`).
+    #[arg(long)]
+    client_cpus: Option<String>,
     /// Write the JSON report here (it is always printed).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -97,6 +110,20 @@ pub struct Report {
     pub after_p99_ratio: f64,
 }
 
+/// Pins every thread of process `pid` to `cpus` (a `taskset` CPU list).
+fn pin(pid: u32, cpus: &str) -> anyhow::Result<()> {
+    let status = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("cannot run taskset (util-linux)")?;
+    anyhow::ensure!(
+        status.success(),
+        "taskset -c {cpus} failed for process {pid}"
+    );
+    Ok(())
+}
+
 /// Resident memory of `pid` in MiB, from `/proc` (Linux).
 fn rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -111,27 +138,48 @@ fn rss_mib(pid: u32) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// Queries answered per second by `clients` closed-loop clients over `secs`.
-async fn capacity(target: &Target, args: &Args, queries: &[Vec<f32>]) -> anyhow::Result<f64> {
+/// Queries answered per second by `clients` closed-loop clients over `secs`, through the
+/// lean sender unless `--sdk`.
+async fn capacity(
+    target: &Target,
+    args: &Args,
+    workload: &Workload,
+    queries: &[Vec<f32>],
+) -> anyhow::Result<f64> {
+    let wire = match args.sdk {
+        true => None,
+        false => Some(Arc::new(RawWire::new(
+            &target.url,
+            &target.collection,
+            target.api_key.as_deref(),
+            &workload.queries,
+            args.target.k,
+            args.ef,
+        )?)),
+    };
     let deadline = Instant::now() + Duration::from_secs_f64(args.capacity_secs);
     let mut clients = Vec::new();
     for c in 0..args.capacity_clients {
         let (client, collection) = (target.client.clone(), target.collection.clone());
-        let queries = queries.to_vec();
+        let (wire, queries) = (wire.clone(), queries.to_vec());
         let (k, ef) = (args.target.k, args.ef);
         clients.push(tokio::spawn(async move {
             let mut answered = 0u64;
             let mut i = c;
             while Instant::now() < deadline {
-                let mut query = QueryPoints::new(&collection)
-                    .vector(queries[i % queries.len()].clone())
-                    .limit(k);
-                if let Some(ef) = ef {
-                    query = query.ef(ef);
-                }
-                if client.query(query).await.is_ok() {
-                    answered += 1;
-                }
+                let ok = match &wire {
+                    Some(wire) => wire.query(i, || ()).await.is_ok_and(|a| a.status == 200),
+                    None => {
+                        let mut query = QueryPoints::new(&collection)
+                            .vector(queries[i % queries.len()].clone())
+                            .limit(k);
+                        if let Some(ef) = ef {
+                            query = query.ef(ef);
+                        }
+                        client.query(query).await.is_ok()
+                    }
+                };
+                answered += u64::from(ok);
                 i += STRIDE;
             }
             answered
@@ -147,11 +195,22 @@ async fn capacity(target: &Target, args: &Args, queries: &[Vec<f32>]) -> anyhow:
 
 /// Runs the scenario and prints its report.
 pub async fn run(args: &Args) -> anyhow::Result<Report> {
+    if let Some(cpus) = &args.server_cpus {
+        anyhow::ensure!(
+            args.target.urls.is_empty(),
+            "--server-cpus pins the server this run starts: pin a server given with --url yourself"
+        );
+        // The server started next inherits this process's CPUs, and sizes its threads by them.
+        pin(std::process::id(), cpus)?;
+    }
     let (target, workload) = Target::prepare(&args.target).await?;
+    if let Some(cpus) = &args.client_cpus {
+        pin(std::process::id(), cpus)?;
+    }
     let queries: Vec<Vec<f32>> = (0..workload.queries.len().min(1000))
         .map(|q| workload.queries.row(q).to_vec())
         .collect();
-    let capacity = capacity(&target, args, &queries).await?;
+    let capacity = capacity(&target, args, &workload, &queries).await?;
     anyhow::ensure!(capacity > 0.0, "the server answered no query");
     let pid = target.process.as_ref().and_then(|p| p.pid());
     let rss_before = pid.and_then(rss_mib).unwrap_or(0.0);
@@ -168,6 +227,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         k: args.target.k,
         ef: args.ef,
         max_in_flight: args.max_in_flight,
+        lean: !args.sdk,
     };
     let phases = Phases::new(PHASES.len());
     let peaks = Arc::new(Mutex::new(vec![0.0f64; PHASES.len()]));

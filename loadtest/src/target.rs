@@ -91,6 +91,10 @@ pub struct Target {
     pub client: Client,
     /// The collection.
     pub collection: String,
+    /// Base URL of the first server (`http://host:port` or `https://…`).
+    pub url: String,
+    /// The API key the client sends.
+    pub api_key: Option<String>,
     /// The server started for this run (dropped, and so killed, at the end).
     pub process: Option<CairnProcess>,
     /// The certificate and key of a server started with `--tls`, kept while it runs.
@@ -135,8 +139,8 @@ impl Target {
         let mut builder = Client::builder()
             .timeout(Duration::from_millis(args.timeout_ms))
             .retries(args.retries);
-        for url in urls {
-            builder = builder.url(url);
+        for url in &urls {
+            builder = builder.url(url.clone());
         }
         if let Some(key) = &args.api_key {
             builder = builder.api_key(key.clone());
@@ -147,6 +151,8 @@ impl Target {
         let target = Target {
             client: builder.build()?,
             collection: args.collection.clone(),
+            url: urls.first().cloned().context("no server URL")?,
+            api_key: args.api_key.clone(),
             process,
             _tls: tls.map(|(dir, _)| dir),
         };
