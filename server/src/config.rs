@@ -198,6 +198,13 @@ pub struct HttpConfig {
     /// Requests waiting for a turn at most; one more is refused at once with a 429 and
     /// `Retry-After`, before any of its work is done.
     pub max_queued_requests: usize,
+    /// Threads that run searches once they overlap (0: one per core the server may use).
+    pub search_threads: usize,
+    /// CPU priority of the search threads, as `nice` (0–19: higher runs later), so that
+    /// reading requests and refusing the excess go first when the CPU is short.
+    pub search_nice: i32,
+    /// Searches waiting per search thread at most; one more is refused at once with a 429.
+    pub search_queue_per_thread: usize,
     /// PEM certificate chain: with `tls_key_file`, the API speaks HTTPS only (empty: HTTP).
     pub tls_cert_file: String,
     /// PEM private key of `tls_cert_file`'s certificate.
@@ -356,6 +363,10 @@ impl Config {
                 "http.max_requests_in_flight",
                 self.http.max_requests_in_flight,
             ),
+            (
+                "http.search_queue_per_thread",
+                self.http.search_queue_per_thread,
+            ),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -372,6 +383,12 @@ impl Config {
                 "http.rate_limit_per_key must be a number of requests per second, 0 or more, got \
                  {}",
                 self.http.rate_limit_per_key
+            ));
+        }
+        if !(0..=19).contains(&self.http.search_nice) {
+            problems.push(format!(
+                "http.search_nice must be within 0..=19, got {}",
+                self.http.search_nice
             ));
         }
         if !(0.0..=1.0).contains(&self.storage.vacuum_dead_ratio) {

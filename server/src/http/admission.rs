@@ -4,6 +4,11 @@
 //! the excess a fast refusal instead of costing everyone a queue that only grows: memory
 //! stays bounded by the two limits, and the requests served keep their latency.
 //!
+//! A query or search that arrives while the search threads' line is full
+//! ([`super::searchers`]) is refused here too, before its body is read: under overload most
+//! requests are refused, and parsing a vector they will never search would be most of the
+//! cost of refusing them.
+//!
 //! The probes (`/healthz`, `/readyz`) are never held back: an orchestrator must not take a
 //! busy node for a dead one.
 
@@ -17,6 +22,20 @@ use tokio::sync::Semaphore;
 
 use super::State;
 use crate::error::ServerError;
+
+/// A query or search request: its work is a search ([`super::searchers`]).
+fn is_search(request: &Request) -> bool {
+    let path = request.uri().path();
+    request.method() == axum::http::Method::POST
+        && [
+            "/points/query",
+            "/points/query/batch",
+            "/points/search",
+            "/points/search/batch",
+        ]
+        .iter()
+        .any(|route| path.ends_with(route))
+}
 
 /// The limits and the requests under them.
 pub struct Admission {
@@ -52,6 +71,9 @@ impl Drop for InLine<'_> {
 pub async fn admit(AxState(state): AxState<State>, request: Request, next: Next) -> Response {
     if super::auth::is_probe(request.uri().path()) {
         return next.run(request).await;
+    }
+    if is_search(&request) && state.searchers.is_full() {
+        return axum::response::IntoResponse::into_response(state.searchers.full());
     }
     let admission = &state.admission;
     let _turn = match admission.running.clone().try_acquire_owned() {

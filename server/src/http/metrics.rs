@@ -46,8 +46,12 @@ impl Metrics {
     }
 
     /// The exposition text.
-    pub fn render(&self, catalog: Option<&Catalog>) -> String {
+    pub fn render(&self, catalog: Option<&Catalog>, searches: [u64; 3]) -> String {
         let mut out = String::new();
+        out.push_str("# HELP cairn_searches_total Searches by where they ran: on the async worker that read the request (in_place), on the search threads (pool), or refused with a 429 because the search threads' line was full (refused).\n# TYPE cairn_searches_total counter\n");
+        for (place, count) in ["in_place", "pool", "refused"].iter().zip(searches) {
+            let _ = writeln!(out, "cairn_searches_total{{where=\"{place}\"}} {count}");
+        }
         out.push_str("# HELP cairn_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE cairn_http_requests_total counter\n");
         let map: BTreeMap<RequestKey, (u64, f64)> = self.requests.lock().iter().cloned().collect();

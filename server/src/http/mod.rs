@@ -4,8 +4,9 @@
 //!
 //! One file per API area (`collections.rs`, `points.rs`, `query.rs`, `service.rs`); request
 //! bodies go through [`json::ApiJson`] so that malformed JSON and wrong types come back as a
-//! 400 naming the field; CPU-bound and blocking work (RocksDB commits, searches) runs on
-//! tokio's blocking pool, never on the async workers.
+//! 400 naming the field. Searches run where [`searchers`] puts them (on the async worker while
+//! the node is quiet, on a bounded pool once they overlap); blocking work (RocksDB commits)
+//! runs on tokio's blocking pool, never on the async workers.
 
 pub mod admission;
 pub mod auth;
@@ -19,6 +20,7 @@ mod openapi;
 pub mod peer;
 mod points;
 mod query;
+pub mod searchers;
 mod service;
 pub mod tls;
 
@@ -55,11 +57,18 @@ pub struct AppState {
     pub key_rates: Option<key_rates::KeyRates>,
     /// Requests in flight and waiting, and their limits.
     pub admission: admission::Admission,
+    /// Where searches run, and their line.
+    pub searchers: searchers::Searchers,
 }
 
 impl AppState {
     /// State of a server that is still loading.
-    pub fn new(limits: Limits, max_body_bytes: usize, admission: admission::Admission) -> Self {
+    pub fn new(
+        limits: Limits,
+        max_body_bytes: usize,
+        admission: admission::Admission,
+        searchers: searchers::Searchers,
+    ) -> Self {
         Self {
             catalog: OnceLock::new(),
             ready: AtomicBool::new(false),
@@ -70,6 +79,7 @@ impl AppState {
             api_keys: None,
             key_rates: None,
             admission,
+            searchers,
         }
     }
 
@@ -104,21 +114,6 @@ pub(crate) fn ok<T>(result: T, started: Instant) -> json::Body<Response<T>> {
 /// it cannot mean is a 400 naming the parameter.
 pub(crate) fn read_consistency(read: &cairn_api::ReadQuery) -> Result<cairn_api::ReadConsistency> {
     read.consistency().map_err(ServerError::InvalidRequest)
-}
-
-/// Runs a search on the current worker thread. `short` searches (see
-/// [`crate::collection::Collection::is_short`]: bounded, ≲ 500 µs) run as a plain call;
-/// longer ones first tell tokio to move this worker's other tasks elsewhere
-/// (`block_in_place`), so an exact scan never stalls the connections sharing the worker.
-/// Neither goes through the blocking pool, which costs two thread wake-ups per query. Measured
-/// on 2 cores at 100k×128, ef = 64: `spawn_blocking` +60 µs per query, `block_in_place`
-/// +15 µs, a plain call ≈ 0. `block_in_place` needs the multi-thread runtime `main.rs` builds.
-pub(crate) fn search_in_place<T>(short: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    if short {
-        f()
-    } else {
-        tokio::task::block_in_place(f)
-    }
 }
 
 /// Runs blocking work (RocksDB commits, collection creation) on tokio's blocking pool.

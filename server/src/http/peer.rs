@@ -95,10 +95,19 @@ struct Internal {
     groups: Arc<Groups>,
     secret: Vec<u8>,
     faults: Arc<Faults>,
+    /// The public port's search pool: a node's searches share one line, whichever port
+    /// asked for them.
+    searchers: super::searchers::Searchers,
 }
 
 /// The internal API's routes.
-pub fn router(node: Arc<Node>, catalog: CatalogCell, secret: &str, faults: Arc<Faults>) -> Router {
+pub fn router(
+    node: Arc<Node>,
+    catalog: CatalogCell,
+    secret: &str,
+    faults: Arc<Faults>,
+    searchers: super::searchers::Searchers,
+) -> Router {
     let enabled = faults.enabled;
     let state = Arc::new(Internal {
         groups: node.groups(),
@@ -106,6 +115,7 @@ pub fn router(node: Arc<Node>, catalog: CatalogCell, secret: &str, faults: Arc<F
         catalog,
         secret: secret.as_bytes().to_vec(),
         faults,
+        searchers,
     });
     let mut app = Router::new()
         .route("/internal/raft/{group}/{rpc}", post(raft_message))
@@ -296,16 +306,16 @@ async fn partition_call(
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
     }
-    // A short search runs on this worker, as the public API runs one (a hand-off to the
-    // blocking pool costs two thread wake-ups); reads that may wait (a floor to catch up to,
-    // a long search) let tokio move this worker's other tasks first; writes, which wait for
-    // the group and the index, go to the blocking pool.
+    // Reads go where the public API's searches go ([`super::searchers`]): a short one on this
+    // worker while the node is quiet; reads that may wait (a floor to catch up to, a long
+    // search) to the search pool; writes, which wait for the group and the index, to the
+    // blocking pool.
     let short =
         floor == 0 && matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan));
     let read = call.is_latency_sensitive();
     let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
     let answer = if read {
-        super::search_in_place(short, serve)
+        state.searchers.run(short, serve).await
     } else {
         super::blocking(serve).await
     };

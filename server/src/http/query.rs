@@ -10,11 +10,11 @@ use cairn_api::{
 };
 
 use super::json::{ApiJson, ApiQuery};
-use super::{ok, read_consistency, search_in_place, State};
+use super::{ok, read_consistency, State};
 use crate::error::{Result, ServerError};
 use crate::request::query::{check_batch, plan};
 
-fn run(
+async fn run(
     state: &State,
     name: &str,
     requests: Vec<QueryRequest>,
@@ -36,12 +36,15 @@ fn run(
         })
         .collect::<Result<Vec<_>>>()?;
     let short = plans.len() == 1 && collection.is_short(&plans[0], &consistency);
-    search_in_place(short, move || {
-        plans
-            .iter()
-            .map(|p| collection.query_blocking(p, &consistency))
-            .collect()
-    })
+    state
+        .searchers
+        .run(short, move || {
+            plans
+                .iter()
+                .map(|p| collection.query_blocking(p, &consistency))
+                .collect()
+        })
+        .await
 }
 
 /// A query of a collection whose one partition lives on other nodes, awaited on the runtime
@@ -72,7 +75,7 @@ pub(super) async fn query(
     if let Some(response) = over_the_network(&state, &name, &request, &read).await? {
         return Ok(ok(response, t));
     }
-    let mut responses = run(&state, &name, vec![request], false, &read)?;
+    let mut responses = run(&state, &name, vec![request], false, &read).await?;
     let response = responses
         .pop()
         .ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
@@ -92,7 +95,10 @@ pub(super) async fn query_batch(
         request.searches.iter().map(|s| (s.limit, s.offset)),
         &state.limits,
     )?;
-    Ok(ok(run(&state, &name, request.searches, true, &read)?, t))
+    Ok(ok(
+        run(&state, &name, request.searches, true, &read).await?,
+        t,
+    ))
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/search", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = SearchRequest, responses((status = 200, description = "Hits, best first.", body = cairn_api::Response<Vec<ScoredPoint>>)))]
@@ -104,7 +110,7 @@ pub(super) async fn search(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     request.refuse_unsupported()?;
-    let mut responses = run(&state, &name, vec![request.into()], false, &read)?;
+    let mut responses = run(&state, &name, vec![request.into()], false, &read).await?;
     let points = responses.pop().map(|r| r.points).unwrap_or_default();
     Ok(ok(points, t))
 }
@@ -127,7 +133,7 @@ pub(super) async fn search_batch(
         .into_iter()
         .map(QueryRequest::from)
         .collect();
-    let responses = run(&state, &name, requests, true, &read)?;
+    let responses = run(&state, &name, requests, true, &read).await?;
     Ok(ok(
         responses.into_iter().map(|r| r.points).collect::<Vec<_>>(),
         t,

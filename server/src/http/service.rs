@@ -101,9 +101,10 @@ pub(super) struct RemovePeer {
 pub(super) async fn metrics(AxState(state): AxState<State>) -> Response {
     // Clustered collections ask other nodes for counters: off the async workers.
     let body = tokio::task::spawn_blocking(move || {
-        state
-            .metrics
-            .render(state.catalog().ok().map(|c| c.as_ref()))
+        state.metrics.render(
+            state.catalog().ok().map(|c| c.as_ref()),
+            state.searchers.counts(),
+        )
     })
     .await
     .unwrap_or_default();

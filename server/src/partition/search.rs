@@ -47,10 +47,10 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
 }
 
 /// Vector elements a query may touch and still count as short: about 1 M, which is 300 to
-/// 500 µs of distance work on the 2-core machines the benchmarks run on. Short queries run on
-/// the async worker that parsed them; anything larger leaves it (see `search_in_place` in the HTTP layer), so
-/// that a worker never blocks its other connections for much longer than quickwit's
-/// "at most 500 µs" rule.
+/// 500 µs of distance work on the 2-core machines the benchmarks run on. Short queries may run
+/// on the async worker that parsed them; anything larger goes to the search threads (see
+/// `http::searchers`), so that a worker never blocks its other connections for much longer
+/// than quickwit's "at most 500 µs" rule.
 const SHORT_QUERY_WORK: usize = 1 << 20;
 
 /// Whether a query with this work estimate may run on an async worker (see

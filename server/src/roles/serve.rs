@@ -35,7 +35,22 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         config.http.max_requests_in_flight,
         config.http.max_queued_requests,
     );
-    let mut state = AppState::new(config.limits, config.http.max_body_bytes, admission);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let searchers = crate::http::searchers::Searchers::start(
+        match config.http.search_threads {
+            0 => cores,
+            n => n,
+        },
+        config.http.search_nice,
+        config.http.search_queue_per_thread,
+        cores,
+    )?;
+    let mut state = AppState::new(
+        config.limits,
+        config.http.max_body_bytes,
+        admission,
+        searchers.clone(),
+    );
     state.node = node.clone();
     state.api_keys = crate::http::auth::ApiKeys::from_config(&config.http);
     state.key_rates = crate::http::key_rates::KeyRates::new(config.http.rate_limit_per_key);
@@ -47,7 +62,8 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     let loaded: crate::http::peer::CatalogCell = Arc::default();
     let internal = match &node {
         Some(node) => {
-            let internal = serve_internal(&config, node, loaded.clone(), faults).await?;
+            let internal =
+                serve_internal(&config, node, loaded.clone(), faults, searchers.clone()).await?;
             let api_uri = match config.cluster.api_url.as_str() {
                 "" => format!("http://{addr}"),
                 url => url.trim_end_matches('/').to_owned(),
@@ -141,6 +157,7 @@ async fn serve_internal(
     node: &Arc<Node>,
     catalog: crate::http::peer::CatalogCell,
     faults: Arc<crate::http::peer::Faults>,
+    searchers: crate::http::searchers::Searchers,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(&config.cluster.internal_addr)
         .await
@@ -151,6 +168,7 @@ async fn serve_internal(
         catalog,
         config.cluster.secret.expose(),
         faults,
+        searchers,
     );
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {

@@ -1,7 +1,8 @@
-//! Back-pressure (issue #23): with room for one request and one more in line, a burst of
-//! concurrent exact queries gets some answers and, for the rest, a 429 with `Retry-After` and
-//! the JSON error body naming the settings, fast; the probes answer throughout, nothing fails
-//! otherwise, and the node serves normally after the burst.
+//! Back-pressure (issue #23): with room for one request and one more in line (or one search
+//! thread and one search waiting), a burst of concurrent exact queries gets some answers and,
+//! for the rest, a 429 with `Retry-After` and the JSON error body naming the settings, fast;
+//! the probes answer throughout, nothing fails otherwise, and the node serves normally after
+//! the burst.
 
 use std::time::{Duration, Instant};
 
@@ -11,18 +12,14 @@ use super::harness::Server;
 
 const DIM: usize = 128;
 
-#[test]
-fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        dir.path(),
-        &[
-            ("CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT", "1"),
-            ("CAIRN__HTTP__MAX_QUEUED_REQUESTS", "1"),
-        ],
-    );
+/// What one query of a burst met: status, `Retry-After`, body and latency.
+type Outcome = (u16, Option<String>, Value, Duration);
+
+/// A server holding 5,000 seeded 128-d vectors in `busy`: an exact query scans them all, a
+/// few milliseconds each. Returns the server and the vectors.
+fn busy_server(dir: &std::path::Path, env: &[(&str, &str)]) -> (Server, Vec<f32>) {
+    let server = Server::start(dir, env);
     server.create("busy", DIM, "Euclid", json!({}));
-    // 5,000 seeded vectors: an exact query scans them all, a few milliseconds each.
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     let data: Vec<f32> = (0..5_000 * DIM)
         .map(|_| {
@@ -33,12 +30,17 @@ fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
         })
         .collect();
     server.upsert_vectors("busy", DIM, &data, 0, 1_000);
-    let url = server.url("/collections/busy/points/query");
+    (server, data)
+}
 
-    let outcomes: Vec<(u16, Option<String>, Value, Duration)> = std::thread::scope(|scope| {
+/// 16 clients each send 20 exact queries back to back while the probes are asked 20 times;
+/// every probe must answer 200.
+fn burst(server: &Server, data: &[f32]) -> Vec<Outcome> {
+    let url = server.url("/collections/busy/points/query");
+    std::thread::scope(|scope| {
         let askers: Vec<_> = (0..16)
             .map(|t| {
-                let (url, data) = (&url, &data);
+                let url = &url;
                 scope.spawn(move || {
                     let client = reqwest::blocking::Client::new();
                     (0..20)
@@ -67,8 +69,12 @@ fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
             std::thread::sleep(Duration::from_millis(5));
         }
         askers.into_iter().flat_map(|a| a.join().unwrap()).collect()
-    });
+    })
+}
 
+/// Only 200s and 429s, some of each; every 429 has `Retry-After: 1` and the JSON error body
+/// naming `setting`, and came back fast (median under 20 ms); afterwards a query is served.
+fn check_burst(server: &Server, data: &[f32], outcomes: &[Outcome], setting: &str) {
     let refused: Vec<_> = outcomes.iter().filter(|o| o.0 == 429).collect();
     let served = outcomes.iter().filter(|o| o.0 == 200).count();
     assert_eq!(served + refused.len(), outcomes.len(), "only 200s and 429s");
@@ -81,10 +87,7 @@ fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
         assert_eq!(retry.as_deref(), Some("1"));
         assert_eq!(body["status"]["code"], "rate_limited", "{body}");
         assert!(
-            body["status"]["error"]
-                .as_str()
-                .unwrap()
-                .contains("max_requests_in_flight"),
+            body["status"]["error"].as_str().unwrap().contains(setting),
             "{body}"
         );
     }
@@ -104,6 +107,55 @@ fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["points"][0]["id"], 0);
+}
+
+/// Runs the burst against a server started with `env` and checks it (see [`check_burst`]);
+/// returns the server's `/metrics` text afterwards.
+fn refuses_beyond(env: &[(&str, &str)], setting: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, data) = busy_server(dir.path(), env);
+    let outcomes = burst(&server, &data);
+    check_burst(&server, &data, &outcomes, setting);
+    reqwest::blocking::get(server.url("/metrics"))
+        .unwrap()
+        .text()
+        .unwrap()
+}
+
+#[test]
+fn requests_beyond_the_limits_get_a_fast_429_and_the_rest_are_served() {
+    refuses_beyond(
+        &[
+            ("CAIRN__HTTP__MAX_REQUESTS_IN_FLIGHT", "1"),
+            ("CAIRN__HTTP__MAX_QUEUED_REQUESTS", "1"),
+        ],
+        "max_requests_in_flight",
+    );
+}
+
+/// The search threads' line is bounded on its own: with one thread and one search waiting,
+/// the same burst (well within the request limits) gets 429s naming
+/// `search_queue_per_thread`, as fast, and `/metrics` counts searches run on the threads and
+/// refused.
+#[test]
+fn searches_beyond_the_search_line_get_a_fast_429_and_the_rest_are_served() {
+    let metrics = refuses_beyond(
+        &[
+            ("CAIRN__HTTP__SEARCH_THREADS", "1"),
+            ("CAIRN__HTTP__SEARCH_QUEUE_PER_THREAD", "1"),
+        ],
+        "search_queue_per_thread",
+    );
+    let count = |place: &str| -> u64 {
+        let series = format!("cairn_searches_total{{where=\"{place}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(count("pool") > 0 && count("refused") > 0, "{metrics}");
 }
 
 /// Qdrant's `timeout` query parameter is a deadline that includes the wait for a turn: with
