@@ -37,6 +37,14 @@ impl Collection {
         }
     }
 
+    /// Whether a query at `consistency` may wait on other nodes: a partition searched
+    /// remotely, a read index or a replica catching up to a floor. Such queries must not hold
+    /// one of the few search threads idle.
+    pub fn may_wait(&self, consistency: &ReadConsistency) -> bool {
+        *consistency != ReadConsistency::Any
+            || self.partitions.iter().any(|p| p.searches_remotely())
+    }
+
     /// Refuses a read token that names a partition this collection does not have.
     fn check_read(&self, consistency: &ReadConsistency) -> Result<()> {
         let w = self.partitions.len();

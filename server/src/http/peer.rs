@@ -32,6 +32,7 @@ use cairn_consensus::{GroupId, Groups, HandleError, Rpc, Transport, TransportErr
 use subtle::ConstantTimeEq;
 
 use super::error::error_response;
+use super::searchers::Work;
 use crate::catalog::Catalog;
 use crate::collection::handle::{encode, serve_call};
 use crate::collection::Collection;
@@ -307,15 +308,20 @@ async fn partition_call(
         }
     }
     // Reads go where the public API's searches go ([`super::searchers`]): a short one on this
-    // worker while the node is quiet; reads that may wait (a floor to catch up to, a long
-    // search) to the search pool; writes, which wait for the group and the index, to the
-    // blocking pool.
-    let short =
-        floor == 0 && matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan));
+    // worker while the node is quiet, a long one to the search threads, one that may wait for
+    // this replica to catch up to a floor under `block_in_place`; writes, which wait for the
+    // group and the index, to the blocking pool.
+    let work = if floor > 0 {
+        Work::MayWait
+    } else if matches!(&call, PartitionCall::Query { plan } if replica.is_short(plan)) {
+        Work::Short
+    } else {
+        Work::Long
+    };
     let read = call.is_latency_sensitive();
     let serve = move || serve_call(replica.at_least(floor)?.as_ref(), call);
     let answer = if read {
-        state.searchers.run(short, serve).await
+        state.searchers.run(work, serve).await
     } else {
         super::blocking(serve).await
     };

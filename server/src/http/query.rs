@@ -10,6 +10,7 @@ use cairn_api::{
 };
 
 use super::json::{ApiJson, ApiQuery};
+use super::searchers::Work;
 use super::{ok, read_consistency, State};
 use crate::error::{Result, ServerError};
 use crate::request::query::{check_batch, plan};
@@ -35,10 +36,16 @@ async fn run(
             plan(collection.settings(), r, &state.limits, &field)
         })
         .collect::<Result<Vec<_>>>()?;
-    let short = plans.len() == 1 && collection.is_short(&plans[0], &consistency);
+    let work = if collection.may_wait(&consistency) {
+        Work::MayWait
+    } else if plans.len() == 1 && collection.is_short(&plans[0], &consistency) {
+        Work::Short
+    } else {
+        Work::Long
+    };
     state
         .searchers
-        .run(short, move || {
+        .run(work, move || {
             plans
                 .iter()
                 .map(|p| collection.query_blocking(p, &consistency))

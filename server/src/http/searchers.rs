@@ -39,6 +39,20 @@ const IN_PLACE: usize = 0;
 const POOL: usize = 1;
 const REFUSED: usize = 2;
 
+/// What a search will do, as its caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// CPU work bounded to about 500 µs (see [`crate::collection::Collection::is_short`]):
+    /// may run on the async worker.
+    Short,
+    /// Longer CPU work: always on the search threads.
+    Long,
+    /// Waits on other nodes (remote partitions, a read index, a replica catching up): it
+    /// would hold a search thread idle, so it runs under `block_in_place` on the worker, as
+    /// tokio's blocking work does, bounded by the request limits rather than this line.
+    MayWait,
+}
+
 /// One search, boxed for the queue.
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -70,7 +84,7 @@ struct Shared {
 }
 
 impl Searchers {
-    /// Starts `threads` search threads at CPU priority `nice` (0: the server's own; higher is
+    /// Starts, from within the tokio runtime, `threads` search threads at CPU priority `nice` (0: the server's own; higher is
     /// lower, up to 19) with `per_thread` searches each waiting at most; searches run on
     /// the async workers while the pool is idle and fewer than `max_in_place` do.
     pub fn start(
@@ -93,11 +107,15 @@ impl Searchers {
             saturated: AtomicBool::new(false),
             busy: Mutex::new((Instant::now(), Duration::ZERO)),
         });
+        // Searches of replicated partitions wait on the runtime (`Handle::current().block_on`
+        // for a read index or a catch-up), as on tokio's blocking pool: the threads enter it.
+        let runtime = tokio::runtime::Handle::current();
         for i in 0..threads {
-            let shared = Arc::clone(&shared);
+            let (shared, runtime) = (Arc::clone(&shared), runtime.clone());
             std::thread::Builder::new()
                 .name(format!("cairn-search-{i}"))
                 .spawn(move || {
+                    let _entered = runtime.enter();
                     lower_priority(nice);
                     shared.work();
                 })
@@ -106,17 +124,19 @@ impl Searchers {
         Ok(Self { shared })
     }
 
-    /// Runs `f`: on this worker when the search is short (see
-    /// [`crate::collection::Collection::is_short`]), the pool idle and the workers not
-    /// saturated; else on the pool — or refuses it with [`ServerError::Overloaded`] when the
-    /// pool's line is full.
+    /// Runs `f`, a search doing `work`: on this worker when it is short, the pool idle and the
+    /// workers not saturated; under `block_in_place` when it may wait on other nodes; else on
+    /// the pool — or refuses it with [`ServerError::Overloaded`] when the pool's line is full.
     pub async fn run<T: Send + 'static>(
         &self,
-        short: bool,
+        work: Work,
         f: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let shared = &self.shared;
-        if short && shared.is_idle() && !shared.workers_saturated() {
+        if work == Work::MayWait {
+            return tokio::task::block_in_place(f);
+        }
+        if work == Work::Short && shared.is_idle() && !shared.workers_saturated() {
             if shared.in_place.fetch_add(1, Ordering::AcqRel) < shared.max_in_place {
                 shared.counts[IN_PLACE].fetch_add(1, Ordering::Relaxed);
                 let answer = f();
@@ -130,8 +150,17 @@ impl Searchers {
             if tx.is_closed() {
                 return;
             }
-            let answer = std::panic::catch_unwind(AssertUnwindSafe(f))
-                .unwrap_or_else(|_| Err(ServerError::Internal("the search panicked".into())));
+            let answer = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(%message, "a search panicked");
+                Err(ServerError::Internal(format!(
+                    "the search panicked: {message}"
+                )))
+            });
             let _ = tx.send(answer);
         });
         {
