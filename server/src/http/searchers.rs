@@ -69,10 +69,7 @@ struct Shared {
     queued: AtomicUsize,
     /// Jobs the pool's threads are running.
     running: AtomicUsize,
-    /// Searches running on async workers.
-    in_place: AtomicUsize,
     threads: usize,
-    max_in_place: usize,
     max_queued: usize,
     per_thread: usize,
     /// Searches run on the async workers, run on the pool, and refused, since start.
@@ -84,23 +81,16 @@ struct Shared {
 }
 
 impl Searchers {
-    /// Starts, from within the tokio runtime, `threads` search threads at CPU priority `nice` (0: the server's own; higher is
-    /// lower, up to 19) with `per_thread` searches each waiting at most; searches run on
-    /// the async workers while the pool is idle and fewer than `max_in_place` do.
-    pub fn start(
-        threads: usize,
-        nice: i32,
-        per_thread: usize,
-        max_in_place: usize,
-    ) -> Result<Self> {
+    /// Starts, from within the tokio runtime, `threads` search threads at CPU priority `nice`
+    /// (0: the server's own; higher is lower, up to 19) with `per_thread` searches each
+    /// waiting at most.
+    pub fn start(threads: usize, nice: i32, per_thread: usize) -> Result<Self> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::with_capacity(threads * per_thread)),
             wake: Condvar::new(),
             queued: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
-            in_place: AtomicUsize::new(0),
             threads,
-            max_in_place,
             max_queued: threads * per_thread,
             per_thread,
             counts: Default::default(),
@@ -136,14 +126,10 @@ impl Searchers {
         if work == Work::MayWait {
             return tokio::task::block_in_place(f);
         }
+        // At most one search per worker runs in place: it holds the worker until it is done.
         if work == Work::Short && shared.is_idle() && !shared.workers_saturated() {
-            if shared.in_place.fetch_add(1, Ordering::AcqRel) < shared.max_in_place {
-                shared.counts[IN_PLACE].fetch_add(1, Ordering::Relaxed);
-                let answer = f();
-                shared.in_place.fetch_sub(1, Ordering::AcqRel);
-                return answer;
-            }
-            shared.in_place.fetch_sub(1, Ordering::AcqRel);
+            shared.counts[IN_PLACE].fetch_add(1, Ordering::Relaxed);
+            return f();
         }
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {

@@ -43,7 +43,6 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
         },
         config.http.search_nice,
         config.http.search_queue_per_thread,
-        cores,
     )?;
     let mut state = AppState::new(
         config.limits,
