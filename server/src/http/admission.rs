@@ -23,20 +23,6 @@ use tokio::sync::Semaphore;
 use super::State;
 use crate::error::ServerError;
 
-/// A query or search request: its work is a search ([`super::searchers`]).
-fn is_search(request: &Request) -> bool {
-    let path = request.uri().path();
-    request.method() == axum::http::Method::POST
-        && [
-            "/points/query",
-            "/points/query/batch",
-            "/points/search",
-            "/points/search/batch",
-        ]
-        .iter()
-        .any(|route| path.ends_with(route))
-}
-
 /// The limits and the requests under them.
 pub struct Admission {
     running: Arc<Semaphore>,
@@ -72,7 +58,7 @@ pub async fn admit(AxState(state): AxState<State>, request: Request, next: Next)
     if super::auth::is_probe(request.uri().path()) {
         return next.run(request).await;
     }
-    if is_search(&request) && state.searchers.is_full() {
+    if super::auth::is_search(request.method(), request.uri().path()) && state.searchers.is_full() {
         return axum::response::IntoResponse::into_response(state.searchers.full());
     }
     let admission = &state.admission;

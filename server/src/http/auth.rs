@@ -14,8 +14,9 @@
 //! is checked against it anew.
 //!
 //! Keys are compared in constant time (`subtle`) and never logged. A request is a *read* when
-//! it is a `GET`, or a `POST` to one of the read routes of [`READ_POSTS`]; everything else is
-//! a write, so a route added later is refused to read-only keys until it is listed here.
+//! it is a `GET`, or a `POST` to one of the read routes of [`SEARCH_POSTS`] and
+//! [`OTHER_READ_POSTS`]; everything else is a write, so a route added later is refused to
+//! read-only keys until it is listed here.
 
 use axum::extract::{Request, State as AxState};
 use axum::http::{header, HeaderMap, Method};
@@ -34,16 +35,16 @@ pub const API_KEY_HEADER: &str = "api-key";
 /// Routes anyone may call: a load balancer's or an orchestrator's probes carry no key.
 const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
 
-/// The `POST` routes under `/collections/{collection}/` that only read.
-const READ_POSTS: &[&[&str]] = &[
-    &["points"],
-    &["points", "scroll"],
-    &["points", "count"],
-    &["points", "query"],
-    &["points", "query", "batch"],
-    &["points", "search"],
-    &["points", "search", "batch"],
+/// The `POST` routes under `/collections/{collection}/` whose work is a search.
+const SEARCH_POSTS: &[&str] = &[
+    "points/query",
+    "points/query/batch",
+    "points/search",
+    "points/search/batch",
 ];
+
+/// The other `POST` routes under `/collections/{collection}/` that only read.
+const OTHER_READ_POSTS: &[&str] = &["points", "points/scroll", "points/count"];
 
 /// The keys a server accepts.
 #[derive(Clone)]
@@ -205,14 +206,26 @@ pub(super) fn reads_only(method: &Method, path: &str) -> bool {
     if method == Method::GET || method == Method::HEAD {
         return true;
     }
+    post_below_collection(method, path)
+        .is_some_and(|route| SEARCH_POSTS.contains(&route) || OTHER_READ_POSTS.contains(&route))
+}
+
+/// Whether `method` on `path` is a query or search (the admission layer refuses one unread
+/// while the search threads' line is full).
+pub(super) fn is_search(method: &Method, path: &str) -> bool {
+    post_below_collection(method, path).is_some_and(|route| SEARCH_POSTS.contains(&route))
+}
+
+/// For a `POST` to `/collections/{collection}/…`, the route below the collection (`…`).
+fn post_below_collection<'a>(method: &Method, path: &'a str) -> Option<&'a str> {
     if method != Method::POST {
-        return false;
+        return None;
     }
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
-        ["collections", _, rest @ ..] => READ_POSTS.contains(&rest),
-        _ => false,
-    }
+    let (_, route) = path
+        .trim_matches('/')
+        .strip_prefix("collections/")?
+        .split_once('/')?;
+    Some(route)
 }
 
 /// The collection a request is about: `/collections/{name}` and the routes below it.
@@ -304,6 +317,19 @@ pub async fn require_key(AxState(state): AxState<State>, request: Request, next:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn searches_are_the_query_and_search_posts() {
+        assert!(is_search(&Method::POST, "/collections/c/points/query"));
+        assert!(is_search(
+            &Method::POST,
+            "/collections/c/points/search/batch/"
+        ));
+        assert!(!is_search(&Method::GET, "/collections/c/points/query"));
+        assert!(!is_search(&Method::POST, "/collections/c/points/scroll"));
+        assert!(!is_search(&Method::POST, "/collections/points/search"));
+        assert!(!is_search(&Method::POST, "/points/query"));
+    }
 
     #[test]
     fn reads_are_gets_and_the_listed_posts() {
