@@ -238,14 +238,11 @@ impl Target {
     }
 }
 
-/// A self-signed certificate for 127.0.0.1 and `localhost`, written with its key as
-/// `cert.pem` and `key.pem` in a new temporary folder; the folder and the certificate.
+/// A self-signed certificate for 127.0.0.1 and `localhost`, written with its key in a new
+/// temporary folder; the folder and the certificate.
 fn self_signed() -> anyhow::Result<(tempfile::TempDir, Vec<u8>)> {
-    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
-        .context("cannot make a certificate")?;
     let dir = tempfile::tempdir()?;
-    let cert = made.cert.pem().into_bytes();
-    std::fs::write(dir.path().join("cert.pem"), &cert)?;
-    std::fs::write(dir.path().join("key.pem"), made.key_pair.serialize_pem())?;
+    let (cert, _) = cairn_testkit::self_signed_certificate(dir.path())?;
+    let cert = std::fs::read(cert)?;
     Ok((dir, cert))
 }

@@ -327,3 +327,18 @@ impl Drop for CairnProcess {
         let _ = self.kill();
     }
 }
+
+/// A self-signed certificate for `localhost` and 127.0.0.1 and its private key, written as
+/// `cert.pem` and `key.pem` in `dir`, for a server that speaks HTTPS
+/// (`CAIRN__HTTP__TLS_CERT_FILE`, `CAIRN__HTTP__TLS_KEY_FILE`) and the client that trusts it:
+/// the two paths.
+pub fn self_signed_certificate(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .map_err(|e| io("cannot make a certificate")(std::io::Error::other(e)))?;
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem())
+        .map_err(io(format!("cannot write {}", cert.display())))?;
+    std::fs::write(&key, made.key_pair.serialize_pem())
+        .map_err(io(format!("cannot write {}", key.display())))?;
+    Ok((cert, key))
+}

@@ -10,12 +10,7 @@ use super::harness::Server;
 /// A self-signed certificate for `localhost` and 127.0.0.1 and its key, as PEM files in
 /// `dir`: (certificate, key).
 pub(crate) fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert, made.cert.pem()).unwrap();
-    std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
-    (cert, key)
+    cairn_testkit::self_signed_certificate(dir).unwrap()
 }
 
 #[test]
