@@ -13,6 +13,7 @@ use std::time::Instant;
 use cairn_client::QueryPoints;
 use serde::Serialize;
 
+use crate::stats::{median, quantile};
 use crate::target::{Target, TargetArgs};
 
 /// Options of `auth-cost`.
@@ -64,17 +65,6 @@ pub struct Report {
     pub per_round: usize,
     /// Plain, key, TLS and key.
     pub variants: Vec<Variant>,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// The `q`-quantile of sorted latencies.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
-    sorted.get(i).copied().unwrap_or(f64::NAN)
 }
 
 /// Latencies in ms of `n` queries sent one after another, from query `from` on.

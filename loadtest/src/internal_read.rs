@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::cluster_ingest::{create_ready, upload, wait_members};
 use crate::standalone::{upsert_bodies, SetArgs};
+use crate::stats::quantile;
 use cairn_testkit::CairnProcess;
 
 /// Options of `cairn-loadtest internal-read`.
@@ -103,9 +104,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let mut bare = runtime.block_on(latencies(&client, &peers[holder], &health))?;
         bare.sort_by(f64::total_cmp);
         let (lm, fm, rt) = (
-            percentile(&local, 0.5),
-            percentile(&forwarded, 0.5),
-            percentile(&bare, 0.5),
+            quantile(&local, 0.5),
+            quantile(&forwarded, 0.5),
+            quantile(&bare, 0.5),
         );
         added.push(fm - lm);
         beyond.push(fm - lm - rt);
@@ -113,8 +114,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             "| {round} | {lm:.0} | {fm:.0} | {:.0} | {rt:.0} | {:.0} | {:.0} | {:.0} |",
             fm - lm,
             fm - lm - rt,
-            percentile(&local, 0.9),
-            percentile(&forwarded, 0.9)
+            quantile(&local, 0.9),
+            quantile(&forwarded, 0.9)
         );
     }
     added.sort_by(f64::total_cmp);
@@ -184,10 +185,4 @@ async fn latencies(
         out.push(t.elapsed().as_secs_f64() * 1e6);
     }
     Ok(out)
-}
-
-/// The `q`-quantile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted.get(i).copied().unwrap_or(f64::NAN)
 }

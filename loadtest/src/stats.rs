@@ -175,6 +175,18 @@ pub fn emit_json<T: Serialize>(report: &T, path: Option<&std::path::Path>) -> an
     Ok(())
 }
 
+/// The `q`-quantile of sorted values (the nearest rank; NaN when there are none).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).copied().unwrap_or(f64::NAN)
+}
+
+/// The median of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    quantile(&values, 0.5)
+}
+
 /// The numeric ids of a query's hits, best first (the loadtest loads point i as id i).
 pub fn answer_ids(answer: &QueryResponse) -> Vec<u32> {
     answer
