@@ -256,9 +256,11 @@ impl Client {
             .await
     }
 
-    /// `GET /`: server name and version.
+    /// `GET /`: server name, the Qdrant REST version it follows, and Cairn's own version.
     pub async fn server_info(&self) -> Result<ServerInfo> {
-        self.get("/").await
+        self.transport
+            .call_bare(Method::GET, "/", Idempotency::Idempotent, self.timeout)
+            .await
     }
 
     /// Whether the server (or the first reachable node) has loaded its collections and

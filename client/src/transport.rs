@@ -91,12 +91,41 @@ impl Transport {
         idempotency: Idempotency,
         timeout: Duration,
     ) -> Result<T> {
+        self.call_decoding(method, path, body, idempotency, timeout, |bytes| {
+            serde_json::from_slice::<Response<T>>(bytes).map(|envelope| envelope.result)
+        })
+        .await
+    }
+
+    /// Sends a request whose answer has no envelope (`GET /`, as in Qdrant) and decodes it.
+    pub async fn call_bare<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        idempotency: Idempotency,
+        timeout: Duration,
+    ) -> Result<T> {
+        self.call_decoding(method, path, None, idempotency, timeout, |bytes| {
+            serde_json::from_slice::<T>(bytes)
+        })
+        .await
+    }
+
+    async fn call_decoding<T>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        idempotency: Idempotency,
+        timeout: Duration,
+        decode: fn(&[u8]) -> serde_json::Result<T>,
+    ) -> Result<T> {
         let mut attempt = 0u32;
         loop {
             let index = self.preferred.load(Ordering::Relaxed) % self.urls.len();
             let base = &self.urls[index];
             match self
-                .attempt(method.clone(), base, path, body.clone(), timeout)
+                .attempt(method.clone(), base, path, body.clone(), timeout, decode)
                 .await
             {
                 Attempt::Done(value) => return Ok(value),
@@ -129,13 +158,14 @@ impl Transport {
         }
     }
 
-    async fn attempt<T: DeserializeOwned>(
+    async fn attempt<T>(
         &self,
         method: Method,
         base: &str,
         path: &str,
         body: Option<Vec<u8>>,
         timeout: Duration,
+        decode: fn(&[u8]) -> serde_json::Result<T>,
     ) -> Attempt<T> {
         let mut request = self
             .http
@@ -160,8 +190,8 @@ impl Transport {
             Err(e) => return transport_failure(base, e, timeout),
         };
         if status.is_success() {
-            return match serde_json::from_slice::<Response<T>>(&bytes) {
-                Ok(envelope) => Attempt::Done(envelope.result),
+            return match decode(&bytes) {
+                Ok(value) => Attempt::Done(value),
                 Err(e) => Attempt::Failed {
                     error: Error::Decode {
                         url: base.to_owned(),

@@ -89,7 +89,10 @@ async fn every_call_round_trips_through_the_real_server() {
             rank: 5
         }
     );
-    assert_eq!(five.vector.as_deref(), Some(&data[5][..]));
+    assert_eq!(
+        five.vector.as_ref().and_then(|v| v.as_dense()),
+        Some(&data[5][..])
+    );
 
     // Query: the point itself is its own nearest neighbour; explain says how it ran.
     let response = client

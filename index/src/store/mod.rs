@@ -167,6 +167,18 @@ impl VectorStore {
         Ok(self.scan(&self.metric.prepared(query), k, filter))
     }
 
+    /// Exact search among `slots` only (a candidate list) for a query as users send it:
+    /// checks its dimension, preprocesses it for the metric, scores each listed row.
+    pub fn search_slots(
+        &self,
+        query: &[f32],
+        k: usize,
+        slots: impl Iterator<Item = Slot>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        self.check_dim(query)?;
+        Ok(self.scan_slots(&self.metric.prepared(query), k, slots))
+    }
+
     /// The opening every index's search shares: the query's dimension checked, the query
     /// preprocessed, and `exact` queries answered by the scan, so no index writes its own.
     pub(crate) fn open<'q>(

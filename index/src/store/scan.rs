@@ -77,10 +77,39 @@ impl VectorStore {
 
     /// Accepted rows gathered four at a time; only the rows scored are counted.
     fn scan_filtered(&self, query: &[f32], accept: SlotFilter<'_>, top: &mut TopK) -> u64 {
+        self.scan_listed(
+            query,
+            (0..self.len() as Slot).filter(|&slot| accept(slot)),
+            top,
+        )
+    }
+
+    /// The `k` lowest metric keys among `slots` (a candidate list, such as a payload index
+    /// finds), for a query already preprocessed for the metric. Slots beyond the store are
+    /// skipped.
+    pub fn scan_slots(
+        &self,
+        query: &[f32],
+        k: usize,
+        slots: impl Iterator<Item = Slot>,
+    ) -> (Vec<Neighbor>, SearchStats) {
+        let mut top = TopK::new(k);
+        let len = self.len() as Slot;
+        let computed = self.scan_listed(query, slots.filter(|&s| s < len), &mut top);
+        (
+            top.into_sorted(),
+            SearchStats {
+                distance_computations: computed,
+            },
+        )
+    }
+
+    /// Scores the listed rows, four at a time; returns how many were scored.
+    fn scan_listed(&self, query: &[f32], slots: impl Iterator<Item = Slot>, top: &mut TopK) -> u64 {
         let mut computed = 0;
         let mut pending: [Slot; 4] = [0; 4];
         let mut held = 0;
-        for slot in (0..self.len() as Slot).filter(|&slot| accept(slot)) {
+        for slot in slots {
             pending[held] = slot;
             held += 1;
             if held == pending.len() {

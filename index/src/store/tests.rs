@@ -100,6 +100,26 @@ proptest! {
         }
     }
 
+    /// A scan of listed slots (a payload index's candidates) finds what a filtered scan over
+    /// the same slots finds, and skips slots beyond the store.
+    #[test]
+    fn listed_scan_equals_filtered_scan(
+        dim in 1usize..12,
+        n in 0usize..60,
+        k in 0usize..20,
+        modulus in 1u32..5,
+        seed in any::<u64>(),
+    ) {
+        let (data, query) = random_rows(seed, n, dim);
+        let store = store_of(Metric::L2, dim, &data);
+        let accept = |slot: Slot| slot % modulus == 0;
+        let listed = (0..n as Slot + 3).filter(|&s| accept(s));
+        let (hits, stats) = store.search_slots(&query, k, listed).unwrap();
+        let (want, want_stats) = store.scan(&store.metric.prepared(&query), k, Some(&accept));
+        prop_assert_eq!(stats, want_stats);
+        prop_assert_eq!(hits, want);
+    }
+
     /// With `dim` a multiple of 16 every row starts on a cache line, however the store grew;
     /// with any dim the rows read back as appended (the alignment changes no value).
     #[test]

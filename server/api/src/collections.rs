@@ -1,4 +1,6 @@
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
 use crate::unsupported::{refuse_other_than, refuse_set, refuse_within};
@@ -106,6 +108,62 @@ impl RefuseUnsupported for VectorParams {
     }
 }
 
+/// `vectors` at creation and in collection info: one unnamed vector space, or Qdrant's map of
+/// named ones (`{"": {…}}` is the unnamed vector in map form, which LangChain sends).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum VectorsConfig {
+    /// One unnamed vector per point.
+    Single(Box<VectorParams>),
+    /// Vectors by name.
+    Named(BTreeMap<String, VectorParams>),
+}
+
+impl<'de> Deserialize<'de> for VectorsConfig {
+    /// An object with `size` or `distance` is one vector space; any other object is a map of
+    /// named ones. (An untagged enum would only say that neither shape matched.)
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(d)?;
+        let single = value
+            .as_object()
+            .is_some_and(|o| o.contains_key("size") || o.contains_key("distance"));
+        // The path inside `vectors` is lost at this boundary: say it in the message.
+        fn within<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(value).map_err(|e| match e.path().to_string() {
+                root if root == "." => e.into_inner().to_string(),
+                path => format!("`{path}`: {}", e.into_inner()),
+            })
+        }
+        if single {
+            within(value)
+                .map(|params| VectorsConfig::Single(Box::new(params)))
+                .map_err(D::Error::custom)
+        } else {
+            within(value)
+                .map(VectorsConfig::Named)
+                .map_err(|e| D::Error::custom(format!("named vectors: {e}")))
+        }
+    }
+}
+
+impl From<VectorParams> for VectorsConfig {
+    fn from(params: VectorParams) -> Self {
+        VectorsConfig::Single(Box::new(params))
+    }
+}
+
+impl RefuseUnsupported for VectorsConfig {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        match self {
+            VectorsConfig::Single(params) => params.refuse_unsupported(),
+            VectorsConfig::Named(named) => named.iter().try_for_each(|(name, params)| {
+                params.refuse_unsupported().map_err(|e| e.within(name))
+            }),
+        }
+    }
+}
+
 /// Which index a collection uses (a Cairn addition). Absent at creation: `ip_nsw_plus` for
 /// `Dot` collections, `hnsw` otherwise. Reported with every parameter filled in.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -185,8 +243,9 @@ impl IndexConfig {
 /// `PUT /collections/{c}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CreateCollection {
-    /// The vector space.
-    pub vectors: VectorParams,
+    /// The vector space: one unnamed, or a map with one named vector (several named vectors
+    /// per point are refused for now).
+    pub vectors: VectorsConfig,
     /// Collection-wide HNSW settings (overridden by `vectors.hnsw_config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hnsw_config: Option<HnswConfigDiff>,
@@ -220,7 +279,7 @@ pub struct CreateCollection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub sharding_method: Option<Value>,
-    /// Qdrant's sparse vectors: refused.
+    /// Qdrant's sparse vectors: only none (`{}`, which LangChain sends for dense stores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub sparse_vectors: Option<Value>,
@@ -243,7 +302,7 @@ impl CreateCollection {
     /// A request with only the vector space set; every other option at its default.
     pub fn new(size: usize, distance: Distance) -> Self {
         Self {
-            vectors: VectorParams::new(size, distance),
+            vectors: VectorParams::new(size, distance).into(),
             hnsw_config: None,
             index: None,
             shard_number: None,
@@ -269,13 +328,187 @@ impl RefuseUnsupported for CreateCollection {
             &[json!("auto")],
             "Cairn places points by content",
         )?;
+        refuse_other_than(
+            "sparse_vectors",
+            &self.sparse_vectors,
+            &[json!({})],
+            "points have dense vectors only",
+        )?;
         refuse_set(&[
-            ("sparse_vectors", &self.sparse_vectors),
             ("strict_mode_config", &self.strict_mode_config),
             ("metadata", &self.metadata),
             ("init_from", &self.init_from),
         ])
     }
+}
+
+/// What a payload index indexes a key as (Qdrant's names).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadSchemaType {
+    /// Strings, matched exactly (`match.value`, `match.any`).
+    Keyword,
+    /// Integers (`match`, `range`).
+    Integer,
+    /// Numbers (`range`).
+    Float,
+    /// Booleans (`match.value`).
+    Bool,
+    /// UUID strings, in any case or with or without hyphens (`match`).
+    Uuid,
+    /// Text split into lower-cased words (`match.text`: every word of the query).
+    Text,
+    /// Not indexed yet: refused.
+    Datetime,
+    /// Not indexed yet: refused.
+    Geo,
+}
+
+impl PayloadSchemaType {
+    /// The name Qdrant gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PayloadSchemaType::Keyword => "keyword",
+            PayloadSchemaType::Integer => "integer",
+            PayloadSchemaType::Float => "float",
+            PayloadSchemaType::Bool => "bool",
+            PayloadSchemaType::Uuid => "uuid",
+            PayloadSchemaType::Text => "text",
+            PayloadSchemaType::Datetime => "datetime",
+            PayloadSchemaType::Geo => "geo",
+        }
+    }
+}
+
+/// `field_schema`: a type name, or Qdrant's object of the type and its options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum PayloadFieldSchema {
+    /// `"keyword"`, `"integer"`, …
+    Type(PayloadSchemaType),
+    /// `{"type": "text", "tokenizer": "word", …}`.
+    Params(Box<PayloadSchemaParams>),
+}
+
+/// A payload index's type with Qdrant's options. Options that only say where or how the index
+/// is kept (`on_disk`, `is_tenant`, `is_principal`, `lookup`, `range`) are accepted: Cairn
+/// keeps every payload index in memory and serves both lookups and ranges from it. Options
+/// that would change what a text condition matches are refused unless they are Cairn's
+/// behaviour (`tokenizer: word`, `lowercase: true`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PayloadSchemaParams {
+    /// The index type.
+    #[serde(rename = "type")]
+    pub kind: PayloadSchemaType,
+    /// Text only: how values split into words; only `word`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub tokenizer: Option<Value>,
+    /// Text only: only `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<bool>)]
+    pub lowercase: Option<Value>,
+    /// Refused: token lengths, phrases, stop words, stemming and ASCII folding change what a
+    /// text condition matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub min_token_len: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub max_token_len: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub phrase_matching: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub stopwords: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub stemmer: Option<Value>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub ascii_folding: Option<Value>,
+}
+
+impl PayloadFieldSchema {
+    /// The index type.
+    pub fn kind(&self) -> PayloadSchemaType {
+        match self {
+            PayloadFieldSchema::Type(kind) => *kind,
+            PayloadFieldSchema::Params(params) => params.kind,
+        }
+    }
+}
+
+impl RefuseUnsupported for PayloadFieldSchema {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        let PayloadFieldSchema::Params(p) = self else {
+            return Ok(());
+        };
+        refuse_other_than(
+            "tokenizer",
+            &p.tokenizer,
+            &[json!("word")],
+            "text indexes split on non-alphanumeric characters (`word`)",
+        )?;
+        refuse_other_than(
+            "lowercase",
+            &p.lowercase,
+            &[json!(true)],
+            "text indexes lower-case every word",
+        )?;
+        refuse_set(&[
+            ("min_token_len", &p.min_token_len),
+            ("max_token_len", &p.max_token_len),
+            ("phrase_matching", &p.phrase_matching),
+            ("stopwords", &p.stopwords),
+            ("stemmer", &p.stemmer),
+            ("ascii_folding", &p.ascii_folding),
+        ])
+    }
+}
+
+/// `PUT /collections/{c}/index`: index a payload key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreateFieldIndex {
+    /// The key (dotted paths and `a[].b` reach into objects and arrays).
+    pub field_name: String,
+    /// What to index it as; required (Qdrant infers it from existing data, which would make
+    /// the index depend on whichever points happen to be there).
+    #[serde(default)]
+    pub field_schema: Option<PayloadFieldSchema>,
+}
+
+impl RefuseUnsupported for CreateFieldIndex {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_within("field_schema", self.field_schema.as_ref())
+    }
+}
+
+/// One payload index, as `payload_schema` in collection info reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PayloadIndexInfo {
+    /// What the key is indexed as.
+    pub data_type: PayloadSchemaType,
+    /// Points with at least one indexed value at the key.
+    pub points: u64,
 }
 
 /// Effective HNSW settings of a collection.
@@ -298,8 +531,8 @@ pub struct HnswConfig {
 /// Collection parameters as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionParams {
-    /// The vector space.
-    pub vectors: VectorParams,
+    /// The vector space, in the shape it was created with.
+    pub vectors: VectorsConfig,
     /// Partitions of the collection.
     pub shard_number: u32,
     /// Copies of each partition.
@@ -375,9 +608,8 @@ pub struct CollectionInfo {
     pub segments_count: u64,
     /// Configuration.
     pub config: CollectionConfig,
-    /// Payload indexes (none; filters run on in-memory payloads).
-    #[schema(value_type = Object)]
-    pub payload_schema: serde_json::Map<String, serde_json::Value>,
+    /// Payload indexes by key.
+    pub payload_schema: BTreeMap<String, PayloadIndexInfo>,
     /// How a partitioned collection is routed (absent for one partition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingInfo>,
@@ -533,7 +765,7 @@ mod tests {
             (
                 json!({}),
                 &json!({"sparse_vectors": {"text": {}}}),
-                "sparse_vectors: not supported",
+                r#"sparse_vectors: {"text":{}} is not supported"#,
             ),
             (
                 json!({}),
@@ -564,11 +796,45 @@ mod tests {
     fn create_accepts_cairns_own_behaviour_nulls_and_tuning_knobs() {
         let vectors = json!({"datatype": "float32", "on_disk": false, "memory": "cached",
             "quantization_config": null, "hnsw_config": {"m": 8, "on_disk": true, "payload_m": 4}});
-        let extra = json!({"sharding_method": "auto", "sparse_vectors": null, "metadata": null,
+        let extra = json!({"sharding_method": "auto", "sparse_vectors": {}, "metadata": null,
             "on_disk_payload": true, "wal_config": {"wal_capacity_mb": 64},
             "optimizers_config": {"indexing_threshold": 0}, "payload": {"memory": "cold"},
             "id_tracker": {"memory": "cold"}});
         assert_eq!(refused(vectors, extra), None);
+    }
+
+    /// LangChain's shape (`{"": {…}}`) and a named vector parse as a map; what a named vector
+    /// refuses is named by its path.
+    #[test]
+    fn vectors_come_unnamed_or_as_a_map_of_named_ones() {
+        let parse = |v: Value| serde_json::from_value::<VectorsConfig>(v);
+        let unnamed = parse(json!({"size": 4, "distance": "Cosine"})).unwrap();
+        assert_eq!(unnamed, VectorParams::new(4, Distance::Cosine).into());
+        let named = parse(json!({"": {"size": 4, "distance": "Cosine"}})).unwrap();
+        assert_eq!(
+            named,
+            VectorsConfig::Named(BTreeMap::from([(
+                String::new(),
+                VectorParams::new(4, Distance::Cosine)
+            )]))
+        );
+        let err = parse(json!({"dense": {"size": 4}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("named vectors") && err.contains("distance"),
+            "{err}"
+        );
+        let refused = parse(json!({"dense": {"size": 4, "distance": "Dot", "on_disk": true}}))
+            .unwrap()
+            .refuse_unsupported()
+            .unwrap_err();
+        assert_eq!(refused.field, "dense.on_disk");
+        // A map round-trips in its own shape: collection info reports what was created.
+        assert_eq!(
+            serde_json::to_value(&named).unwrap(),
+            json!({"": {"size": 4, "distance": "Cosine"}})
+        );
     }
 
     #[test]

@@ -196,7 +196,7 @@ pub struct FieldCondition {
     pub is_null: Option<Value>,
 }
 
-/// Equality tests: exactly one of `value`, `any`, `except`.
+/// Equality tests: exactly one of `value`, `any`, `except`, `text`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
@@ -209,10 +209,11 @@ pub struct Match {
     /// Equal to none of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub except: Option<Vec<Value>>,
-    /// Qdrant's full-text and prefix matches: refused.
+    /// Every word of this text, where a text index covers the key (words: lower-cased runs of
+    /// letters and digits); elsewhere this exact substring (Qdrant's rule for keys without a
+    /// full-text index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub text: Option<Value>,
+    pub text: Option<String>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
@@ -359,7 +360,6 @@ impl RefuseUnsupported for FieldCondition {
 impl RefuseUnsupported for Match {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
         refuse_set(&[
-            ("text", &self.text),
             ("text_any", &self.text_any),
             ("phrase", &self.phrase),
             ("prefix", &self.prefix),
@@ -466,8 +466,8 @@ mod tests {
                 "must[0].is_null",
             ),
             (
-                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"text": "x"}}]}"#,
-                "should[1].match.text",
+                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"text_any": "x"}}]}"#,
+                "should[1].match.text_any",
             ),
             (
                 r#"{"must": {"key": "a", "match": {"text_any": "x y"}}}"#,

@@ -391,7 +391,7 @@ mod tests {
                     version: 9,
                     score: 0.75,
                     payload: Some(payload.clone()),
-                    vector: Some(vec![1.0, 2.0]),
+                    vector: Some(crate::VectorOutput::Dense(vec![1.0, 2.0])),
                 },
                 ScoredPoint {
                     id: PointId::Uuid(

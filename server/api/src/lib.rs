@@ -53,11 +53,19 @@ impl<T> Response<T> {
     }
 }
 
-/// `GET /`: who is answering.
+/// `GET /`: who is answering, in Qdrant's shape (no `result` envelope, as Qdrant's clients
+/// read it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ServerInfo {
     /// Server name.
     pub title: String,
-    /// Cairn version.
+    /// The Qdrant REST API version Cairn follows ([`QDRANT_API_VERSION`]): Qdrant's clients
+    /// compare it with their own and warn when the minor versions are more than one apart.
     pub version: String,
+    /// Cairn's own version.
+    pub cairn_version: String,
 }
+
+/// The Qdrant REST API version whose shapes Cairn serves, reported as `version` by `GET /`:
+/// the version of the official client the compatibility tests pin.
+pub const QDRANT_API_VERSION: &str = "1.20.0";

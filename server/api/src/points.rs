@@ -328,7 +328,50 @@ pub enum WithPayload {
     },
 }
 
-/// `with_vector`: a flag (or the list of vector names, which for Cairn's single vector means true).
+/// A vector as returned: a plain list, or by name when the collection's vector has one (Qdrant
+/// returns the unnamed vector `""` as a plain list even when it was created in map form).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum VectorOutput {
+    /// The unnamed vector.
+    Dense(Vec<f32>),
+    /// Vectors by name.
+    Named(BTreeMap<String, Vec<f32>>),
+}
+
+impl VectorOutput {
+    /// The vector, if it is the point's only one (named or not).
+    pub fn into_dense(self) -> Option<Vec<f32>> {
+        match self {
+            VectorOutput::Dense(v) => Some(v),
+            VectorOutput::Named(named) if named.len() == 1 => named.into_values().next(),
+            VectorOutput::Named(_) => None,
+        }
+    }
+
+    /// The vector, if it is the point's only one (named or not).
+    pub fn as_dense(&self) -> Option<&[f32]> {
+        match self {
+            VectorOutput::Dense(v) => Some(v),
+            VectorOutput::Named(named) if named.len() == 1 => {
+                named.values().next().map(Vec::as_slice)
+            }
+            VectorOutput::Named(_) => None,
+        }
+    }
+
+    /// The same vector under `name` (`""`: the unnamed vector, a plain list).
+    pub fn named(self, name: &str) -> Self {
+        match (self, name) {
+            (VectorOutput::Dense(v), name) if !name.is_empty() => {
+                VectorOutput::Named(BTreeMap::from([(name.to_owned(), v)]))
+            }
+            (output, _) => output,
+        }
+    }
+}
+
+/// `with_vector`: a flag, or the names of the vectors to return.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum WithVector {
@@ -339,11 +382,19 @@ pub enum WithVector {
 }
 
 impl WithVector {
-    /// Whether the vector is requested.
-    pub fn enabled(&self) -> bool {
+    /// Whether the vector called `name` (`""`: the unnamed one) is requested.
+    pub fn includes(&self, name: &str) -> bool {
         match self {
             WithVector::Enable(on) => *on,
-            WithVector::Names(names) => !names.is_empty(),
+            WithVector::Names(names) => names.iter().any(|n| n == name),
+        }
+    }
+
+    /// The first requested name that is not `name`: points have one vector.
+    pub fn unknown_name(&self, name: &str) -> Option<&str> {
+        match self {
+            WithVector::Enable(_) => None,
+            WithVector::Names(names) => names.iter().map(String::as_str).find(|n| *n != name),
         }
     }
 }
@@ -359,7 +410,7 @@ pub struct Record {
     pub payload: Option<Payload>,
     /// Its vector, when requested.
     #[serde(default)]
-    pub vector: Option<Vec<f32>>,
+    pub vector: Option<VectorOutput>,
 }
 
 /// `POST /collections/{c}/points`: get many by id.

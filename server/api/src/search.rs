@@ -5,7 +5,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::points::{dense, PointIdVisitor};
 use crate::unsupported::{refuse_each, refuse_set, refuse_within};
-use crate::{Filter, Payload, PointId, RefuseUnsupported, Unsupported, WithPayload, WithVector};
+use crate::{
+    Filter, Payload, PointId, RefuseUnsupported, Unsupported, VectorOutput, WithPayload, WithVector,
+};
 
 /// Per-query search knobs (`params`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -251,6 +253,11 @@ pub struct QueryExplain {
     pub filter_selectivity: Option<f64>,
     /// A filtered graph search found fewer than `limit + offset` hits and was redone exactly.
     pub exact_fallback: bool,
+    /// Points the payload indexes (and `has_id`) left as candidates for the filter, summed
+    /// over partitions; absent when no index could narrow it. Below the collection's
+    /// `full_scan_threshold` only these are scored, exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_index_candidates: Option<u64>,
     /// Query-to-vector distance evaluations, summed over every search the query ran
     /// (the router's included).
     pub distance_computations: u64,
@@ -385,7 +392,7 @@ pub struct ScoredPoint {
     pub payload: Option<Payload>,
     /// Vector, when requested.
     #[serde(default)]
-    pub vector: Option<Vec<f32>>,
+    pub vector: Option<VectorOutput>,
 }
 
 impl From<SearchRequest> for QueryRequest {
@@ -488,9 +495,9 @@ mod tests {
             Some("lookup_from")
         );
         assert_eq!(
-            query(r#"{"query": [1], "filter": {"must": {"key": "a", "match": {"text": "x"}}}}"#)
+            query(r#"{"query": [1], "filter": {"must": {"key": "a", "match": {"phrase": "x"}}}}"#)
                 .as_deref(),
-            Some("filter.must[0].match.text")
+            Some("filter.must[0].match.phrase")
         );
         // Search knobs that change only speed are accepted.
         assert_eq!(

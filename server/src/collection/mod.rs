@@ -58,17 +58,17 @@ mod read;
 mod rebalance;
 pub mod routing;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::{PointId, ReadToken};
+use cairn_api::{PayloadIndexInfo, PayloadSchemaType, PointId, ReadToken};
 use cairn_index::pyramid::Assignment;
 use cairn_index::Trainers;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{Result, ServerError};
-use crate::partition::{LoadReport, SlotStats};
+use crate::partition::{LoadReport, Partition, SlotStats};
 use crate::request::CollectionSettings;
 use cairn_api::internal::{CollectionWrite, WriteReceipt};
 pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
@@ -277,6 +277,53 @@ impl Collection {
             total.load_ms = total.load_ms.max(r.load_ms);
         }
         total
+    }
+
+    /// The partitions, when every one lives in this process and the collection's records are
+    /// its own (not a cluster's): what payload indexes need for now, since an index is
+    /// built in each partition and a cluster would have to tell every replica.
+    fn own_partitions(&self) -> Result<Vec<&Partition>> {
+        let clustered = matches!(self.meta, MetaStore::Shared(_));
+        let locals: Option<Vec<&Partition>> = self.partitions.iter().map(|p| p.local()).collect();
+        match (clustered, locals) {
+            (false, Some(locals)) => Ok(locals),
+            _ => Err(ServerError::InvalidRequest(format!(
+                "collection `{}` is replicated across a cluster; payload indexes are built on \
+                 standalone collections only for now",
+                self.name
+            ))),
+        }
+    }
+
+    /// Indexes payload `key` as `kind` in every partition (blocking: builds the index).
+    pub fn create_payload_index(&self, key: &str, kind: PayloadSchemaType) -> Result<()> {
+        for partition in self.own_partitions()? {
+            partition.create_payload_index(key, kind)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the payload index of `key` in every partition.
+    pub fn delete_payload_index(&self, key: &str) -> Result<()> {
+        for partition in self.own_partitions()? {
+            partition.delete_payload_index(key)?;
+        }
+        Ok(())
+    }
+
+    /// The payload indexes and the live points each holds over all partitions (none on a
+    /// clustered collection).
+    pub fn payload_schema(&self) -> BTreeMap<String, PayloadIndexInfo> {
+        let mut schema = BTreeMap::new();
+        for partition in self.own_partitions().unwrap_or_default() {
+            for (key, info) in partition.payload_indexes() {
+                schema
+                    .entry(key)
+                    .and_modify(|sum: &mut PayloadIndexInfo| sum.points += info.points)
+                    .or_insert(info);
+            }
+        }
+        schema
     }
 
     /// Index slots over all partitions (those that answer).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
     Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, ReadConsistency, Record,
+    VectorOutput,
 };
 
 use super::handle::{PartitionHandle, ReadTrace};
@@ -235,6 +236,7 @@ impl Collection {
                 .get_points(&[*id], &PayloadSelection::None, true, consistency)?
                 .pop()
                 .and_then(|r| r.vector)
+                .and_then(VectorOutput::into_dense)
                 .ok_or(ServerError::PointNotFound(*id))?,
         };
         let route = self.route(&vector, plan)?;
@@ -273,6 +275,11 @@ impl Collection {
                 Some(mut sum) => {
                     sum.exact |= e.exact;
                     sum.exact_fallback |= e.exact_fallback;
+                    sum.payload_index_candidates =
+                        match (sum.payload_index_candidates, e.payload_index_candidates) {
+                            (None, None) => None,
+                            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                        };
                     sum.distance_computations += e.distance_computations;
                     sum
                 }
@@ -294,6 +301,7 @@ impl Collection {
                 ef: None,
                 filter_selectivity: None,
                 exact_fallback: false,
+                payload_index_candidates: None,
                 distance_computations: 0,
                 partitions: None,
             })

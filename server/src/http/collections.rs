@@ -6,12 +6,13 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
     ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo,
-    CollectionParams, CollectionsList, CreateCollection, HnswConfig, IndexConfig, OptimizersConfig,
-    RefuseUnsupported, VectorParams, WalConfig,
+    CollectionParams, CollectionsList, CreateCollection, CreateFieldIndex, HnswConfig, IndexConfig,
+    OptimizersConfig, PayloadSchemaType, RefuseUnsupported, UpdateResult, UpdateStatus, WalConfig,
+    WriteQuery,
 };
 use cairn_index::IndexParams;
 
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiQuery};
 use super::{blocking, ok, State};
 use crate::collection::{Collection, PartitionHealth};
 use crate::error::{Result, ServerError};
@@ -61,6 +62,79 @@ pub(super) async fn exists(
     let t = Instant::now();
     let exists = state.catalog()?.get(&name).is_ok();
     Ok(ok(CollectionExists { exists }, t))
+}
+
+/// `PUT /collections/{c}/index`: indexes a payload key in every partition. The index is built
+/// before the answer, whatever `wait` says, so the answer is always `completed`.
+#[utoipa::path(put, path = "/collections/{collection}/index", tag = "collections", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = CreateFieldIndex, responses((status = 200, description = "Indexed: stored durably and built from the points already there.", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn create_index(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(_wait): ApiQuery<WriteQuery>,
+    ApiJson(request): ApiJson<CreateFieldIndex>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let kind = field_index_kind(&request)?;
+    let collection = state.catalog()?.get(&name)?;
+    blocking(move || collection.create_payload_index(&request.field_name, kind)).await?;
+    Ok(ok(index_done(), t))
+}
+
+/// `DELETE /collections/{c}/index/{field_name}`: drops a payload index (filters on the key keep
+/// working, by reading payloads).
+#[utoipa::path(delete, path = "/collections/{collection}/index/{field_name}", tag = "collections", params(("collection" = String, Path, description = "Collection name."), ("field_name" = String, Path, description = "The indexed key."), WriteQuery), responses((status = 200, description = "Dropped (or there was none).", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn delete_index(
+    AxState(state): AxState<State>,
+    Path((name, field_name)): Path<(String, String)>,
+    ApiQuery(_wait): ApiQuery<WriteQuery>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let collection = state.catalog()?.get(&name)?;
+    blocking(move || collection.delete_payload_index(&field_name)).await?;
+    Ok(ok(index_done(), t))
+}
+
+/// What an index change answers: done (it is built or dropped before the answer). It is no
+/// write to the points, so it has no operation id of its own.
+fn index_done() -> UpdateResult {
+    UpdateResult {
+        operation_id: 0,
+        status: UpdateStatus::Completed,
+        read_token: None,
+    }
+}
+
+/// Most bytes in an indexed key.
+const MAX_INDEXED_KEY: usize = 1024;
+
+/// The index type a request asks for; the types Cairn does not index yet are refused.
+fn field_index_kind(request: &CreateFieldIndex) -> Result<PayloadSchemaType> {
+    if request.field_name.is_empty() || request.field_name.len() > MAX_INDEXED_KEY {
+        return Err(ServerError::InvalidRequest(format!(
+            "field_name must be 1-{MAX_INDEXED_KEY} bytes"
+        )));
+    }
+    let Some(schema) = &request.field_schema else {
+        return Err(ServerError::InvalidRequest(
+            "field_schema is required: one of keyword, integer, float, bool, uuid, text".into(),
+        ));
+    };
+    match schema.kind() {
+        kind @ (PayloadSchemaType::Datetime | PayloadSchemaType::Geo) => {
+            Err(ServerError::InvalidRequest(format!(
+                "field_schema: {} indexes are not supported yet; keyword, integer, float, bool, \
+                 uuid and text are",
+                kind.name()
+            )))
+        }
+        kind @ (PayloadSchemaType::Keyword
+        | PayloadSchemaType::Integer
+        | PayloadSchemaType::Float
+        | PayloadSchemaType::Bool
+        | PayloadSchemaType::Uuid
+        | PayloadSchemaType::Text) => Ok(kind),
+    }
 }
 
 /// `GET /collections/{c}/cluster`: where each partition (Qdrant's shard) lives, in Qdrant's
@@ -273,7 +347,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
         segments_count: 1,
         config: CollectionConfig {
             params: CollectionParams {
-                vectors: VectorParams::new(s.dim, s.distance),
+                vectors: s.vectors_config(),
                 shard_number: s.partitions() as u32,
                 replication_factor: s.replication_factor as u32,
                 write_consistency_factor: s.write_consistency_factor as u32,
@@ -304,7 +378,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
             quantization_config,
             index,
         },
-        payload_schema: Default::default(),
+        payload_schema: collection.payload_schema(),
         routing: collection.routing_info(),
     }
 }

@@ -143,6 +143,8 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
             collections::delete
         ))
         .routes(routes!(collections::exists))
+        .routes(routes!(collections::create_index))
+        .routes(routes!(collections::delete_index))
         .routes(routes!(
             collections::cluster_info,
             collections::cluster_update

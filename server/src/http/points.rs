@@ -143,7 +143,9 @@ pub(super) async fn get_many(
     let collection = state.catalog()?.get(&name)?;
     let ids = prepare_delete_ids(request.ids, &state.limits)?;
     let with_payload = PayloadSelection::from_wire(request.with_payload, true);
-    let with_vector = request.with_vector.is_some_and(|w| w.enabled());
+    let with_vector = collection
+        .settings()
+        .wants_vector(request.with_vector.as_ref(), "")?;
     // A cluster's collection may ask other nodes: off the async workers.
     let records =
         blocking(move || collection.get_points(&ids, &with_payload, with_vector, &consistency))
@@ -162,7 +164,7 @@ pub(super) async fn scroll(
     request.refuse_unsupported()?;
     let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
-    let plan = scroll_plan(request, &state.limits)?;
+    let plan = scroll_plan(collection.settings(), request, &state.limits)?;
     let (points, next_page_offset) =
         blocking(move || collection.scroll_blocking(&plan, &consistency)).await?;
     Ok(ok(

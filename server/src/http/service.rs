@@ -10,15 +10,13 @@ use cairn_api::{ErrorCode, ServerInfo};
 use super::error::error_response;
 use super::{ok, State};
 
-#[utoipa::path(get, path = "/", tag = "service", security(()), responses((status = 200, description = "Who answers.", body = cairn_api::Response<ServerInfo>)))]
+#[utoipa::path(get, path = "/", tag = "service", security(()), responses((status = 200, description = "Who answers: the Qdrant REST version Cairn follows (`version`, what Qdrant's clients check) and Cairn's own (`cairn_version`); no envelope, as in Qdrant.", body = ServerInfo)))]
 pub(super) async fn root() -> impl IntoResponse {
-    ok(
-        ServerInfo {
-            title: "cairn - vector search engine".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        Instant::now(),
-    )
+    axum::Json(ServerInfo {
+        title: "cairn - vector search engine".into(),
+        version: cairn_api::QDRANT_API_VERSION.into(),
+        cairn_version: env!("CARGO_PKG_VERSION").into(),
+    })
 }
 
 /// Liveness: the process answers.

@@ -116,9 +116,23 @@ fn vacuum(shared: &Shared) -> bool {
         (entries, vectors)
     };
     let dead = old.table.read().dead;
-    match LiveIndex::build(&shared.settings, &shared.trainers, entries, &vectors) {
+    let schema = shared.payload_schema.read().clone();
+    match LiveIndex::build(
+        &shared.settings,
+        &schema,
+        &shared.trainers,
+        entries,
+        &vectors,
+    ) {
         Ok(fresh) => {
             *shared.live.write() = Arc::new(fresh);
+            // A payload index created or dropped during the rebuild: the fresh table follows
+            // (creating one writes the schema before it indexes the table it then sees).
+            shared
+                .live()
+                .table
+                .write()
+                .sync_payload_schema(&shared.payload_schema.read());
             tracing::info!(collection = %shared.name, reclaimed_slots = dead, ms = started.elapsed().as_millis() as u64, "vacuum rebuilt the index");
             true
         }

@@ -13,6 +13,7 @@ use cairn_api::{Payload, PointId};
 use cairn_index::{Slot, Trainers, VectorIndex};
 use parking_lot::RwLock;
 
+use super::payload_index::{PayloadIndexes, PayloadSchema};
 use crate::error::Result;
 use crate::request::CollectionSettings;
 
@@ -40,6 +41,8 @@ pub struct PointTable {
     pub slots: Vec<Option<SlotEntry>>,
     /// Number of dead slots.
     pub dead: usize,
+    /// The payload indexes: value → slots for each indexed key.
+    pub payload_index: PayloadIndexes,
     /// One bit per slot, set while the slot is live. Unfiltered searches test this instead of
     /// `slots`: 100k slots fit in 12.5 KB of cache, where touching a 64-byte entry per
     /// candidate cost a cache miss each (measured ~60 µs per query at 100k points).
@@ -93,6 +96,7 @@ impl PointTable {
         if let Some(old) = self.by_id.insert(entry.id, slot) {
             self.kill(old);
         }
+        self.payload_index.add(slot, &entry);
         self.slots[index] = Some(entry);
         self.set_live(index, true);
     }
@@ -118,6 +122,17 @@ impl PointTable {
         }
     }
 
+    /// Indexes exactly the payload keys of `schema` (building the new ones from the live
+    /// points, dropping the others).
+    pub fn sync_payload_schema(&mut self, schema: &PayloadSchema) {
+        let live = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, e)| e.as_ref().map(|e| (slot as Slot, e)));
+        self.payload_index.sync(schema, live);
+    }
+
     fn kill(&mut self, slot: Slot) {
         if let Some(cell) = self.slots.get_mut(slot as usize) {
             if cell.take().is_some() {
@@ -140,6 +155,7 @@ impl LiveIndex {
     /// A fresh index over `entries` (in order) and their row-major `vectors`.
     pub fn build(
         settings: &CollectionSettings,
+        schema: &PayloadSchema,
         trainers: &Trainers,
         entries: Vec<SlotEntry>,
         vectors: &[f32],
@@ -147,6 +163,8 @@ impl LiveIndex {
         let index =
             cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
         let mut table = PointTable::default();
+        // Empty indexes first: publishing the points fills them.
+        table.sync_payload_schema(schema);
         let dim = settings.dim;
         let mut entries = entries.into_iter();
         for chunk in vectors.chunks(BUILD_CHUNK * dim) {

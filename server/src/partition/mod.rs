@@ -27,17 +27,19 @@
 mod applier;
 pub mod keys;
 pub mod live;
+pub mod payload_index;
 mod recovery;
 mod search;
 mod snapshot;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, PartitionState};
-use cairn_api::PointId;
+use cairn_api::{PayloadIndexInfo, PayloadSchemaType, PointId};
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
 use parking_lot::{Mutex, RwLock};
@@ -48,6 +50,7 @@ use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
 use crate::request::settings::{self, CollectionSettings};
 use live::LiveIndex;
+use payload_index::PayloadSchema;
 
 /// A write as the applier receives it (and as a replica's log hands it over, see
 /// [`Partition::apply_committed`]).
@@ -122,6 +125,9 @@ pub(crate) struct Shared {
     pub(crate) applied: watch::Sender<u64>,
     pub(crate) load: LoadReport,
     pub(crate) searches: SearchClock,
+    /// Indexed payload keys (stored in the `meta` family). Written before the table is
+    /// indexed, so a vacuum that swaps in a fresh table meanwhile indexes it too.
+    pub(crate) payload_schema: RwLock<PayloadSchema>,
 }
 
 /// Index searches run and the time they took (one per query this partition answered, its
@@ -218,6 +224,17 @@ impl Partition {
         settings: CollectionSettings,
     ) -> Result<Self> {
         let loaded = recovery::load(&settings, trainers, &store, dir)?;
+        let payload_schema: PayloadSchema = match store.get_meta(payload_index::SCHEMA_KEY)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ServerError::Internal(format!("payload schema of `{name}` does not parse: {e}"))
+            })?,
+            None => PayloadSchema::new(),
+        };
+        loaded
+            .live
+            .table
+            .write()
+            .sync_payload_schema(&payload_schema);
         let last_seq = store.last_seq()?;
         tracing::info!(collection = name, source = %loaded.report.index_source, points = loaded.report.points,
             replayed = loaded.report.replayed_ops, ms = loaded.report.load_ms, "collection loaded");
@@ -233,6 +250,7 @@ impl Partition {
             applied,
             load: loaded.report,
             searches: SearchClock::default(),
+            payload_schema: RwLock::new(payload_schema),
         });
         let tx = Self::spawn_applier(&shared, last_seq, loaded.snapshot_seq)?;
         Ok(Self {
@@ -314,7 +332,11 @@ impl Partition {
             &self.shared.dir,
         )?;
         let last_seq = self.shared.store.last_seq()?;
+        // The schema stays read-locked until the swap: an index created meanwhile waits.
+        let schema = self.shared.payload_schema.read();
+        loaded.live.table.write().sync_payload_schema(&schema);
         *self.shared.live.write() = Arc::new(loaded.live);
+        drop(schema);
         self.shared.applied.send_replace(last_seq);
         let (tx, handle) = Self::spawn_applier(&self.shared, last_seq, loaded.snapshot_seq)?;
         writer.last_seq = last_seq;
@@ -498,6 +520,53 @@ impl Partition {
     /// A small named value in the partition's RocksDB (`meta` family).
     pub fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.shared.store.get_meta(name)?)
+    }
+
+    /// Indexes payload `key` as `kind` from now on (replacing an index of another type):
+    /// stored durably, then built from the live points before this returns.
+    pub fn create_payload_index(&self, key: &str, kind: PayloadSchemaType) -> Result<()> {
+        self.change_payload_schema(|schema| {
+            schema.insert(key.to_owned(), kind);
+        })
+    }
+
+    /// Drops the payload index of `key`, if there is one.
+    pub fn delete_payload_index(&self, key: &str) -> Result<()> {
+        self.change_payload_schema(|schema| {
+            schema.remove(key);
+        })
+    }
+
+    fn change_payload_schema(&self, change: impl FnOnce(&mut PayloadSchema)) -> Result<()> {
+        let mut schema = self.shared.payload_schema.write();
+        let mut changed = schema.clone();
+        change(&mut changed);
+        let bytes =
+            serde_json::to_vec(&changed).map_err(|e| ServerError::Internal(e.to_string()))?;
+        self.put_meta(payload_index::SCHEMA_KEY, &bytes)?;
+        *schema = changed;
+        // Still under the schema's lock: a vacuum swapping tables syncs after it.
+        self.shared
+            .live()
+            .table
+            .write()
+            .sync_payload_schema(&schema);
+        Ok(())
+    }
+
+    /// The indexed payload keys, their types and the live points each index holds.
+    pub fn payload_indexes(&self) -> BTreeMap<String, PayloadIndexInfo> {
+        let schema = self.shared.payload_schema.read().clone();
+        let live = self.shared.live();
+        let table = live.table.read();
+        let points = table.payload_index.points(|slot| table.is_live(slot));
+        schema
+            .into_iter()
+            .map(|(key, data_type)| {
+                let points = points.get(&key).copied().unwrap_or(0);
+                (key, PayloadIndexInfo { data_type, points })
+            })
+            .collect()
     }
 
     /// Stores a small named value durably (synced, whatever `storage.sync_writes` says).

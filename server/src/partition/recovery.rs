@@ -11,6 +11,7 @@ use cairn_storage::PartitionStore;
 
 use super::keys::{self, parse_payload};
 use super::live::{LiveIndex, SlotEntry};
+use super::payload_index::PayloadSchema;
 use super::{snapshot, LoadReport};
 use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
@@ -171,7 +172,8 @@ fn rebuild(
     } else {
         "rebuilt"
     };
-    let live = LiveIndex::build(settings, trainers, entries, &vectors)?;
+    // Payload indexes are built by the caller, which holds the schema, once the table is up.
+    let live = LiveIndex::build(settings, &PayloadSchema::new(), trainers, entries, &vectors)?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
     let report = LoadReport {
         index_source: source.into(),

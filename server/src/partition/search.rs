@@ -4,7 +4,7 @@
 use std::ops::{Bound, ControlFlow};
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint};
+use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint, VectorOutput};
 use cairn_index::{IndexKind, SearchParams, Slot};
 
 use super::live::{LiveIndex, PointTable};
@@ -25,10 +25,20 @@ const MAX_FILTER_EF_BOOST: f64 = 8.0;
 fn passes(table: &PointTable, filter: Option<&Filter>, slot: Slot) -> bool {
     match filter {
         None => table.is_live(slot),
-        Some(f) => table
-            .entry(slot)
-            .is_some_and(|e| matches(f, &e.id, e.payload.as_ref())),
+        Some(f) => table.entry(slot).is_some_and(|e| {
+            matches(f, &e.id, e.payload.as_ref(), &|key| {
+                table.payload_index.is_text(key)
+            })
+        }),
     }
+}
+
+/// Slots the payload indexes (and `has_id`) leave as candidates for `filter`, sorted; `None`
+/// when no index narrows it.
+fn candidates(table: &PointTable, filter: &Filter) -> Option<Vec<Slot>> {
+    table
+        .payload_index
+        .candidates(filter, &|id| table.by_id.get(id).copied())
 }
 
 /// Estimated share of slots a filter passes, from an even sample of the slot table.
@@ -109,8 +119,14 @@ impl Partition {
         let mut exact = plan.exact || live.index.kind() == IndexKind::Flat;
         let mut ef = plan.ef;
         let mut filter_selectivity = None;
+        let indexed = filter.and_then(|f| candidates(&table, f));
         if let (Some(f), false) = (filter, exact) {
-            let share = selectivity(&table, f);
+            // The indexes' count bounds the matches (dead slots included); without an index
+            // that narrows the filter, a sample estimates them.
+            let share = match &indexed {
+                Some(slots) => slots.len() as f64 / table.slots.len().max(1) as f64,
+                None => selectivity(&table, f),
+            };
             filter_selectivity = Some(share);
             let expected = share * table.slots.len() as f64;
             if expected < self.settings().full_scan_threshold as f64 {
@@ -128,25 +144,38 @@ impl Partition {
             oversampling: plan.oversampling,
             rescore: plan.rescore,
         };
+        // An exact search over the indexes' candidates scores only those.
+        let scan_candidates = |slots: &[Slot]| {
+            let store = live.index.store();
+            let listed = slots.iter().copied().filter(|&slot| accept(slot));
+            Ok::<_, ServerError>(store.search_slots(&vector, k, listed)?)
+        };
         // The index's whole share of the query, the exact fallback included, is one span of
         // the search clock: `/metrics` subtracts it from the route time per query.
         let (hits, distance_computations, exact_fallback) = self.shared.searches.time(|| {
+            if let (true, Some(slots)) = (exact, &indexed) {
+                let (hits, stats) = scan_candidates(slots)?;
+                return Ok((hits, stats.distance_computations, false));
+            }
             let (hits, stats) = live.index.search(&vector, k, &params, Some(&accept))?;
             if exact || filter.is_none() || hits.len() >= k {
                 return Ok((hits, stats.distance_computations, false));
             }
             // A filtered graph search can come up short when the filter cuts the graph's
             // reachable region; an exact scan is the guarantee.
-            let (exact_hits, exact_stats) = live.index.search(
-                &vector,
-                k,
-                &SearchParams {
-                    ef,
-                    exact: true,
-                    ..SearchParams::default()
-                },
-                Some(&accept),
-            )?;
+            let (exact_hits, exact_stats) = match &indexed {
+                Some(slots) => scan_candidates(slots)?,
+                None => live.index.search(
+                    &vector,
+                    k,
+                    &SearchParams {
+                        ef,
+                        exact: true,
+                        ..SearchParams::default()
+                    },
+                    Some(&accept),
+                )?,
+            };
             Ok::<_, ServerError>((
                 exact_hits,
                 stats.distance_computations + exact_stats.distance_computations,
@@ -163,6 +192,7 @@ impl Partition {
             },
             filter_selectivity,
             exact_fallback,
+            payload_index_candidates: indexed.as_ref().map(|slots| slots.len() as u64),
             distance_computations,
             partitions: None,
         });
@@ -188,11 +218,10 @@ impl Partition {
                 version: entry.version,
                 score,
                 payload: plan.with_payload.apply(entry.payload.as_ref()),
-                vector: if plan.with_vector {
-                    live.index.vector(hit.slot)
-                } else {
-                    None
-                },
+                vector: plan
+                    .with_vector
+                    .then(|| self.vector_output(&live, hit.slot))
+                    .flatten(),
             });
         }
         Ok(QueryResponse {
@@ -200,6 +229,13 @@ impl Partition {
             explain,
             warning: None,
         })
+    }
+
+    /// A stored vector as results return it (under the collection's vector name, if any).
+    fn vector_output(&self, live: &LiveIndex, slot: Slot) -> Option<VectorOutput> {
+        live.index
+            .vector(slot)
+            .map(|v| self.settings().vector_output(v))
     }
 
     /// The `ef` a graph search uses when the query does not set one (a flat index has no
@@ -223,11 +259,10 @@ impl Partition {
             let payload = table
                 .entry(slot)
                 .and_then(|e| plan.with_payload.apply(e.payload.as_ref()));
-            let vector = if plan.with_vector {
-                live.index.vector(slot)
-            } else {
-                None
-            };
+            let vector = plan
+                .with_vector
+                .then(|| self.vector_output(live, slot))
+                .flatten();
             page.push(Record {
                 id,
                 payload,
@@ -240,8 +275,19 @@ impl Partition {
 
     /// Points passing `filter` (all points without one).
     pub fn count_blocking(&self, filter: Option<&Filter>) -> u64 {
-        if filter.is_none() {
+        let Some(f) = filter else {
             return self.shared.live().table.read().live() as u64;
+        };
+        {
+            let live = self.shared.live();
+            let table = live.table.read();
+            if let Some(slots) = candidates(&table, f) {
+                // Checks only the indexes' candidates: one hold of the lock, as short as the
+                // list (a count over a whole large partition walks it in chunks below).
+                if slots.len() <= WALK_CHUNK {
+                    return slots.iter().filter(|&&s| passes(&table, filter, s)).count() as u64;
+                }
+            }
         }
         let mut count = 0;
         self.walk(None, |_, table, _, slot| {
@@ -309,11 +355,9 @@ impl Partition {
                 Some(Record {
                     id: *id,
                     payload: with_payload.apply(entry.payload.as_ref()),
-                    vector: if with_vector {
-                        live.index.vector(slot)
-                    } else {
-                        None
-                    },
+                    vector: with_vector
+                        .then(|| self.vector_output(&live, slot))
+                        .flatten(),
                 })
             })
             .collect()

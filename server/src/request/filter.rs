@@ -53,12 +53,17 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
             field.key
         )),
         (Some(m), None) => {
-            let given = [m.value.is_some(), m.any.is_some(), m.except.is_some()]
-                .iter()
-                .filter(|x| **x)
-                .count();
+            let given = [
+                m.value.is_some(),
+                m.any.is_some(),
+                m.except.is_some(),
+                m.text.is_some(),
+            ]
+            .iter()
+            .filter(|x| **x)
+            .count();
             if given != 1 {
-                return bad("match needs exactly one of `value`, `any`, `except`".into());
+                return bad("match needs exactly one of `value`, `any`, `except`, `text`".into());
             }
             let values = m
                 .value
@@ -83,25 +88,48 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
     }
 }
 
-/// Whether a point passes the filter.
-pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>) -> bool {
-    let holds = |c: &Condition| condition(c, id, payload);
+/// How `match.text` reads a key: by words where a text index covers it, as a substring
+/// elsewhere (Qdrant's rule). Answers whether `key` has a text index.
+pub type TextKeys<'a> = &'a dyn Fn(&str) -> bool;
+
+/// No key has a text index.
+pub fn no_text_keys(_: &str) -> bool {
+    false
+}
+
+/// Whether a point passes the filter. As in Qdrant, an empty `should` list passes nothing
+/// (none of its conditions holds): LlamaIndex deletes nodes by a `should` of their ids, and an
+/// empty list there must delete nothing rather than everything.
+pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>, text: TextKeys) -> bool {
+    let holds = |c: &Condition| condition(c, id, payload, text);
     filter.must.as_ref().is_none_or(|all| all.iter().all(holds))
         && filter
             .should
             .as_ref()
-            .is_none_or(|any| any.is_empty() || any.iter().any(holds))
+            .is_none_or(|any| any.iter().any(holds))
         && filter
             .must_not
             .as_ref()
             .is_none_or(|none| !none.iter().any(holds))
 }
 
-fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>) -> bool {
+fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>, text: TextKeys) -> bool {
     match c {
         Condition::Field(field) => {
             let values = lookup(payload, &field.key);
             match (&field.r#match, &field.range) {
+                (
+                    Some(Match {
+                        text: Some(query), ..
+                    }),
+                    _,
+                ) => {
+                    let by_words = text(&field.key);
+                    values
+                        .iter()
+                        .filter_map(|v| v.as_str())
+                        .any(|v| text_matches(v, query, by_words))
+                }
                 (Some(m), _) => match_values(m, &values),
                 (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
                 (None, None) => false,
@@ -115,8 +143,24 @@ fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>) -> bool {
             let values = lookup(payload, &is_null.key);
             !values.is_empty() && values.iter().all(|v| v.is_null())
         }
-        Condition::Nested(inner) => matches(inner, id, payload),
+        Condition::Nested(inner) => matches(inner, id, payload, text),
     }
+}
+
+/// The words of a text, as text indexes hold them: lower-cased runs of letters and digits.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// `match.text`: every word of `query` among the value's words, or `query` a substring.
+fn text_matches(value: &str, query: &str, by_words: bool) -> bool {
+    if !by_words {
+        return value.contains(query);
+    }
+    let held: std::collections::HashSet<String> = words(value).collect();
+    words(query).all(|w| held.contains(&w))
 }
 
 fn match_values(m: &Match, values: &[&Value]) -> bool {
@@ -148,11 +192,14 @@ fn in_range(r: &Range, v: &Value) -> bool {
 }
 
 /// Every value at a dotted path, arrays flattened (an empty vector when the key is missing).
-fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
+/// Qdrant's `a[].b` spelling reads as `a.b`: arrays on the path are crossed either way.
+pub fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
     let Some(payload) = payload else {
         return Vec::new();
     };
-    let mut parts = key.split('.');
+    let mut parts = key
+        .split('.')
+        .map(|part| part.strip_suffix("[]").unwrap_or(part));
     let Some(first) = parts.next() else {
         return Vec::new();
     };
@@ -202,8 +249,8 @@ mod tests {
     fn match_range_and_boolean_structure() {
         let p = payload(r#"{"city":"London","n":3,"tags":["a","b"],"addr":{"zip":[{"code":7}]}}"#);
         let id = PointId::Num(1);
-        let yes = |f: &str| assert!(matches(&filter(f), &id, Some(&p)), "{f}");
-        let no = |f: &str| assert!(!matches(&filter(f), &id, Some(&p)), "{f}");
+        let yes = |f: &str| assert!(matches(&filter(f), &id, Some(&p), &no_text_keys), "{f}");
+        let no = |f: &str| assert!(!matches(&filter(f), &id, Some(&p), &no_text_keys), "{f}");
         yes(r#"{"must":[{"key":"city","match":{"value":"London"}}]}"#);
         no(r#"{"must":[{"key":"city","match":{"value":"Paris"}}]}"#);
         yes(r#"{"must":[{"key":"tags","match":{"value":"b"}}]}"#);
@@ -218,11 +265,41 @@ mod tests {
         no(r#"{"must_not":[{"key":"city","match":{"value":"London"}}]}"#);
         yes(r#"{"must":[{"is_empty":{"key":"missing"}}]}"#);
         yes(r#"{"must":[{"must_not":[{"key":"n","range":{"lt":0}}]}]}"#);
+        // Qdrant's reading: an empty `should` passes nothing, an empty filter everything.
+        no(r#"{"should":[]}"#);
+        yes(r#"{}"#);
+        yes(r#"{"must":[]}"#);
         assert!(!matches(
             &filter(r#"{"must":[{"key":"n","range":{"gte":0}}]}"#),
             &id,
-            None
+            None,
+            &no_text_keys
         ));
+        yes(r#"{"must":[{"key":"addr[].zip[].code","match":{"value":7}}]}"#);
+    }
+
+    /// `match.text` compares words where a text index covers the key, substrings elsewhere.
+    #[test]
+    fn text_matches_words_with_a_text_index_and_substrings_without() {
+        let p = payload(r#"{"body":"The Quick-brown fox, 2 dogs"}"#);
+        let id = PointId::Num(1);
+        let text_keys = |key: &str| key == "body";
+        let check = |query: &str, indexed: bool| {
+            let f = filter(&format!(
+                r#"{{"must":[{{"key":"body","match":{{"text":"{query}"}}}}]}}"#
+            ));
+            match indexed {
+                true => matches(&f, &id, Some(&p), &text_keys),
+                false => matches(&f, &id, Some(&p), &no_text_keys),
+            }
+        };
+        assert!(check("quick FOX", true));
+        assert!(check("dogs quick", true));
+        assert!(!check("quick cat", true));
+        assert!(!check("qui", true), "words, not prefixes");
+        assert!(check("Quick-brown", false));
+        assert!(check("uick-br", false));
+        assert!(!check("quick fox", false), "a substring, case and all");
     }
 
     #[test]

@@ -34,15 +34,30 @@ pub fn check_vector(
     Ok(vector)
 }
 
-fn dense(input: VectorInput, field: &str) -> Result<Vec<f32>> {
+/// The point's vector: a plain list (the unnamed vector), or a map holding exactly the
+/// collection's vector by its name.
+fn dense(settings: &CollectionSettings, input: VectorInput, field: &str) -> Result<Vec<f32>> {
     match input {
-        VectorInput::Dense(v) => Ok(v),
-        VectorInput::Named(mut named) => match (named.len(), named.remove("")) {
-            (1, Some(v)) => Ok(v),
-            _ => Err(ServerError::InvalidRequest(format!(
-                "{field}: named vectors are not supported; collections have one unnamed vector"
-            ))),
-        },
+        VectorInput::Dense(v) => {
+            settings.check_vector_name("", field)?;
+            Ok(v)
+        }
+        VectorInput::Named(named) => {
+            let mut entries = named.into_iter();
+            match (entries.next(), entries.next()) {
+                (Some((name, v)), None) => {
+                    settings.check_vector_name(&name, field)?;
+                    Ok(v)
+                }
+                (None, _) => Err(ServerError::InvalidRequest(format!(
+                    "{field}: no vector given (an empty map of named vectors)"
+                ))),
+                (Some(_), Some(_)) => Err(ServerError::InvalidRequest(format!(
+                    "{field}: several named vectors given; the collection has one, `{}`",
+                    settings.vector_name()
+                ))),
+            }
+        }
     }
 }
 
@@ -95,7 +110,7 @@ pub fn prepare_points(
     points
         .into_iter()
         .map(|(id, vector, payload, field)| {
-            let vector = check_vector(settings, dense(vector, &field)?, &field)?;
+            let vector = check_vector(settings, dense(settings, vector, &field)?, &field)?;
             Ok(NewPoint {
                 id,
                 vector,

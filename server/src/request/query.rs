@@ -138,15 +138,10 @@ pub fn plan(
     limits: &Limits,
     field: &str,
 ) -> Result<QueryPlan> {
-    if request
-        .using
-        .as_deref()
-        .is_some_and(|name| !name.is_empty())
-    {
-        return Err(ServerError::InvalidRequest(format!(
-            "{field}using: named vectors are not supported; collections have one unnamed vector"
-        )));
-    }
+    settings.check_vector_name(
+        request.using.as_deref().unwrap_or(""),
+        &format!("{field}using"),
+    )?;
     let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
     let offset = request.offset.unwrap_or(0);
     if limit.saturating_add(offset) > limits.max_limit {
@@ -197,7 +192,7 @@ pub fn plan(
             rescore: quantization.rescore,
             score_threshold: request.score_threshold,
             with_payload: PayloadSelection::from_wire(request.with_payload, false),
-            with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+            with_vector: settings.wants_vector(request.with_vector.as_ref(), field)?,
             explain: request.explain.unwrap_or(false),
         },
         fan_out: FanOut {
@@ -241,7 +236,11 @@ pub fn check_batch(
 }
 
 /// Validates a scroll request.
-pub fn scroll_plan(request: ScrollRequest, limits: &Limits) -> Result<ScrollPlan> {
+pub fn scroll_plan(
+    settings: &CollectionSettings,
+    request: ScrollRequest,
+    limits: &Limits,
+) -> Result<ScrollPlan> {
     let limit = request.limit.unwrap_or(DEFAULT_SCROLL_LIMIT);
     if limit > limits.max_limit {
         return Err(ServerError::LimitExceeded(format!(
@@ -257,6 +256,6 @@ pub fn scroll_plan(request: ScrollRequest, limits: &Limits) -> Result<ScrollPlan
         limit,
         filter: request.filter,
         with_payload: PayloadSelection::from_wire(request.with_payload, true),
-        with_vector: request.with_vector.is_some_and(|w| w.enabled()),
+        with_vector: settings.wants_vector(request.with_vector.as_ref(), "")?,
     })
 }

@@ -1,6 +1,8 @@
 //! A collection's settings: validated from the create request, stored in its RocksDB `meta`.
 
-use cairn_api::{CreateCollection, Distance, IndexConfig};
+use cairn_api::{
+    CreateCollection, Distance, IndexConfig, VectorOutput, VectorParams, VectorsConfig, WithVector,
+};
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
@@ -37,6 +39,11 @@ pub struct CollectionSettings {
     /// cannot promise (`PartitionHost::check`).
     #[serde(default = "one")]
     pub write_consistency_factor: usize,
+    /// The vector's name when the collection was created with Qdrant's map of named vectors
+    /// (`""` included, LangChain's shape); `None` when created with one unnamed vector. Upserts,
+    /// `using` and `with_vector` name it, and results return it under that name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_name: Option<String>,
 }
 
 fn one() -> usize {
@@ -160,10 +167,42 @@ fn quantized_index(req: &CreateCollection) -> Result<Option<QuantizedParams>> {
     Ok(Some(params))
 }
 
+/// Most bytes in a vector's name.
+const MAX_VECTOR_NAME: usize = 255;
+
+/// The one vector space of a create request, and its name if it came in map form. Several
+/// named vectors per point are refused with a message until points can hold them.
+fn one_vector(vectors: &VectorsConfig) -> Result<(Option<String>, &VectorParams)> {
+    let named = match vectors {
+        VectorsConfig::Single(params) => return Ok((None, params)),
+        VectorsConfig::Named(named) => named,
+    };
+    let mut entries = named.iter();
+    match (entries.next(), entries.next()) {
+        (Some((name, _)), _) if name.len() > MAX_VECTOR_NAME => Err(ServerError::InvalidRequest(
+            format!("vectors: a vector name is at most {MAX_VECTOR_NAME} bytes"),
+        )),
+        (Some((name, params)), None) => Ok((Some(name.clone()), params)),
+        (None, _) => Err(ServerError::InvalidRequest(
+            "vectors: at least one vector is needed (collections of sparse vectors only are not \
+             supported)"
+                .into(),
+        )),
+        (Some(_), Some(_)) => {
+            Err(ServerError::InvalidRequest(format!(
+            "vectors: {} named vectors ({}) were asked for; Cairn holds one vector per point for \
+             now, unnamed or named",
+            named.len(),
+            named.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        )))
+        }
+    }
+}
+
 impl CollectionSettings {
     /// Validates a create request.
     pub fn from_request(req: &CreateCollection, limits: &Limits) -> Result<Self> {
-        let v = &req.vectors;
+        let (vector_name, v) = one_vector(&req.vectors)?;
         if v.size == 0 {
             return Err(ServerError::InvalidRequest(
                 "vectors.size must be at least 1".into(),
@@ -239,6 +278,7 @@ impl CollectionSettings {
             }),
         };
         let settings = Self {
+            vector_name,
             routing,
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
             write_consistency_factor: req.write_consistency_factor.unwrap_or(1) as usize,
@@ -312,6 +352,51 @@ impl CollectionSettings {
                 })
             }
         })
+    }
+
+    /// The vector's name (`""`: unnamed).
+    pub fn vector_name(&self) -> &str {
+        self.vector_name.as_deref().unwrap_or("")
+    }
+
+    /// `vectors` as created: one unnamed vector space, or the map naming it.
+    pub fn vectors_config(&self) -> VectorsConfig {
+        let params = VectorParams::new(self.dim, self.distance);
+        match &self.vector_name {
+            None => params.into(),
+            Some(name) => VectorsConfig::Named([(name.clone(), params)].into()),
+        }
+    }
+
+    /// Checks that `name` (`using`, or a named vector sent; absent: `""`) is this collection's
+    /// vector.
+    pub fn check_vector_name(&self, name: &str, field: &str) -> Result<()> {
+        if name == self.vector_name() {
+            return Ok(());
+        }
+        Err(ServerError::InvalidRequest(match self.vector_name() {
+            "" => format!(
+                "{field}: the collection has one unnamed vector, not `{name}` (leave the name out \
+                 or use \"\")"
+            ),
+            own => format!("{field}: the collection's vector is named `{own}`, not `{name}`"),
+        }))
+    }
+
+    /// Whether `with_vector` asks for the vector; a name the collection lacks is an error.
+    pub fn wants_vector(&self, with_vector: Option<&WithVector>, field: &str) -> Result<bool> {
+        let Some(with_vector) = with_vector else {
+            return Ok(false);
+        };
+        if let Some(unknown) = with_vector.unknown_name(self.vector_name()) {
+            self.check_vector_name(unknown, &format!("{field}with_vector"))?;
+        }
+        Ok(with_vector.includes(self.vector_name()))
+    }
+
+    /// A stored vector as results return it: under the collection's vector name, if it has one.
+    pub fn vector_output(&self, vector: Vec<f32>) -> VectorOutput {
+        VectorOutput::Dense(vector).named(self.vector_name())
     }
 
     /// Number of partitions.

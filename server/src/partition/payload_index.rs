@@ -1,0 +1,537 @@
+//! Payload indexes of a partition: for each indexed key, the slots holding each value, so a
+//! filter finds its candidates without reading every payload.
+//!
+//! Posting lists only grow. A slot is never reused: an overwritten or deleted point leaves a
+//! dead slot behind until the vacuum rebuilds the table (and these lists with it), so a list
+//! holds dead slots that the reader skips, and nothing is ever removed from one. The lists are
+//! candidates, not answers: every candidate is still checked against the whole filter, so an
+//! index only has to hold *at least* the slots that can match a condition it serves. It
+//! declines (`None`) any condition it cannot bound that way, such as a string match on an
+//! integer index (a point may hold a string there that the index never saw).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+use cairn_api::{Condition, FieldCondition, Filter, PayloadSchemaType, PointId, Range};
+use cairn_index::Slot;
+use serde_json::Value;
+
+use super::live::SlotEntry;
+use crate::request::filter::{lookup, words};
+
+/// Indexed keys and what each is indexed as; stored in the partition's meta as JSON.
+pub type PayloadSchema = BTreeMap<String, PayloadSchemaType>;
+
+/// Meta key the schema is stored under.
+pub const SCHEMA_KEY: &str = "payload_schema";
+
+/// A float with a total order, for range lookups.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Number(f64);
+
+impl Eq for Number {}
+
+impl PartialOrd for Number {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Number {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Values to slots, by index type.
+#[derive(Debug)]
+enum Postings {
+    /// Keyword, uuid and bool: a canonical string per value.
+    Exact(HashMap<String, Vec<Slot>>),
+    /// Integer and float.
+    Numeric(BTreeMap<Number, Vec<Slot>>),
+    /// Text: each word once per slot.
+    Words(HashMap<String, Vec<Slot>>),
+}
+
+/// One indexed key.
+#[derive(Debug)]
+struct FieldIndex {
+    kind: PayloadSchemaType,
+    postings: Postings,
+}
+
+/// The canonical form of a UUID string (lower case, hyphenated), if it is one.
+fn uuid_key(s: &str) -> Option<String> {
+    uuid::Uuid::parse_str(s)
+        .ok()
+        .map(|u| u.hyphenated().to_string())
+}
+
+impl FieldIndex {
+    fn new(kind: PayloadSchemaType) -> Self {
+        let postings = match kind {
+            PayloadSchemaType::Integer | PayloadSchemaType::Float => {
+                Postings::Numeric(BTreeMap::new())
+            }
+            PayloadSchemaType::Text => Postings::Words(HashMap::new()),
+            PayloadSchemaType::Keyword
+            | PayloadSchemaType::Bool
+            | PayloadSchemaType::Uuid
+            | PayloadSchemaType::Datetime
+            | PayloadSchemaType::Geo => Postings::Exact(HashMap::new()),
+        };
+        Self { kind, postings }
+    }
+
+    /// The exact-match key of a value this index holds, if it holds that kind of value.
+    fn exact_key(kind: PayloadSchemaType, value: &Value) -> Option<String> {
+        match (kind, value) {
+            (PayloadSchemaType::Keyword, Value::String(s)) => Some(s.clone()),
+            (PayloadSchemaType::Uuid, Value::String(s)) => uuid_key(s),
+            (PayloadSchemaType::Bool, Value::Bool(b)) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The number an integer or float index holds for a value, if any.
+    fn number(kind: PayloadSchemaType, value: &Value) -> Option<Number> {
+        match (kind, value) {
+            (PayloadSchemaType::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => {
+                n.as_f64().map(Number)
+            }
+            (PayloadSchemaType::Float, Value::Number(n)) => n.as_f64().map(Number),
+            _ => None,
+        }
+    }
+
+    fn add(&mut self, slot: Slot, values: &[&Value]) {
+        let kind = self.kind;
+        match &mut self.postings {
+            Postings::Exact(map) => {
+                for key in values.iter().filter_map(|v| Self::exact_key(kind, v)) {
+                    push_once(map.entry(key).or_default(), slot);
+                }
+            }
+            Postings::Numeric(map) => {
+                for n in values.iter().filter_map(|v| Self::number(kind, v)) {
+                    push_once(map.entry(n).or_default(), slot);
+                }
+            }
+            Postings::Words(map) => {
+                for text in values.iter().filter_map(|v| v.as_str()) {
+                    for word in words(text) {
+                        push_once(map.entry(word).or_default(), slot);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Slots that may pass `c` (a superset of the live slots that do), sorted; `None` when
+    /// this index cannot bound the condition.
+    fn candidates(&self, c: &FieldCondition) -> Option<Vec<Slot>> {
+        let kind = self.kind;
+        if let Some(m) = &c.r#match {
+            if let Some(text) = &m.text {
+                let Postings::Words(map) = &self.postings else {
+                    return None;
+                };
+                return words_candidates(map, text);
+            }
+            let wanted: Vec<&Value> = match (&m.value, &m.any) {
+                (Some(v), None) => vec![v],
+                (None, Some(any)) => any.iter().collect(),
+                _ => return None,
+            };
+            return match &self.postings {
+                Postings::Exact(map) => {
+                    let keys = wanted
+                        .iter()
+                        .map(|v| Self::exact_key(kind, v))
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(union(keys.iter().filter_map(|k| map.get(k))))
+                }
+                Postings::Numeric(map) => {
+                    let numbers = wanted
+                        .iter()
+                        .map(|v| Self::number(kind, v).or_else(|| float_as_integer(kind, v)))
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(union(numbers.iter().filter_map(|n| map.get(n))))
+                }
+                Postings::Words(_) => None,
+            };
+        }
+        let (Some(range), Postings::Numeric(map)) = (&c.range, &self.postings) else {
+            return None;
+        };
+        Some(match bounds(range) {
+            Some(bounds) => union(map.range(bounds).map(|(_, slots)| slots)),
+            None => Vec::new(),
+        })
+    }
+
+    /// Slots with at least one indexed value that are still live.
+    fn live_points(&self, is_live: impl Fn(Slot) -> bool) -> u64 {
+        let lists: Vec<&Vec<Slot>> = match &self.postings {
+            Postings::Exact(map) | Postings::Words(map) => map.values().collect(),
+            Postings::Numeric(map) => map.values().collect(),
+        };
+        union(lists.into_iter())
+            .into_iter()
+            .filter(|&s| is_live(s))
+            .count() as u64
+    }
+}
+
+/// A whole number asked of an integer index as a float (`3.0`): the same number.
+fn float_as_integer(kind: PayloadSchemaType, value: &Value) -> Option<Number> {
+    let x = value.as_f64()?;
+    (kind == PayloadSchemaType::Integer && x.fract() == 0.0).then_some(Number(x))
+}
+
+/// The words of a `match.text` query all present: the intersection of their lists.
+fn words_candidates(map: &HashMap<String, Vec<Slot>>, text: &str) -> Option<Vec<Slot>> {
+    let mut lists: Vec<&Vec<Slot>> = Vec::new();
+    for word in words(text) {
+        match map.get(&word) {
+            Some(list) => lists.push(list),
+            None => return Some(Vec::new()),
+        }
+    }
+    // A query of no words matches every text; the index cannot narrow it.
+    lists.sort_by_key(|l| l.len());
+    let (first, rest) = lists.split_first()?;
+    Some(rest.iter().fold(sorted((*first).clone()), |acc, l| {
+        intersect(&acc, &sorted((*l).clone()))
+    }))
+}
+
+/// Appends `slot` unless it is the list's last (one value twice in one payload).
+fn push_once(list: &mut Vec<Slot>, slot: Slot) {
+    if list.last() != Some(&slot) {
+        list.push(slot);
+    }
+}
+
+/// The bounds of `r`, the tighter of each pair (`gt` and `gte` both given keep the larger);
+/// `None` when no number lies within them.
+fn bounds(r: &Range) -> Option<(Bound<Number>, Bound<Number>)> {
+    let low = match (r.gt, r.gte) {
+        (Some(gt), Some(gte)) if gte > gt => Included(Number(gte)),
+        (Some(gt), _) => Excluded(Number(gt)),
+        (None, Some(gte)) => Included(Number(gte)),
+        (None, None) => Unbounded,
+    };
+    let high = match (r.lt, r.lte) {
+        (Some(lt), Some(lte)) if lte < lt => Included(Number(lte)),
+        (Some(lt), _) => Excluded(Number(lt)),
+        (None, Some(lte)) => Included(Number(lte)),
+        (None, None) => Unbounded,
+    };
+    // BTreeMap::range panics on an empty range.
+    let empty = match (&low, &high) {
+        (Included(a), Included(b)) => a > b,
+        (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
+        _ => false,
+    };
+    (!empty).then_some((low, high))
+}
+
+fn sorted(mut slots: Vec<Slot>) -> Vec<Slot> {
+    slots.sort_unstable();
+    slots.dedup();
+    slots
+}
+
+fn union<'a>(lists: impl Iterator<Item = &'a Vec<Slot>>) -> Vec<Slot> {
+    sorted(lists.flatten().copied().collect())
+}
+
+/// Both sorted.
+fn intersect(a: &[Slot], b: &[Slot]) -> Vec<Slot> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len().min(b.len())));
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Every payload index of a partition's table.
+#[derive(Debug, Default)]
+pub struct PayloadIndexes {
+    fields: BTreeMap<String, FieldIndex>,
+}
+
+impl PayloadIndexes {
+    /// Indexes a newly published slot under every indexed key.
+    pub fn add(&mut self, slot: Slot, entry: &SlotEntry) {
+        let Some(payload) = entry.payload.as_ref() else {
+            return;
+        };
+        for (key, index) in &mut self.fields {
+            let values = lookup(Some(payload), key);
+            if !values.is_empty() {
+                index.add(slot, &values);
+            }
+        }
+    }
+
+    /// Makes the indexed keys those of `schema`: drops the others, and builds the missing ones
+    /// (or those of another type) from the live `slots`.
+    pub fn sync<'a>(
+        &mut self,
+        schema: &PayloadSchema,
+        slots: impl Iterator<Item = (Slot, &'a SlotEntry)> + Clone,
+    ) {
+        self.fields
+            .retain(|key, index| schema.get(key) == Some(&index.kind));
+        for (key, &kind) in schema {
+            if self.fields.contains_key(key) {
+                continue;
+            }
+            let mut index = FieldIndex::new(kind);
+            for (slot, entry) in slots.clone() {
+                let values = lookup(entry.payload.as_ref(), key);
+                if !values.is_empty() {
+                    index.add(slot, &values);
+                }
+            }
+            self.fields.insert(key.clone(), index);
+        }
+    }
+
+    /// Keys whose `match.text` compares words (a text index) rather than substrings.
+    pub fn is_text(&self, key: &str) -> bool {
+        self.fields
+            .get(key)
+            .is_some_and(|f| f.kind == PayloadSchemaType::Text)
+    }
+
+    /// Live points with an indexed value, per key.
+    pub fn points(&self, is_live: impl Fn(Slot) -> bool + Copy) -> BTreeMap<String, u64> {
+        self.fields
+            .iter()
+            .map(|(key, index)| (key.clone(), index.live_points(is_live)))
+            .collect()
+    }
+
+    /// Slots that may pass `filter` (sorted; a superset of the live slots that do), from the
+    /// conditions an index or the id table can bound; `None` when none can. `slot_of` finds
+    /// the slot of an id (`has_id`).
+    pub fn candidates(
+        &self,
+        filter: &Filter,
+        slot_of: &impl Fn(&PointId) -> Option<Slot>,
+    ) -> Option<Vec<Slot>> {
+        let mut best: Option<Vec<Slot>> = None;
+        let mut narrow = |found: Vec<Slot>| {
+            best = Some(match best.take() {
+                None => found,
+                Some(acc) => intersect(&acc, &found),
+            });
+        };
+        for c in filter.must.iter().flatten() {
+            if let Some(found) = self.condition_candidates(c, slot_of) {
+                narrow(found);
+            }
+        }
+        if let Some(should) = &filter.should {
+            // One of them must hold: bounded only if each of them is.
+            let lists = should
+                .iter()
+                .map(|c| self.condition_candidates(c, slot_of))
+                .collect::<Option<Vec<_>>>();
+            if let Some(lists) = lists {
+                narrow(union(lists.iter()));
+            }
+        }
+        best
+    }
+
+    fn condition_candidates(
+        &self,
+        c: &Condition,
+        slot_of: &impl Fn(&PointId) -> Option<Slot>,
+    ) -> Option<Vec<Slot>> {
+        match c {
+            Condition::Field(field) => self.fields.get(&field.key)?.candidates(field),
+            Condition::HasId { has_id } => {
+                Some(sorted(has_id.iter().filter_map(slot_of).collect()))
+            }
+            Condition::Nested(inner) => self.candidates(inner, slot_of),
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(id: u64, payload: Value) -> SlotEntry {
+        SlotEntry {
+            id: PointId::Num(id),
+            version: 1,
+            payload: payload.as_object().cloned(),
+        }
+    }
+
+    fn filter(json: Value) -> Filter {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn indexes(entries: &[SlotEntry], schema: &[(&str, PayloadSchemaType)]) -> PayloadIndexes {
+        let schema: PayloadSchema = schema.iter().map(|(k, t)| ((*k).to_owned(), *t)).collect();
+        let mut indexes = PayloadIndexes::default();
+        indexes.sync(
+            &schema,
+            entries.iter().enumerate().map(|(i, e)| (i as Slot, e)),
+        );
+        indexes
+    }
+
+    #[test]
+    fn each_type_bounds_the_conditions_it_serves() {
+        use PayloadSchemaType::{Bool, Float, Integer, Keyword, Text, Uuid};
+        let entries = [
+            entry(
+                0,
+                json!({"doc": "a", "n": 1, "x": 0.5, "ok": true, "body": "The quick fox"}),
+            ),
+            entry(
+                1,
+                json!({"doc": ["a", "b"], "n": 2, "x": 1.5, "ok": false, "body": "lazy dog"}),
+            ),
+            entry(
+                2,
+                json!({"doc": "c", "n": "2", "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}),
+            ),
+            entry(3, json!({"meta": {"doc": "a"}, "body": "quick brown dog"})),
+        ];
+        let ix = indexes(
+            &entries,
+            &[
+                ("doc", Keyword),
+                ("n", Integer),
+                ("x", Float),
+                ("ok", Bool),
+                ("u", Uuid),
+                ("body", Text),
+                ("meta.doc", Keyword),
+            ],
+        );
+        let none = |_: &PointId| None;
+        let got = |f: Value| ix.candidates(&filter(f), &none);
+        let must = |c: Value| got(json!({"must": [c]}));
+        assert_eq!(
+            must(json!({"key": "doc", "match": {"value": "a"}})),
+            Some(vec![0, 1])
+        );
+        assert_eq!(
+            must(json!({"key": "doc", "match": {"any": ["b", "c"]}})),
+            Some(vec![1, 2])
+        );
+        assert_eq!(
+            must(json!({"key": "meta.doc", "match": {"value": "a"}})),
+            Some(vec![3])
+        );
+        assert_eq!(
+            must(json!({"key": "n", "match": {"value": 2}})),
+            Some(vec![1])
+        );
+        // A string asked of an integer index: the index never saw point 2's "2".
+        assert_eq!(must(json!({"key": "n", "match": {"value": "2"}})), None);
+        assert_eq!(
+            must(json!({"key": "x", "range": {"gt": 0.5, "lte": 9}})),
+            Some(vec![1])
+        );
+        assert_eq!(
+            must(json!({"key": "x", "range": {"gt": 2, "lt": 1}})),
+            Some(vec![])
+        );
+        assert_eq!(
+            must(json!({"key": "ok", "match": {"value": false}})),
+            Some(vec![1])
+        );
+        assert_eq!(
+            must(json!({"key": "u", "match": {"value": "a0eebc999c0b4ef8bb6d6bb9bd380a11"}})),
+            Some(vec![2])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"text": "QUICK"}})),
+            Some(vec![0, 3])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"text": "quick dog"}})),
+            Some(vec![3])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"text": "cat"}})),
+            Some(vec![])
+        );
+        // Unindexed keys and conditions no index bounds leave the filter to the full check.
+        assert_eq!(must(json!({"key": "zzz", "match": {"value": "a"}})), None);
+        assert_eq!(
+            must(json!({"key": "doc", "match": {"except": ["a"]}})),
+            None
+        );
+        // must narrows; nested filters and should (when every branch is bounded) too.
+        assert_eq!(
+            got(json!({"must": [{"key": "doc", "match": {"value": "a"}},
+                                {"must": [{"key": "n", "match": {"value": 1}}]}]})),
+            Some(vec![0])
+        );
+        assert_eq!(
+            got(json!({"should": [{"key": "doc", "match": {"value": "c"}},
+                                  {"key": "ok", "match": {"value": true}}]})),
+            Some(vec![0, 2])
+        );
+        assert_eq!(
+            got(json!({"should": [{"key": "doc", "match": {"value": "c"}},
+                                  {"key": "zzz", "match": {"value": 1}}]})),
+            None
+        );
+        assert_eq!(got(json!({"should": []})), Some(vec![]));
+        let by_id = |id: &PointId| match id {
+            PointId::Num(n) if *n < 4 => Some(*n as Slot),
+            PointId::Num(_) | PointId::Uuid(_) => None,
+        };
+        assert_eq!(
+            ix.candidates(&filter(json!({"must": [{"has_id": [3, 1, 99]}]})), &by_id),
+            Some(vec![1, 3])
+        );
+    }
+
+    #[test]
+    fn sync_builds_new_keys_drops_old_ones_and_counts_live_points() {
+        let entries = [
+            entry(0, json!({"doc": "a"})),
+            entry(1, json!({"doc": "b", "n": 1})),
+        ];
+        let mut ix = indexes(&entries, &[("doc", PayloadSchemaType::Keyword)]);
+        ix.add(2, &entry(2, json!({"doc": "a"})));
+        assert_eq!(ix.points(|s| s != 0)["doc"], 2);
+        let schema = PayloadSchema::from([("n".to_owned(), PayloadSchemaType::Integer)]);
+        ix.sync(
+            &schema,
+            entries.iter().enumerate().map(|(i, e)| (i as Slot, e)),
+        );
+        assert_eq!(
+            ix.points(|_| true).into_iter().collect::<Vec<_>>(),
+            [("n".to_owned(), 1)]
+        );
+        let none = |_: &PointId| None;
+        let doc = filter(json!({"must": [{"key": "doc", "match": {"value": "a"}}]}));
+        assert_eq!(ix.candidates(&doc, &none), None);
+    }
+}

@@ -1,0 +1,207 @@
+//! Payload indexes (`PUT/DELETE /collections/{c}/index`): what they index, that filtered
+//! queries and counts use them and still answer exactly, and that they outlive a `kill -9`.
+
+use serde_json::{json, Value};
+
+use crate::harness::{ids, Server};
+
+const POINTS: u64 = 3_000;
+const DIM: usize = 8;
+
+/// A deterministic vector per id.
+fn vector(id: u64) -> Vec<f32> {
+    (0..DIM as u64)
+        .map(|j| ((id * 7919 + j * 104_729) % 1000) as f32 / 1000.0)
+        .collect()
+}
+
+fn payload(id: u64) -> Value {
+    json!({
+        "doc": format!("doc-{}", id % 60),
+        "n": id,
+        "ok": id % 2 == 0,
+        "body": format!("Part {} of the common Story", id % 7),
+        "meta": {"tags": [format!("t{}", id % 5), "all"]},
+    })
+}
+
+fn loaded() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    server.create("c", DIM, "Euclid", json!({}));
+    for chunk in (0..POINTS).collect::<Vec<_>>().chunks(1000) {
+        let points: Vec<Value> = chunk
+            .iter()
+            .map(|&id| json!({"id": id, "vector": vector(id), "payload": payload(id)}))
+            .collect();
+        server.ok(
+            "PUT",
+            "/collections/c/points?wait=true",
+            Some(&json!({ "points": points })),
+        );
+    }
+    (dir, server)
+}
+
+fn index(server: &Server, field: &str, schema: Value) -> Value {
+    server.ok(
+        "PUT",
+        "/collections/c/index?wait=true",
+        Some(&json!({"field_name": field, "field_schema": schema})),
+    )
+}
+
+/// A filtered query with `explain`, and the same query scanned exactly.
+fn query(server: &Server, filter: &Value) -> (Value, Vec<u64>) {
+    let q = json!({"query": vector(11), "limit": 10, "filter": filter, "explain": true});
+    let answer = server.ok("POST", "/collections/c/points/query", Some(&q));
+    let exact = json!({"query": vector(11), "limit": 10, "filter": filter,
+                       "params": {"exact": true}});
+    let truth = ids(&server.ok("POST", "/collections/c/points/query", Some(&exact)));
+    (answer, truth)
+}
+
+fn count(server: &Server, filter: &Value) -> u64 {
+    let body = json!({"filter": filter, "exact": true});
+    server.ok("POST", "/collections/c/points/count", Some(&body))["count"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn indexed_filters_score_only_their_candidates_and_answer_exactly() {
+    let (_dir, mut server) = loaded();
+    let done = index(&server, "doc", json!("keyword"));
+    assert_eq!(done["status"], "completed");
+    index(&server, "n", json!("integer"));
+    index(&server, "ok", json!("bool"));
+    index(
+        &server,
+        "body",
+        json!({"type": "text", "tokenizer": "word", "lowercase": true}),
+    );
+    index(&server, "meta.tags[]", json!("keyword"));
+    let schema = &server.ok("GET", "/collections/c", None)["payload_schema"];
+    assert_eq!(
+        schema["doc"],
+        json!({"data_type": "keyword", "points": POINTS})
+    );
+    assert_eq!(schema["body"]["data_type"], "text");
+
+    let doc = json!({"must": [{"key": "doc", "match": {"value": "doc-7"}}]});
+    let (answer, truth) = query(&server, &doc);
+    let explain = &answer["explain"];
+    assert_eq!(
+        explain["payload_index_candidates"],
+        POINTS / 60,
+        "{explain}"
+    );
+    assert_eq!(explain["exact"], true, "{explain}");
+    assert_eq!(explain["distance_computations"], POINTS / 60, "{explain}");
+    assert_eq!(ids(&answer), truth);
+    assert!(ids(&answer).iter().all(|id| id % 60 == 7));
+
+    // Conditions that narrow together; an unindexed one is still checked on each candidate.
+    let mixed = json!({"must": [
+        {"key": "n", "range": {"gte": 100, "lt": 1100}},
+        {"key": "meta.tags", "match": {"any": ["t1", "t2"]}},
+        {"must": [{"key": "ok", "match": {"value": true}}]}
+    ], "must_not": [{"key": "doc", "match": {"value": "doc-2"}}]});
+    let (answer, truth) = query(&server, &mixed);
+    assert_eq!(ids(&answer), truth);
+    let expected = (100..1100u64)
+        .filter(|id| [1, 2].contains(&(id % 5)) && id % 2 == 0 && id % 60 != 2)
+        .count() as u64;
+    assert_eq!(count(&server, &mixed), expected);
+
+    // Words where the key has a text index: every word, any case, in any order.
+    let words = json!({"must": [{"key": "body", "match": {"text": "story PART 3"}}]});
+    let part_3 = (0..POINTS).filter(|i| i % 7 == 3).count() as u64;
+    assert_eq!(count(&server, &words), part_3);
+    let (answer, truth) = query(&server, &words);
+    assert_eq!(ids(&answer), truth);
+
+    // Indexes are stored: after a kill -9 they are back, built from the points.
+    server.kill9();
+    server.restart();
+    let schema = &server.ok("GET", "/collections/c", None)["payload_schema"];
+    assert_eq!(
+        schema["n"],
+        json!({"data_type": "integer", "points": POINTS})
+    );
+    let (answer, _) = query(&server, &doc);
+    assert_eq!(answer["explain"]["payload_index_candidates"], POINTS / 60);
+
+    // Writes after the index keep it whole: a moved point leaves its old value's list.
+    let moved = json!({"points": [{"id": 7, "vector": vector(7), "payload": {"doc": "doc-8"}}]});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&moved));
+    assert_eq!(count(&server, &doc), POINTS / 60 - 1);
+    let eight = json!({"must": [{"key": "doc", "match": {"value": "doc-8"}}]});
+    assert_eq!(count(&server, &eight), POINTS / 60 + 1);
+
+    // Dropped: the same answers, read from the payloads.
+    server.ok("DELETE", "/collections/c/index/doc?wait=true", None);
+    let (answer, truth) = query(&server, &doc);
+    assert!(answer["explain"].get("payload_index_candidates").is_none());
+    assert_eq!(ids(&answer), truth);
+    assert!(server.ok("GET", "/collections/c", None)["payload_schema"]
+        .get("doc")
+        .is_none());
+}
+
+/// Without a text index `match.text` is a substring test (Qdrant's rule).
+#[test]
+fn text_without_an_index_matches_substrings() {
+    let (_dir, server) = loaded();
+    let substring = json!({"must": [{"key": "body", "match": {"text": "rt 3 of the com"}}]});
+    assert_eq!(
+        count(&server, &substring),
+        (0..POINTS).filter(|i| i % 7 == 3).count() as u64
+    );
+    let case = json!({"must": [{"key": "body", "match": {"text": "story"}}]});
+    assert_eq!(count(&server, &case), 0, "a substring keeps its case");
+}
+
+#[test]
+fn index_requests_cairn_cannot_honour_are_refused() {
+    let (_dir, server) = loaded();
+    for (body, needle) in [
+        (
+            json!({"field_name": "d", "field_schema": "datetime"}),
+            "datetime",
+        ),
+        (json!({"field_name": "g", "field_schema": "geo"}), "geo"),
+        (json!({"field_name": "d"}), "field_schema is required"),
+        (
+            json!({"field_name": "", "field_schema": "keyword"}),
+            "field_name",
+        ),
+        (
+            json!({"field_name": "b", "field_schema": {"type": "text", "tokenizer": "prefix"}}),
+            "tokenizer",
+        ),
+        (
+            json!({"field_name": "b", "field_schema": {"type": "text", "min_token_len": 2}}),
+            "min_token_len",
+        ),
+        (
+            json!({"field_name": "b", "field_schema": "vector"}),
+            "field_schema",
+        ),
+    ] {
+        let (status, answer) = server.call("PUT", "/collections/c/index", Some(&body));
+        assert_eq!(status, 400, "{body} -> {answer}");
+        let message = answer["status"]["error"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let (status, _) = server.call(
+        "PUT",
+        "/collections/missing/index",
+        Some(&json!({"field_name": "d", "field_schema": "keyword"})),
+    );
+    assert_eq!(status, 404);
+    assert!(server.ok("GET", "/collections/c", None)["payload_schema"]
+        .as_object()
+        .unwrap()
+        .is_empty());
+}
