@@ -173,7 +173,12 @@ fn malformed_json_and_wrong_types_are_400s_naming_the_field() {
         "/collections/x",
         Some(&json!({"vectors": {"size": 3, "distance": "Hamming"}})),
     );
-    rejected(&server, response, 400, "at `vectors`: `distance`: unknown variant `Hamming`");
+    rejected(
+        &server,
+        response,
+        400,
+        "at `vectors`: `distance`: unknown variant `Hamming`",
+    );
 }
 
 #[test]

@@ -26,7 +26,7 @@ fn examples() -> String {
 /// Runs schemathesis with `args` after the common ones, with `tests/fuzz/<config>` as its
 /// configuration when given; panics with its output on failure.
 fn schemathesis(server: &Server, config: Option<&str>, args: &[&str]) -> String {
-    let python = super::harness::venv("schemathesis-venv", SCHEMATHESIS);
+    let python = super::harness::venv("schemathesis-venv", &[SCHEMATHESIS]);
     let hooks = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz");
     let report = tempfile::tempdir().unwrap();
     let mut command = Command::new(python);

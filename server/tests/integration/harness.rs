@@ -248,10 +248,10 @@ pub fn ids(result: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// The python of a virtualenv named `name` in the target directory with `requirement`
+/// The python of a virtualenv named `name` in the target directory with `requirements`
 /// installed from PyPI, made on first use and kept between runs (a marker names what was
 /// installed, so a new pin rebuilds it). Tests run in parallel: one makes it, the others wait.
-pub fn venv(name: &str, requirement: &str) -> PathBuf {
+pub fn venv(name: &str, requirements: &[&str]) -> PathBuf {
     static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -259,7 +259,7 @@ pub fn venv(name: &str, requirement: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let venv = target.join(name);
     let python = venv.join("bin/python");
-    let marker = venv.join(format!(".installed-{requirement}"));
+    let marker = venv.join(format!(".installed-{}", requirements.join("+")));
     if !marker.is_file() {
         let _ = std::fs::remove_dir_all(&venv);
         let status = Command::new("python3")
@@ -278,11 +278,11 @@ pub fn venv(name: &str, requirement: &str) -> PathBuf {
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
-                requirement,
             ])
+            .args(requirements)
             .status()
             .expect("pip install");
-        assert!(status.success(), "pip install {requirement} failed");
+        assert!(status.success(), "pip install {requirements:?} failed");
         std::fs::write(&marker, "").unwrap();
     }
     python

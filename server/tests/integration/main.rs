@@ -11,6 +11,7 @@ mod auth;
 mod bad_input;
 mod consistency;
 mod durability;
+mod frameworks;
 mod fuzz;
 mod harness;
 mod membership;

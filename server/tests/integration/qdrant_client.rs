@@ -11,7 +11,7 @@ const QDRANT_CLIENT: &str = "qdrant-client==1.20.0";
 
 /// The virtualenv's python, with the client installed.
 fn venv() -> PathBuf {
-    crate::harness::venv("qdrant-client-venv", QDRANT_CLIENT)
+    crate::harness::venv("qdrant-client-venv", &[QDRANT_CLIENT])
 }
 
 #[test]

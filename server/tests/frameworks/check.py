@@ -1,0 +1,208 @@
+"""LangChain's and LlamaIndex's Qdrant vector stores, unmodified, against a Cairn server.
+
+Usage: check.py langchain|llamaindex URL DATA_DIR
+
+The documents are PyPI packages and their vectors the all-MiniLM-L6-v2 embeddings of the
+packages' summaries from ../shared/data/pypi-minilm (real text, a real model, computed once
+offline). The `Embeddings` classes below return those stored vectors for a package name, as a
+cache in front of the model would: running the model itself needs torch, which this test does
+not install. Each store is then used as its documentation shows, and its answers are checked
+against an exact search over the same vectors (numpy).
+"""
+
+import struct
+import sys
+import uuid
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+DOCS = 2000
+QUERIES = 50
+K = 10
+
+
+def read_fvecs(path: Path, limit: int) -> np.ndarray:
+    raw = path.read_bytes()
+    dim = struct.unpack_from("<i", raw)[0]
+    rows = np.frombuffer(raw, dtype=np.float32).reshape(-1, dim + 1)[:limit, 1:]
+    return np.ascontiguousarray(rows)
+
+
+def load(data: Path):
+    names = (data / "base_packages.txt").read_text().split("\n")
+    vectors = read_fvecs(data / "base.fvecs", DOCS * 2)
+    seen, docs, rows = set(), [], []
+    for name, row in zip(names, vectors):
+        if name and name not in seen:
+            seen.add(name)
+            docs.append(name)
+            rows.append(row)
+        if len(docs) == DOCS:
+            break
+    query_names = (data / "query_packages.txt").read_text().split("\n")[:QUERIES]
+    queries = read_fvecs(data / "query.fvecs", QUERIES)
+    return docs, np.stack(rows), query_names, queries
+
+
+def exact_top(rows: np.ndarray, query: np.ndarray, k: int, allowed=None) -> list[int]:
+    scores = rows @ query  # unit vectors: cosine
+    order = [i for i in np.argsort(-scores, kind="stable") if allowed is None or allowed(i)]
+    return order[:k]
+
+
+def recall(found: list[list[int]], truth: list[list[int]]) -> float:
+    hits = sum(len(set(f) & set(t)) for f, t in zip(found, truth))
+    return hits / sum(len(t) for t in truth)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+def langchain(url: str, docs, rows, query_names, queries) -> None:
+    from langchain_core.embeddings import Embeddings
+    from langchain_qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient, models
+
+    # LangChain measures the dimension by embedding "dummy_text".
+    documents = dict(zip(docs, rows)) | {"dummy_text": rows[0]}
+    asked = dict(zip(query_names, queries))
+
+    class StoredMiniLM(Embeddings):
+        def embed_documents(self, texts):
+            return [documents[t].tolist() for t in texts]
+
+        def embed_query(self, text):
+            return asked.get(text, documents.get(text)).tolist()
+
+    embeddings = StoredMiniLM()
+    metadatas = [{"source": f"s{i % 10}", "rank": i} for i in range(len(docs))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the client's version check must not warn
+        store = QdrantVectorStore.from_texts(
+            docs, embeddings, metadatas=metadatas, url=url, collection_name="lc"
+        )
+    client = QdrantClient(url=url)
+    check(client.count("lc").count == len(docs), "from_texts stored every document")
+    index_of = {name: i for i, name in enumerate(docs)}
+
+    found, truth = [], []
+    for name, query in zip(query_names, queries):
+        hits = store.similarity_search_with_score(name, k=K)
+        found.append([index_of[doc.page_content] for doc, _ in hits])
+        truth.append(exact_top(rows, query, K))
+        scores = [score for _, score in hits]
+        check(scores == sorted(scores, reverse=True), f"scores best first: {scores}")
+    r = recall(found, truth)
+    print(f"langchain similarity_search recall@{K} = {r:.3f}")
+    check(r >= 0.9, f"recall@{K} {r:.3f} below 0.9")
+
+    # A filter on the metadata LangChain stores under `metadata`.
+    only = models.Filter(
+        must=[models.FieldCondition(key="metadata.source", match=models.MatchValue(value="s3"))]
+    )
+    hits = store.similarity_search(query_names[0], k=K, filter=only)
+    got = [index_of[d.page_content] for d in hits]
+    want = exact_top(rows, queries[0], K, allowed=lambda i: i % 10 == 3)
+    check(all(d.metadata["source"] == "s3" for d in hits), "the filter held")
+    check(len(set(got) & set(want)) >= 8, f"filtered results {got} against {want}")
+
+    # Documents by id, deleted by id.
+    ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, d)) for d in docs[:3]]
+    store.add_texts(docs[:3], metadatas=metadatas[:3], ids=ids)
+    check(client.count("lc").count == len(docs) + 3, "add_texts with ids added three")
+    check(
+        sorted(d.page_content for d in store.get_by_ids(ids)) == sorted(docs[:3]),
+        "get_by_ids",
+    )
+    check(store.delete(ids) is True, "delete answers True once completed")
+    check(store.get_by_ids(ids) == [], "deleted")
+
+    # Opening the existing collection validates its configuration.
+    again = QdrantVectorStore.from_existing_collection(
+        embedding=embeddings, collection_name="lc", url=url
+    )
+    check(len(again.similarity_search(query_names[1], k=3)) == 3, "existing collection serves")
+    print("langchain check passed")
+
+
+def llamaindex(url: str, docs, rows, query_names, queries) -> None:
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.types import (
+        FilterOperator,
+        MetadataFilter,
+        MetadataFilters,
+        VectorStoreQuery,
+    )
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(url=url)
+    store = QdrantVectorStore(client=client, collection_name="li")
+    node_ids = [str(uuid.uuid5(uuid.NAMESPACE_DNS, d)) for d in docs]
+    nodes = [
+        TextNode(
+            id_=node_ids[i],
+            text=name,
+            embedding=rows[i].tolist(),
+            metadata={"source": f"s{i % 10}", "rank": i},
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"doc{i % 20}")},
+        )
+        for i, name in enumerate(docs)
+    ]
+    added = store.add(nodes)
+    check(added == node_ids, "add answers the node ids")
+    info = client.get_collection("li")
+    check("doc_id" in info.payload_schema, f"the doc_id index LlamaIndex asks for: {info}")
+    check(info.payload_schema["doc_id"].points == len(docs), "every node indexed by doc_id")
+    index_of = {node_id: i for i, node_id in enumerate(node_ids)}
+
+    found, truth = [], []
+    for query in queries:
+        result = store.query(VectorStoreQuery(query_embedding=query.tolist(), similarity_top_k=K))
+        found.append([index_of[i] for i in result.ids])
+        truth.append(exact_top(rows, query, K))
+    r = recall(found, truth)
+    print(f"llamaindex query recall@{K} = {r:.3f}")
+    check(r >= 0.9, f"recall@{K} {r:.3f} below 0.9")
+
+    filters = MetadataFilters(
+        filters=[
+            MetadataFilter(key="source", value="s4"),
+            MetadataFilter(key="rank", value=1000, operator=FilterOperator.LT),
+        ]
+    )
+    result = store.query(
+        VectorStoreQuery(query_embedding=queries[0].tolist(), similarity_top_k=K, filters=filters)
+    )
+    got = [index_of[i] for i in result.ids]
+    want = exact_top(rows, queries[0], K, allowed=lambda i: i % 10 == 4 and i < 1000)
+    check(got == want, f"filtered query {got} against exact {want}")
+
+    # The source document's nodes, deleted by its id (doc_id, the indexed key).
+    store.delete("doc3")
+    check(client.count("li").count == len(docs) - len(docs) // 20, "delete(ref_doc_id)")
+    some = node_ids[:2]  # nodes of doc0 and doc1
+    check(len(store.get_nodes(node_ids=some)) == 2, "get_nodes by id")
+    store.delete_nodes(node_ids=some)
+    check(store.get_nodes(node_ids=some) == [], "delete_nodes")
+    # An empty list of ids deletes nothing (Qdrant's empty `should`).
+    before = client.count("li").count
+    store.delete_nodes(node_ids=[])
+    check(client.count("li").count == before, "delete_nodes([]) deleted nothing")
+    store.clear()
+    check(not client.collection_exists("li"), "clear drops the collection")
+    print("llamaindex check passed")
+
+
+def main() -> None:
+    which, url, data = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    docs, rows, query_names, queries = load(data)
+    {"langchain": langchain, "llamaindex": llamaindex}[which](url, docs, rows, query_names, queries)
+
+
+if __name__ == "__main__":
+    main()
