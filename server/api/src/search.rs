@@ -65,11 +65,30 @@ pub enum QueryInput {
     Vector(Vec<f32>),
     /// The vector of the point with this id.
     Point(PointId),
-    /// `{"nearest": vector | id}`.
+    /// `{"nearest": vector | id}`, optionally re-ranked for diversity (`mmr`).
     Nearest {
         /// The target.
         nearest: NearestTarget,
+        /// Maximal marginal relevance: pick each next result by relevance minus its similarity
+        /// to the results already picked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mmr: Option<Mmr>,
     },
+}
+
+/// Qdrant's maximal marginal relevance: the `candidates_limit` nearest points are fetched, then
+/// results are picked one at a time, each maximising `(1 − diversity) · relevance −
+/// diversity · (its highest similarity to a result already picked)`. Scores stay the
+/// similarities to the query; the order is the order of picking.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mmr {
+    /// From 0 (relevance only) to 1 (diversity only); default 0.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diversity: Option<f32>,
+    /// Nearest points to choose from (default: the query's `limit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates_limit: Option<usize>,
 }
 
 /// Target of a `nearest` query.
@@ -96,7 +115,11 @@ impl<'de> Deserialize<'de> for NearestTarget {
         match d.deserialize_any(TargetVisitor { nearest: false })? {
             QueryInput::Vector(v) => Ok(NearestTarget::Vector(v)),
             QueryInput::Point(id) => Ok(NearestTarget::Point(id)),
-            QueryInput::Nearest { nearest } => Ok(nearest),
+            QueryInput::Nearest { nearest, mmr: None } => Ok(nearest),
+            QueryInput::Nearest { mmr: Some(_), .. } => Err(D::Error::invalid_type(
+                Unexpected::Map,
+                &"a vector or a point id",
+            )),
         }
     }
 }
@@ -137,17 +160,14 @@ impl<'de> Visitor<'de> for TargetVisitor {
         if !self.nearest {
             return Err(A::Error::invalid_type(Unexpected::Map, &self));
         }
-        let mut nearest = None;
+        let (mut nearest, mut mmr) = (None, None);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "nearest" if nearest.is_none() => nearest = Some(map.next_value()?),
                 "nearest" => return Err(A::Error::duplicate_field("nearest")),
-                // Qdrant's diversity re-ranking of the nearest points; null means unset.
-                "mmr" => {
-                    if map.next_value::<Option<serde::de::IgnoredAny>>()?.is_some() {
-                        return Err(A::Error::custom(Unsupported::field("mmr")));
-                    }
-                }
+                // Null means unset, as clients send it.
+                "mmr" if mmr.is_none() => mmr = map.next_value::<Option<Mmr>>()?,
+                "mmr" => return Err(A::Error::duplicate_field("mmr")),
                 other => {
                     return Err(A::Error::custom(format!(
                         "unsupported query `{other}`: Cairn answers a vector, a point id or \
@@ -157,7 +177,7 @@ impl<'de> Visitor<'de> for TargetVisitor {
             }
         }
         nearest
-            .map(|nearest| QueryInput::Nearest { nearest })
+            .map(|nearest| QueryInput::Nearest { nearest, mmr })
             .ok_or_else(|| A::Error::missing_field("nearest"))
     }
 }
@@ -441,13 +461,15 @@ mod tests {
         assert_eq!(
             parse(r#"{"nearest": [2, 3]}"#).unwrap(),
             QueryInput::Nearest {
-                nearest: NearestTarget::Vector(vec![2.0, 3.0])
+                nearest: NearestTarget::Vector(vec![2.0, 3.0]),
+                mmr: None,
             }
         );
         assert_eq!(
             parse(r#"{"nearest": 9}"#).unwrap(),
             QueryInput::Nearest {
-                nearest: NearestTarget::Point(PointId::Num(9))
+                nearest: NearestTarget::Point(PointId::Num(9)),
+                mmr: None,
             }
         );
     }
@@ -468,15 +490,28 @@ mod tests {
     }
 
     #[test]
-    fn mmr_is_refused_unless_null() {
-        let err = parse(r#"{"nearest": [1, 2], "mmr": {"diversity": 0.5}}"#).unwrap_err();
-        assert!(err.contains("mmr: not supported by Cairn"), "{err}");
+    fn mmr_parses_and_null_is_unset() {
+        let mmr = Mmr {
+            diversity: Some(0.3),
+            candidates_limit: Some(40),
+        };
+        assert_eq!(
+            parse(r#"{"nearest": [1, 2], "mmr": {"diversity": 0.3, "candidates_limit": 40}}"#)
+                .unwrap(),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Vector(vec![1.0, 2.0]),
+                mmr: Some(mmr),
+            }
+        );
         assert_eq!(
             parse(r#"{"nearest": [1, 2], "mmr": null}"#).unwrap(),
             QueryInput::Nearest {
-                nearest: NearestTarget::Vector(vec![1.0, 2.0])
+                nearest: NearestTarget::Vector(vec![1.0, 2.0]),
+                mmr: None,
             }
         );
+        let err = parse(r#"{"nearest": [1], "mmr": {"lambda": 0.5}}"#).unwrap_err();
+        assert!(err.contains("unknown field `lambda`"), "{err}");
     }
 
     #[test]
@@ -542,6 +577,10 @@ mod tests {
             QueryInput::Point(PointId::Num(4)),
             QueryInput::Nearest {
                 nearest: NearestTarget::Point(PointId::Num(5)),
+                mmr: Some(Mmr {
+                    diversity: Some(0.5),
+                    candidates_limit: None,
+                }),
             },
         ] {
             let json = serde_json::to_string(&input).unwrap();

@@ -43,12 +43,16 @@ async fn run(
     } else {
         Work::Long
     };
+    let metric = collection.settings().metric();
     state
         .searchers
         .run(work, move || {
             plans
                 .iter()
-                .map(|p| collection.query_blocking(p, &consistency))
+                .map(|p| {
+                    let answer = collection.query_blocking(p, &consistency)?;
+                    Ok(p.finish(answer, metric))
+                })
                 .collect()
         })
         .await
@@ -67,7 +71,8 @@ async fn over_the_network(
         return Ok(None);
     }
     let plan = plan(collection.settings(), request.clone(), &state.limits, "")?;
-    collection.query_async(&plan).await.map(Some)
+    let answer = collection.query_async(&plan).await?;
+    Ok(Some(plan.finish(answer, collection.settings().metric())))
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/query", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryRequest, responses((status = 200, description = "Hits, best first, and how the query ran when `explain` was asked.", body = cairn_api::Response<QueryResponse>)))]

@@ -11,10 +11,11 @@
 //! engine crates.
 
 pub mod filter;
+pub mod mmr;
 pub mod points;
 pub mod query;
 pub mod settings;
 
 pub use points::{check_vector, prepare_delete_ids, prepare_points};
-pub use query::{FanOut, QueryPlan};
+pub use query::{FanOut, MmrPlan, QueryPlan};
 pub use settings::CollectionSettings;

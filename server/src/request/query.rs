@@ -2,8 +2,8 @@
 //! against the collection's settings, so that what reaches a partition can run as it is.
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{NearestTarget, QueryInput, QueryRequest, ScrollRequest};
-use cairn_index::IndexParams;
+use cairn_api::{Mmr, NearestTarget, QueryInput, QueryRequest, QueryResponse, ScrollRequest};
+use cairn_index::{IndexParams, Metric};
 
 use super::filter::validate;
 use super::points::check_vector;
@@ -28,6 +28,67 @@ pub struct QueryPlan {
     pub search: SearchPlan,
     /// How the collection picks partitions and replicas.
     pub fan_out: FanOut,
+    /// Diversity re-ranking of the search's hits (`nearest` with `mmr`): the search then
+    /// fetches the candidates, with their vectors, and [`QueryPlan::finish`] picks from them.
+    pub mmr: Option<MmrPlan>,
+}
+
+/// What [`QueryPlan::finish`] does with an `mmr` query's candidates.
+#[derive(Debug, Clone, Copy)]
+pub struct MmrPlan {
+    /// From 0 (relevance only) to 1 (diversity only).
+    pub diversity: f32,
+    /// Results to skip, then to return, from the picking order.
+    pub offset: usize,
+    /// Results to return.
+    pub limit: usize,
+    /// Whether the caller asked for vectors (the candidates carry them regardless).
+    pub with_vector: bool,
+    /// Nearest points to pick from.
+    pub candidates: usize,
+}
+
+/// Checks `mmr` (Qdrant's defaults: diversity 0.5, as many candidates as results).
+fn mmr_plan(
+    mmr: Mmr,
+    offset: usize,
+    limit: usize,
+    with_vector: bool,
+    limits: &Limits,
+    field: &str,
+) -> Result<MmrPlan> {
+    let diversity = mmr.diversity.unwrap_or(0.5);
+    if !(0.0..=1.0).contains(&diversity) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}query.mmr.diversity must be between 0 and 1, got {diversity}"
+        )));
+    }
+    let candidates = mmr.candidates_limit.unwrap_or(offset + limit);
+    if candidates > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}query.mmr.candidates_limit {candidates} is above the maximum of {} \
+             (limits.max_limit)",
+            limits.max_limit
+        )));
+    }
+    Ok(MmrPlan {
+        diversity,
+        offset,
+        limit,
+        with_vector,
+        candidates,
+    })
+}
+
+impl QueryPlan {
+    /// The answer to the caller: an `mmr` query's candidates re-ranked for diversity; any
+    /// other answer as it is.
+    pub fn finish(&self, mut response: QueryResponse, metric: Metric) -> QueryResponse {
+        if let Some(mmr) = &self.mmr {
+            response.points = super::mmr::pick(response.points, metric, mmr);
+        }
+        response
+    }
 }
 
 /// The collection-level knobs of a query: which partitions, and how replicas are read.
@@ -111,6 +172,7 @@ fn target(
             QueryInput::Vector(v)
             | QueryInput::Nearest {
                 nearest: NearestTarget::Vector(v),
+                ..
             },
         ) => Ok(QueryTarget::Vector(check_vector(
             settings,
@@ -121,6 +183,7 @@ fn target(
             QueryInput::Point(id)
             | QueryInput::Nearest {
                 nearest: NearestTarget::Point(id),
+                ..
             },
         ) => Ok(QueryTarget::Point(id)),
         None => Err(ServerError::InvalidRequest(format!(
@@ -174,7 +237,20 @@ pub fn plan(
             "{field}score_threshold must be finite"
         )));
     }
+    let mmr = match &request.query {
+        Some(QueryInput::Nearest { mmr: Some(m), .. }) => Some(*m),
+        _ => None,
+    };
     let target = target(settings, request.query, field)?;
+    let with_vector = settings.wants_vector(request.with_vector.as_ref(), field)?;
+    let mmr = mmr
+        .map(|m| mmr_plan(m, offset, limit, with_vector, limits, field))
+        .transpose()?;
+    // An `mmr` query's search fetches the candidates, with the vectors the picking compares.
+    let (search_limit, search_offset) = match &mmr {
+        Some(m) => (m.candidates, 0),
+        None => (limit, offset),
+    };
     let quantization = params.quantization.unwrap_or_default();
     // `ignore` means "search the full vectors": on a quantized collection that is the exact
     // scan; elsewhere there are no codes to ignore (Qdrant's reading too).
@@ -184,15 +260,15 @@ pub fn plan(
         search: SearchPlan {
             target,
             filter: request.filter,
-            limit,
-            offset,
+            limit: search_limit,
+            offset: search_offset,
             ef: params.hnsw_ef,
             exact: params.exact.unwrap_or(false) || ignore_codes,
             oversampling: quantization.oversampling.map(|o| o as f32),
             rescore: quantization.rescore,
             score_threshold: request.score_threshold,
             with_payload: PayloadSelection::from_wire(request.with_payload, false),
-            with_vector: settings.wants_vector(request.with_vector.as_ref(), field)?,
+            with_vector: with_vector || mmr.is_some(),
             explain: request.explain.unwrap_or(false),
         },
         fan_out: FanOut {
@@ -201,6 +277,7 @@ pub fn plan(
             allow_partial: params.allow_partial.unwrap_or(true),
             hedge: params.hedge.unwrap_or(true),
         },
+        mmr,
     })
 }
 

@@ -110,6 +110,16 @@ def langchain(url: str, docs, rows, query_names, queries) -> None:
     check(all(d.metadata["source"] == "s3" for d in hits), "the filter held")
     check(len(set(got) & set(want)) >= 8, f"filtered results {got} against {want}")
 
+    # The MMR retriever: diverse results from the nearest candidates, scored by the server.
+    mmr = store.max_marginal_relevance_search(query_names[2], k=5, fetch_k=40, lambda_mult=0.3)
+    picked = [index_of[d.page_content] for d in mmr]
+    nearest40 = exact_top(rows, queries[2], 40)
+    check(len(picked) == 5 and len(set(picked)) == 5, f"mmr picked {picked}")
+    check(picked[0] == nearest40[0], "mmr starts from the nearest document")
+    # The server's 40 candidates come from its graph: allow one outside the exact 40.
+    check(len(set(picked) - set(nearest40)) <= 1, f"mmr picks among the candidates: {picked}")
+    check(picked != nearest40[:5], "lambda 0.3 changed the order of the nearest five")
+
     # Documents by id, deleted by id.
     ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, d)) for d in docs[:3]]
     store.add_texts(docs[:3], metadatas=metadatas[:3], ids=ids)

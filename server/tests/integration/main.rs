@@ -16,6 +16,7 @@ mod fuzz;
 mod harness;
 mod membership;
 mod mips;
+mod mmr;
 mod moves;
 mod named_vectors;
 mod nemesis;

@@ -558,16 +558,6 @@ fn query_lookup_from_is_refused() {
 }
 
 #[test]
-fn query_nearest_mmr_is_refused() {
-    let body = json!({"query": {"nearest": [1.0, 0.0, 0.0], "mmr": {"diversity": 0.9}}});
-    refused_alone(
-        "POST /collections/c/points/query",
-        body,
-        &not_supported("mmr"),
-    );
-}
-
-#[test]
 fn search_shard_key_is_refused() {
     let body = json!({"vector": [1.0, 0.0, 0.0], "limit": 3, "shard_key": "eu"});
     let (_dir, server) = refused_alone(
