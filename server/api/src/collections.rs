@@ -584,9 +584,16 @@ pub struct CollectionConfig {
     pub optimizer_config: OptimizersConfig,
     /// WAL settings.
     pub wal_config: WalConfig,
-    /// Quantization (none yet).
+    /// Qdrant's quantization (scalar, product, binary): none, as Cairn does not implement
+    /// those; always null.
     #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<serde_json::Value>,
+    /// Cairn's quantization (`{"neq": …}` or `{"pq": …}`, every default filled in), apart
+    /// from `quantization_config` so that Qdrant's clients, whose models know only Qdrant's
+    /// kinds, still read the collection's info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub cairn_quantization_config: Option<serde_json::Value>,
     /// Cairn's index choice.
     pub index: IndexConfig,
 }

@@ -56,7 +56,7 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
         json!({"quantization_config": {"neq": {"codec": "pq"}}}),
     );
     let quantization =
-        server.ok("GET", "/collections/neq", None)["config"]["quantization_config"].clone();
+        server.ok("GET", "/collections/neq", None)["config"]["cairn_quantization_config"].clone();
     assert_eq!(quantization["neq"]["m"], 8, "{quantization}");
     assert_eq!(quantization["neq"]["codec"], "pq", "{quantization}");
     server.upsert_vectors("neq", 64, &data.base.data, 0, 1000);
@@ -216,9 +216,10 @@ fn quantization_configs_are_checked() {
     );
     let info = server.ok("GET", "/collections/q", None);
     assert_eq!(
-        info["config"]["quantization_config"],
+        info["config"]["cairn_quantization_config"],
         json!({"pq": {"m": 2, "oversampling": 4.0}})
     );
+    assert!(info["config"]["quantization_config"].is_null(), "{info}");
     server.upsert_vectors("q", 4, &[1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0], 0, 10);
     let hits = server.ok(
         "POST",

@@ -8,6 +8,8 @@ import ssl
 import sys
 import warnings
 
+import httpx
+
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
@@ -83,6 +85,30 @@ client.delete(collection_name=name, points_selector=models.PointIdsList(points=[
 client.delete(collection_name=name, points_selector=models.FilterSelector(filter=city_filter), wait=True)
 assert client.count(collection_name=name).count == 4
 assert client.retrieve(collection_name=name, ids=[1, 3]) == []
+
+# A payload index, reported in the info the client's models read.
+result = client.create_payload_index(
+    collection_name=name, field_name="city", field_schema=models.PayloadSchemaType.KEYWORD
+)
+assert result.status == models.UpdateStatus.COMPLETED, result
+info = client.get_collection(collection_name=name)
+assert info.payload_schema["city"].data_type == models.PayloadSchemaType.KEYWORD, info
+assert info.payload_schema["city"].points == 4, info
+client.delete_payload_index(collection_name=name, field_name="city")
+assert client.get_collection(collection_name=name).payload_schema == {}
+
+# The server's version as the client reads it; a Cairn-quantized collection's info still
+# validates against the client's models.
+assert client.info().version.startswith("1."), client.info()
+created = httpx.put(
+    f"{url}/collections/{name}_neq",
+    json={"vectors": {"size": 4, "distance": "Dot"}, "quantization_config": {"neq": {"m": 2}}},
+    headers={"api-key": api_key} if api_key else {},
+    verify=tls.get("verify", True),
+)
+assert created.status_code == 200, created.text
+assert client.get_collection(collection_name=name + "_neq").config.quantization_config is None
+assert client.delete_collection(collection_name=name + "_neq")
 
 assert client.delete_collection(collection_name=name)
 assert not client.collection_exists(name)
