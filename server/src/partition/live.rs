@@ -96,7 +96,7 @@ impl PointTable {
         if let Some(old) = self.by_id.insert(entry.id, slot) {
             self.kill(old);
         }
-        self.payload_index.add(slot, &entry);
+        self.payload_index.add(slot, entry.payload.as_ref());
         self.slots[index] = Some(entry);
         self.set_live(index, true);
     }
@@ -129,7 +129,7 @@ impl PointTable {
             .slots
             .iter()
             .enumerate()
-            .filter_map(|(slot, e)| e.as_ref().map(|e| (slot as Slot, e)));
+            .filter_map(|(slot, e)| e.as_ref().map(|e| (slot as Slot, e.payload.as_ref())));
         self.payload_index.sync(schema, live);
     }
 

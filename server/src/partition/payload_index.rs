@@ -12,11 +12,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
-use cairn_api::{Condition, FieldCondition, Filter, PayloadSchemaType, PointId, Range};
+use cairn_api::{Condition, FieldCondition, Filter, Payload, PayloadSchemaType, PointId, Range};
 use cairn_index::Slot;
 use serde_json::Value;
 
-use super::live::SlotEntry;
 use crate::request::filter::{lookup, words};
 
 /// Indexed keys and what each is indexed as; stored in the partition's meta as JSON.
@@ -272,9 +271,9 @@ pub struct PayloadIndexes {
 }
 
 impl PayloadIndexes {
-    /// Indexes a newly published slot under every indexed key.
-    pub fn add(&mut self, slot: Slot, entry: &SlotEntry) {
-        let Some(payload) = entry.payload.as_ref() else {
+    /// Indexes a newly published slot's payload under every indexed key.
+    pub fn add(&mut self, slot: Slot, payload: Option<&Payload>) {
+        let Some(payload) = payload else {
             return;
         };
         for (key, index) in &mut self.fields {
@@ -290,7 +289,7 @@ impl PayloadIndexes {
     pub fn sync<'a>(
         &mut self,
         schema: &PayloadSchema,
-        slots: impl Iterator<Item = (Slot, &'a SlotEntry)> + Clone,
+        slots: impl Iterator<Item = (Slot, Option<&'a Payload>)> + Clone,
     ) {
         self.fields
             .retain(|key, index| schema.get(key) == Some(&index.kind));
@@ -299,8 +298,8 @@ impl PayloadIndexes {
                 continue;
             }
             let mut index = FieldIndex::new(kind);
-            for (slot, entry) in slots.clone() {
-                let values = lookup(entry.payload.as_ref(), key);
+            for (slot, payload) in slots.clone() {
+                let values = lookup(payload, key);
                 if !values.is_empty() {
                     index.add(slot, &values);
                 }
@@ -378,45 +377,41 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn entry(id: u64, payload: Value) -> SlotEntry {
-        SlotEntry {
-            id: PointId::Num(id),
-            version: 1,
-            payload: payload.as_object().cloned(),
-        }
+    fn payload(json: Value) -> Option<Payload> {
+        json.as_object().cloned()
     }
 
     fn filter(json: Value) -> Filter {
         serde_json::from_value(json).unwrap()
     }
 
-    fn indexes(entries: &[SlotEntry], schema: &[(&str, PayloadSchemaType)]) -> PayloadIndexes {
+    fn indexes(
+        payloads: &[Option<Payload>],
+        schema: &[(&str, PayloadSchemaType)],
+    ) -> PayloadIndexes {
         let schema: PayloadSchema = schema.iter().map(|(k, t)| ((*k).to_owned(), *t)).collect();
         let mut indexes = PayloadIndexes::default();
-        indexes.sync(
-            &schema,
-            entries.iter().enumerate().map(|(i, e)| (i as Slot, e)),
-        );
+        indexes.sync(&schema, slots(payloads));
         indexes
+    }
+
+    fn slots(
+        payloads: &[Option<Payload>],
+    ) -> impl Iterator<Item = (Slot, Option<&Payload>)> + Clone {
+        payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as Slot, p.as_ref()))
     }
 
     #[test]
     fn each_type_bounds_the_conditions_it_serves() {
         use PayloadSchemaType::{Bool, Float, Integer, Keyword, Text, Uuid};
         let entries = [
-            entry(
-                0,
-                json!({"doc": "a", "n": 1, "x": 0.5, "ok": true, "body": "The quick fox"}),
-            ),
-            entry(
-                1,
-                json!({"doc": ["a", "b"], "n": 2, "x": 1.5, "ok": false, "body": "lazy dog"}),
-            ),
-            entry(
-                2,
-                json!({"doc": "c", "n": "2", "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}),
-            ),
-            entry(3, json!({"meta": {"doc": "a"}, "body": "quick brown dog"})),
+            payload(json!({"doc": "a", "n": 1, "x": 0.5, "ok": true, "body": "The quick fox"})),
+            payload(json!({"doc": ["a", "b"], "n": 2, "x": 1.5, "ok": false, "body": "lazy dog"})),
+            payload(json!({"doc": "c", "n": "2", "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"})),
+            payload(json!({"meta": {"doc": "a"}, "body": "quick brown dog"})),
         ];
         let ix = indexes(
             &entries,
@@ -515,17 +510,14 @@ mod tests {
     #[test]
     fn sync_builds_new_keys_drops_old_ones_and_counts_live_points() {
         let entries = [
-            entry(0, json!({"doc": "a"})),
-            entry(1, json!({"doc": "b", "n": 1})),
+            payload(json!({"doc": "a"})),
+            payload(json!({"doc": "b", "n": 1})),
         ];
         let mut ix = indexes(&entries, &[("doc", PayloadSchemaType::Keyword)]);
-        ix.add(2, &entry(2, json!({"doc": "a"})));
+        ix.add(2, payload(json!({"doc": "a"})).as_ref());
         assert_eq!(ix.points(|s| s != 0)["doc"], 2);
         let schema = PayloadSchema::from([("n".to_owned(), PayloadSchemaType::Integer)]);
-        ix.sync(
-            &schema,
-            entries.iter().enumerate().map(|(i, e)| (i as Slot, e)),
-        );
+        ix.sync(&schema, slots(&entries));
         assert_eq!(
             ix.points(|_| true).into_iter().collect::<Vec<_>>(),
             [("n".to_owned(), 1)]

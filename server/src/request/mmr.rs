@@ -9,10 +9,58 @@
 //! picks per candidate, updated with each new pick, costs `picks × candidates` distance
 //! evaluations rather than all pairs.
 
-use cairn_api::ScoredPoint;
+use cairn_api::{Mmr, ScoredPoint};
 use cairn_index::Metric;
 
-use super::query::MmrPlan;
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// What an `mmr` query does with its candidates (checked by the query's plan).
+#[derive(Debug, Clone, Copy)]
+pub struct MmrPlan {
+    /// From 0 (relevance only) to 1 (diversity only).
+    pub diversity: f32,
+    /// Results to skip, then to return, from the picking order.
+    pub offset: usize,
+    /// Results to return.
+    pub limit: usize,
+    /// Whether the caller asked for vectors (the candidates carry them regardless).
+    pub with_vector: bool,
+    /// Nearest points to pick from.
+    pub candidates: usize,
+}
+
+/// Checks `mmr` (Qdrant's defaults: diversity 0.5, as many candidates as results).
+pub(super) fn mmr_plan(
+    mmr: Mmr,
+    offset: usize,
+    limit: usize,
+    with_vector: bool,
+    limits: &Limits,
+    field: &str,
+) -> Result<MmrPlan> {
+    let diversity = mmr.diversity.unwrap_or(0.5);
+    if !(0.0..=1.0).contains(&diversity) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}query.mmr.diversity must be between 0 and 1, got {diversity}"
+        )));
+    }
+    let candidates = mmr.candidates_limit.unwrap_or(offset + limit);
+    if candidates > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}query.mmr.candidates_limit {candidates} is above the maximum of {} \
+             (limits.max_limit)",
+            limits.max_limit
+        )));
+    }
+    Ok(MmrPlan {
+        diversity,
+        offset,
+        limit,
+        with_vector,
+        candidates,
+    })
+}
 
 /// The `plan.offset + plan.limit` picks from `candidates` (best first, carrying vectors),
 /// after `plan.offset`; vectors are dropped unless the caller asked for them.

@@ -16,6 +16,7 @@ pub mod points;
 pub mod query;
 pub mod settings;
 
+pub use mmr::MmrPlan;
 pub use points::{check_vector, prepare_delete_ids, prepare_points};
-pub use query::{FanOut, MmrPlan, QueryPlan};
+pub use query::{FanOut, QueryPlan};
 pub use settings::CollectionSettings;

@@ -2,10 +2,11 @@
 //! against the collection's settings, so that what reaches a partition can run as it is.
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{Mmr, NearestTarget, QueryInput, QueryRequest, QueryResponse, ScrollRequest};
+use cairn_api::{NearestTarget, QueryInput, QueryRequest, QueryResponse, ScrollRequest};
 use cairn_index::{IndexParams, Metric};
 
 use super::filter::validate;
+use super::mmr::{mmr_plan, pick, MmrPlan};
 use super::points::check_vector;
 use super::CollectionSettings;
 use crate::config::Limits;
@@ -33,59 +34,12 @@ pub struct QueryPlan {
     pub mmr: Option<MmrPlan>,
 }
 
-/// What [`QueryPlan::finish`] does with an `mmr` query's candidates.
-#[derive(Debug, Clone, Copy)]
-pub struct MmrPlan {
-    /// From 0 (relevance only) to 1 (diversity only).
-    pub diversity: f32,
-    /// Results to skip, then to return, from the picking order.
-    pub offset: usize,
-    /// Results to return.
-    pub limit: usize,
-    /// Whether the caller asked for vectors (the candidates carry them regardless).
-    pub with_vector: bool,
-    /// Nearest points to pick from.
-    pub candidates: usize,
-}
-
-/// Checks `mmr` (Qdrant's defaults: diversity 0.5, as many candidates as results).
-fn mmr_plan(
-    mmr: Mmr,
-    offset: usize,
-    limit: usize,
-    with_vector: bool,
-    limits: &Limits,
-    field: &str,
-) -> Result<MmrPlan> {
-    let diversity = mmr.diversity.unwrap_or(0.5);
-    if !(0.0..=1.0).contains(&diversity) {
-        return Err(ServerError::InvalidRequest(format!(
-            "{field}query.mmr.diversity must be between 0 and 1, got {diversity}"
-        )));
-    }
-    let candidates = mmr.candidates_limit.unwrap_or(offset + limit);
-    if candidates > limits.max_limit {
-        return Err(ServerError::LimitExceeded(format!(
-            "{field}query.mmr.candidates_limit {candidates} is above the maximum of {} \
-             (limits.max_limit)",
-            limits.max_limit
-        )));
-    }
-    Ok(MmrPlan {
-        diversity,
-        offset,
-        limit,
-        with_vector,
-        candidates,
-    })
-}
-
 impl QueryPlan {
     /// The answer to the caller: an `mmr` query's candidates re-ranked for diversity; any
     /// other answer as it is.
     pub fn finish(&self, mut response: QueryResponse, metric: Metric) -> QueryResponse {
         if let Some(mmr) = &self.mmr {
-            response.points = super::mmr::pick(response.points, metric, mmr);
+            response.points = pick(response.points, metric, mmr);
         }
         response
     }
