@@ -436,7 +436,64 @@ impl RefuseUnsupported for GetPointsRequest {
     }
 }
 
-/// `POST /collections/{c}/points/delete`: by ids or by filter.
+/// `POST /collections/{c}/points/payload` (set: merge these keys in) and
+/// `PUT /collections/{c}/points/payload` (overwrite: replace the payload), for the points
+/// given by id or by filter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SetPayloadRequest {
+    /// The keys to set (or the whole payload, when overwriting).
+    #[schema(value_type = Object)]
+    pub payload: Payload,
+    /// These points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<PointId>>,
+    /// Every point matching this filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
+    /// A dotted path of objects: the change applies to the object there (created if absent)
+    /// rather than to the whole payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for SetPayloadRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
+}
+
+/// `POST /collections/{c}/points/payload/delete`: remove keys from the points given by id or
+/// by filter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeletePayloadRequest {
+    /// Dotted paths of the keys to remove.
+    pub keys: Vec<String>,
+    /// These points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<PointId>>,
+    /// Every point matching this filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for DeletePayloadRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
+}
+
+/// `POST /collections/{c}/points/delete` (and `…/points/payload/clear`): points by ids or by
+/// filter.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeletePointsRequest {
     /// Ids to delete.

@@ -69,6 +69,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{Result, ServerError};
 use crate::partition::{LoadReport, Partition, SlotStats};
+use crate::request::payload::{PayloadChange, Selection};
 use crate::request::CollectionSettings;
 use cairn_api::internal::{CollectionWrite, WriteReceipt};
 pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
@@ -324,6 +325,42 @@ impl Collection {
             }
         }
         schema
+    }
+
+    /// Changes the payloads of the selected points (blocking): in every partition that holds
+    /// them, each point read and written back under the partition's write lock; a filter is
+    /// matched again there. Standalone collections only for now, like payload indexes.
+    pub fn update_payloads(
+        &self,
+        selection: &Selection,
+        change: &PayloadChange,
+    ) -> Result<WriteTicket> {
+        let partitions = self.own_partitions()?;
+        // A partitioned collection's writes go one at a time (a point may be moving).
+        let mut writer = match partitions.len() {
+            1 => None,
+            _ => self.lead()?,
+        };
+        let (ids, filter) = match selection {
+            Selection::Ids(ids) => (ids.clone(), None),
+            Selection::Filter(f) => (
+                self.matching_ids(Some(f), &cairn_api::ReadConsistency::Linearizable)?,
+                Some(f),
+            ),
+        };
+        let mut waits = std::collections::BTreeMap::new();
+        for chunk in ids.chunks(DELETE_BATCH) {
+            for (q, partition) in partitions.iter().enumerate() {
+                if let Some(seq) = partition.update_payloads(chunk, filter, change)? {
+                    let seq = writer.as_mut().map_or(seq, |w| w.wrote(q, seq));
+                    waits.insert(PartitionId(q), seq);
+                }
+            }
+        }
+        Ok(match (partitions.len(), waits.get(&PartitionId(0))) {
+            (1, Some(&seq)) => WriteTicket::single(seq),
+            _ => self.ticket(waits.into_iter().collect()),
+        })
     }
 
     /// Index slots over all partitions (those that answer).

@@ -1,4 +1,5 @@
-//! Point endpoints: upsert, get, delete, scroll, count.
+//! Point endpoints: upsert, get, delete, scroll, count, and payload updates (set, overwrite,
+//! delete keys, clear).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -7,9 +8,9 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePointsRequest, GetPointsRequest, PointId, ReadQuery, Record,
-    RefuseUnsupported, ScrollRequest, ScrollResult, UpdateResult, UpdateStatus, UpsertRequest,
-    WriteQuery,
+    CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
+    PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult, SetPayloadRequest,
+    UpdateResult, UpdateStatus, UpsertRequest, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -17,6 +18,7 @@ use super::{blocking, ok, read_consistency, State};
 use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
 use crate::request::filter::validate;
+use crate::request::payload::{key_path, selection, PayloadChange, Selection};
 use crate::request::query::scroll_plan;
 use crate::request::{prepare_delete_ids, prepare_points};
 
@@ -85,29 +87,114 @@ pub(super) async fn delete(
     let collection = state.catalog()?.get(&name)?;
     let limits = state.limits;
     let c = collection.clone();
-    let seq = blocking(move || {
-        let ids = match (request.points, request.filter) {
-            (Some(ids), None) => prepare_delete_ids(ids, &limits)?,
-            (None, Some(filter)) => {
-                validate(&filter, "filter", limits.max_filter_depth)?;
-                // Matched where the delete is made, seeing every write acknowledged before it.
-                return c.delete_matching(&filter);
-            }
-            (Some(_), Some(_)) => {
-                return Err(ServerError::InvalidRequest(
-                    "give either `points` or `filter`, not both".into(),
-                ))
-            }
-            (None, None) => {
-                return Err(ServerError::InvalidRequest(
-                    "body needs `points` or `filter`".into(),
-                ))
-            }
-        };
-        c.delete_blocking(ids)
+    let selected = selection(request.points, request.filter, &limits)?;
+    let seq = blocking(move || match selected {
+        Selection::Ids(ids) => c.delete_blocking(ids),
+        // Matched where the delete is made, seeing every write acknowledged before it.
+        Selection::Filter(filter) => c.delete_matching(&filter),
     })
     .await?;
     Ok(ok(finish_write(&collection, seq, wait).await?, t))
+}
+
+/// A payload change to the selected points, answered as a write.
+async fn change_payloads(
+    state: &State,
+    name: &str,
+    params: &HashMap<String, String>,
+    selected: Selection,
+    change: PayloadChange,
+) -> Result<UpdateResult> {
+    let wait = wait_flag(params)?;
+    let collection = state.catalog()?.get(name)?;
+    let c = collection.clone();
+    let ticket = blocking(move || c.update_payloads(&selected, &change)).await?;
+    finish_write(&collection, ticket, wait).await
+}
+
+/// The `key` of a set or overwrite, as a path of object keys (none: the whole payload).
+fn payload_path(key: Option<&str>) -> Result<Vec<String>> {
+    key.map_or(Ok(Vec::new()), |k| key_path(k, "key"))
+}
+
+#[utoipa::path(post, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "The keys are set on every selected point (merged in; with `key`, into the object at that path).", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn set_payload(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<SetPayloadRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let change = PayloadChange::Set {
+        path: payload_path(request.key.as_deref())?,
+        payload: request.payload,
+    };
+    let selected = selection(request.points, request.filter, &state.limits)?;
+    Ok(ok(
+        change_payloads(&state, &name, &params, selected, change).await?,
+        t,
+    ))
+}
+
+#[utoipa::path(put, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "Every selected point's payload is replaced (with `key`, the object at that path).", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn overwrite_payload(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<SetPayloadRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let change = PayloadChange::Overwrite {
+        path: payload_path(request.key.as_deref())?,
+        payload: request.payload,
+    };
+    let selected = selection(request.points, request.filter, &state.limits)?;
+    Ok(ok(
+        change_payloads(&state, &name, &params, selected, change).await?,
+        t,
+    ))
+}
+
+#[utoipa::path(post, path = "/collections/{collection}/points/payload/delete", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePayloadRequest, responses((status = 200, description = "The keys are removed from every selected point.", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn delete_payload(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<DeletePayloadRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let keys = request
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| key_path(k, &format!("keys[{i}]")))
+        .collect::<Result<Vec<_>>>()?;
+    let selected = selection(request.points, request.filter, &state.limits)?;
+    let change = PayloadChange::Delete { keys };
+    Ok(ok(
+        change_payloads(&state, &name, &params, selected, change).await?,
+        t,
+    ))
+}
+
+#[utoipa::path(post, path = "/collections/{collection}/points/payload/clear", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePointsRequest, responses((status = 200, description = "Every selected point keeps its vector and loses its payload.", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn clear_payload(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<DeletePointsRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let selected = selection(request.points, request.filter, &state.limits)?;
+    let change = PayloadChange::Clear;
+    Ok(ok(
+        change_payloads(&state, &name, &params, selected, change).await?,
+        t,
+    ))
 }
 
 #[utoipa::path(get, path = "/collections/{collection}/points/{id}", tag = "points", params(("collection" = String, Path, description = "Collection name."), ("id" = String, Path, description = "An unsigned integer or a UUID."), ReadQuery), responses((status = 200, description = "The point with its payload and vector.", body = cairn_api::Response<Record>)))]

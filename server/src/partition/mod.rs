@@ -39,7 +39,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, PartitionState};
-use cairn_api::{PayloadIndexInfo, PayloadSchemaType, PointId};
+use cairn_api::{Filter, PayloadIndexInfo, PayloadSchemaType, PointId};
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint, WriteOp};
 use parking_lot::{Mutex, RwLock};
@@ -48,6 +48,8 @@ use tokio::sync::watch;
 
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
+use crate::request::filter::matches;
+use crate::request::payload::PayloadChange;
 use crate::request::settings::{self, CollectionSettings};
 use live::LiveIndex;
 use payload_index::PayloadSchema;
@@ -520,6 +522,37 @@ impl Partition {
     /// A small named value in the partition's RocksDB (`meta` family).
     pub fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.shared.store.get_meta(name)?)
+    }
+
+    /// Changes the payloads of those of `ids` this partition holds (and, with `filter`, that
+    /// still match it), reading each from the store and writing it back under the write lock,
+    /// so no other write of the partition comes between; `None`, and no op-log entry, when no
+    /// point was changed.
+    pub fn update_payloads(
+        &self,
+        ids: &[PointId],
+        filter: Option<&Filter>,
+        change: &PayloadChange,
+    ) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        let live = self.shared.live();
+        let text_keys = |key: &str| live.table.read().payload_index.is_text(key);
+        let mut points = Vec::new();
+        for id in ids {
+            let Some(mut point) = self.stored_one(id)? else {
+                continue;
+            };
+            if filter.is_some_and(|f| !matches(f, id, point.payload.as_ref(), &text_keys)) {
+                continue;
+            }
+            point.payload = change.apply(point.payload.take());
+            points.push(point);
+        }
+        if points.is_empty() {
+            return Ok(None);
+        }
+        self.commit_locked(&mut writer, ApplyOp::Upsert(points))
+            .map(Some)
     }
 
     /// Indexes payload `key` as `kind` from now on (replacing an index of another type):

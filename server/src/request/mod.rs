@@ -12,6 +12,7 @@
 
 pub mod filter;
 pub mod mmr;
+pub mod payload;
 pub mod points;
 pub mod query;
 pub mod settings;

@@ -23,6 +23,7 @@ mod nemesis;
 mod openapi;
 mod partitions;
 mod payload_indexes;
+mod payload_updates;
 mod peers;
 mod qdrant_client;
 mod recall;

@@ -86,6 +86,17 @@ client.delete(collection_name=name, points_selector=models.FilterSelector(filter
 assert client.count(collection_name=name).count == 4
 assert client.retrieve(collection_name=name, ids=[1, 3]) == []
 
+# Payload updates: set (merged in), overwrite, delete keys, clear.
+client.set_payload(collection_name=name, payload={"tag": "x"}, points=[2], wait=True)
+assert client.retrieve(collection_name=name, ids=[2])[0].payload == {"city": "London", "n": 2, "tag": "x"}
+client.overwrite_payload(collection_name=name, payload={"city": "Paris"}, points=[2], wait=True)
+assert client.retrieve(collection_name=name, ids=[2])[0].payload == {"city": "Paris"}
+client.delete_payload(collection_name=name, keys=["city"], points=[2], wait=True)
+assert client.retrieve(collection_name=name, ids=[2])[0].payload == {}
+client.clear_payload(collection_name=name, points_selector=models.PointIdsList(points=[2]), wait=True)
+assert not client.retrieve(collection_name=name, ids=[2])[0].payload
+client.overwrite_payload(collection_name=name, payload={"city": "London", "n": 2}, points=[2], wait=True)
+
 # A payload index, reported in the info the client's models read.
 result = client.create_payload_index(
     collection_name=name, field_name="city", field_schema=models.PayloadSchemaType.KEYWORD

@@ -1,0 +1,214 @@
+//! Payload updates (Qdrant's set, overwrite, delete-keys and clear), validated into a change
+//! that a partition applies to each selected point's stored payload under its write lock.
+
+use cairn_api::{Filter, Payload, PointId};
+use serde_json::Value;
+
+use super::filter::validate;
+use super::points::prepare_delete_ids;
+use crate::config::Limits;
+use crate::error::{Result, ServerError};
+
+/// The points a write by selection touches: by id, or every point matching a filter (matched
+/// again where each point is changed, so a point that stopped matching is left alone).
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// These ids.
+    Ids(Vec<PointId>),
+    /// Every point matching this (validated) filter.
+    Filter(Filter),
+}
+
+/// Checks `points` / `filter` of a request: exactly one, within the limits.
+pub fn selection(
+    points: Option<Vec<PointId>>,
+    filter: Option<Filter>,
+    limits: &Limits,
+) -> Result<Selection> {
+    match (points, filter) {
+        (Some(ids), None) => Ok(Selection::Ids(prepare_delete_ids(ids, limits)?)),
+        (None, Some(filter)) => {
+            validate(&filter, "filter", limits.max_filter_depth)?;
+            Ok(Selection::Filter(filter))
+        }
+        (Some(_), Some(_)) => Err(ServerError::InvalidRequest(
+            "give either `points` or `filter`, not both".into(),
+        )),
+        (None, None) => Err(ServerError::InvalidRequest(
+            "body needs `points` or `filter`".into(),
+        )),
+    }
+}
+
+/// A change to a payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PayloadChange {
+    /// Merge these keys into the object at `path` (the payload itself when empty).
+    Set {
+        /// Where.
+        path: Vec<String>,
+        /// The keys.
+        payload: Payload,
+    },
+    /// Replace the object at `path` (the whole payload when empty) with this one.
+    Overwrite {
+        /// Where.
+        path: Vec<String>,
+        /// The new object.
+        payload: Payload,
+    },
+    /// Remove the keys at these paths.
+    Delete {
+        /// Each a path of keys.
+        keys: Vec<Vec<String>>,
+    },
+    /// Remove the whole payload.
+    Clear,
+}
+
+/// Splits a dotted key into its parts; array steps (`a[]`, `a[0]`) are refused, since a change
+/// must name one place.
+pub fn key_path(key: &str, field: &str) -> Result<Vec<String>> {
+    let parts: Vec<String> = key.split('.').map(str::to_owned).collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.contains('[') || p.contains(']'))
+    {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}: {key:?} must be a dotted path of object keys (no empty parts or array steps)"
+        )));
+    }
+    Ok(parts)
+}
+
+impl PayloadChange {
+    /// The payload after the change (`None`: no payload).
+    pub fn apply(&self, payload: Option<Payload>) -> Option<Payload> {
+        let mut payload = payload.unwrap_or_default();
+        match self {
+            PayloadChange::Clear => return None,
+            PayloadChange::Set { path, payload: set } => {
+                at_path(&mut payload, path, |object| object.extend(set.clone()));
+            }
+            PayloadChange::Overwrite { path, payload: new } => {
+                at_path(&mut payload, path, |object| *object = new.clone());
+            }
+            PayloadChange::Delete { keys } => {
+                for key in keys {
+                    remove(&mut payload, key);
+                }
+            }
+        }
+        Some(payload)
+    }
+}
+
+/// Applies `change` to the object at `path`, made (replacing whatever else was there) where
+/// it is missing.
+fn at_path(payload: &mut Payload, path: &[String], change: impl FnOnce(&mut Payload)) {
+    match path.split_first() {
+        None => change(payload),
+        Some((first, rest)) => {
+            let mut inner = match payload.remove(first) {
+                Some(Value::Object(map)) => map,
+                _ => Payload::new(),
+            };
+            at_path(&mut inner, rest, change);
+            payload.insert(first.clone(), Value::Object(inner));
+        }
+    }
+}
+
+/// Removes the key at `path`, if every step is an object that has it.
+fn remove(payload: &mut Payload, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut current = payload;
+    for part in parents {
+        match current.get_mut(part) {
+            Some(Value::Object(map)) => current = map,
+            _ => return,
+        }
+    }
+    current.remove(last);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn payload(v: Value) -> Payload {
+        v.as_object().cloned().unwrap()
+    }
+
+    fn path(key: &str) -> Vec<String> {
+        key_path(key, "key").unwrap()
+    }
+
+    #[test]
+    fn changes_follow_qdrant() {
+        let before = Some(payload(json!({"a": 1, "m": {"x": 1, "y": 2}, "s": "t"})));
+        let set = PayloadChange::Set {
+            path: vec![],
+            payload: payload(json!({"a": 2, "b": 3})),
+        };
+        assert_eq!(
+            set.apply(before.clone()),
+            Some(payload(
+                json!({"a": 2, "b": 3, "m": {"x": 1, "y": 2}, "s": "t"})
+            ))
+        );
+        let nested = PayloadChange::Set {
+            path: path("m"),
+            payload: payload(json!({"x": 9})),
+        };
+        assert_eq!(
+            nested.apply(before.clone()),
+            Some(payload(json!({"a": 1, "m": {"x": 9, "y": 2}, "s": "t"})))
+        );
+        let deeper = PayloadChange::Set {
+            path: path("s.k"),
+            payload: payload(json!({"z": true})),
+        };
+        assert_eq!(
+            deeper.apply(None),
+            Some(payload(json!({"s": {"k": {"z": true}}})))
+        );
+        let overwrite = PayloadChange::Overwrite {
+            path: vec![],
+            payload: payload(json!({"only": 1})),
+        };
+        assert_eq!(
+            overwrite.apply(before.clone()),
+            Some(payload(json!({"only": 1})))
+        );
+        let overwrite_at = PayloadChange::Overwrite {
+            path: path("m"),
+            payload: payload(json!({"z": 0})),
+        };
+        assert_eq!(
+            overwrite_at.apply(before.clone()),
+            Some(payload(json!({"a": 1, "m": {"z": 0}, "s": "t"})))
+        );
+        let delete = PayloadChange::Delete {
+            keys: vec![path("a"), path("m.y"), path("missing.q"), path("s.t")],
+        };
+        assert_eq!(
+            delete.apply(before.clone()),
+            Some(payload(json!({"m": {"x": 1}, "s": "t"})))
+        );
+        assert_eq!(PayloadChange::Clear.apply(before), None);
+    }
+
+    #[test]
+    fn paths_name_one_place() {
+        assert_eq!(path("a.b"), ["a", "b"]);
+        for bad in ["", "a..b", "a[].b", "a[0]"] {
+            let err = key_path(bad, "key").unwrap_err().to_string();
+            assert!(err.contains("dotted path"), "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Payload updates (set, overwrite, delete keys, clear) by id and by filter: the vector stays,
+//! payload indexes follow, and the changes outlive a `kill -9`.
+
+use serde_json::{json, Value};
+
+use crate::harness::{ids, Server};
+
+fn loaded(extra: Value) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    server.create("c", 2, "Euclid", extra);
+    let points: Vec<Value> = (0..10u64)
+        .map(|i| {
+            json!({"id": i, "vector": [i as f32, 0.0],
+                   "payload": {"group": i % 2, "m": {"x": i}, "tag": "old"}})
+        })
+        .collect();
+    server.ok(
+        "PUT",
+        "/collections/c/points?wait=true",
+        Some(&json!({ "points": points })),
+    );
+    (dir, server)
+}
+
+fn payload(server: &Server, id: u64) -> Value {
+    server.ok("GET", &format!("/collections/c/points/{id}"), None)["payload"].clone()
+}
+
+/// No payload (reads return `{}` for it, as Qdrant's do).
+fn is_empty(payload: &Value) -> bool {
+    payload.is_null() || payload.as_object().is_some_and(|m| m.is_empty())
+}
+
+fn count(server: &Server, filter: Value) -> u64 {
+    let body = json!({ "filter": filter });
+    server.ok("POST", "/collections/c/points/count", Some(&body))["count"]
+        .as_u64()
+        .unwrap()
+}
+
+fn change(server: &Server, method: &str, path: &str, body: Value) {
+    let answer = server.ok(
+        method,
+        &format!("/collections/c/points/{path}?wait=true"),
+        Some(&body),
+    );
+    assert_eq!(answer["status"], "completed", "{answer}");
+}
+
+fn updates_apply_by_id_and_by_filter(extra: Value) {
+    let (_dir, mut server) = loaded(extra);
+    server.ok(
+        "PUT",
+        "/collections/c/index",
+        Some(&json!({"field_name": "tag", "field_schema": "keyword"})),
+    );
+
+    change(
+        &server,
+        "POST",
+        "payload",
+        json!({"payload": {"tag": "new", "n": 1}, "points": [1, 2]}),
+    );
+    assert_eq!(
+        payload(&server, 1),
+        json!({"group": 1, "m": {"x": 1}, "tag": "new", "n": 1})
+    );
+    change(
+        &server,
+        "POST",
+        "payload",
+        json!({"payload": {"y": 5}, "key": "m", "points": [1]}),
+    );
+    assert_eq!(payload(&server, 1)["m"], json!({"x": 1, "y": 5}));
+
+    // By filter, through the payload index that follows every change.
+    let group0 = json!({"must": [{"key": "group", "match": {"value": 0}}]});
+    change(
+        &server,
+        "PUT",
+        "payload",
+        json!({"payload": {"tag": "even"}, "filter": group0}),
+    );
+    assert_eq!(payload(&server, 4), json!({"tag": "even"}));
+    let even = json!({"must": [{"key": "tag", "match": {"value": "even"}}]});
+    assert_eq!(count(&server, even.clone()), 5);
+    let old = json!({"must": [{"key": "tag", "match": {"value": "old"}}]});
+    assert_eq!(
+        count(&server, old),
+        4,
+        "3, 5, 7, 9: 1 is new, the evens are even"
+    );
+
+    change(
+        &server,
+        "POST",
+        "payload/delete",
+        json!({"keys": ["m.x", "n"], "points": [1]}),
+    );
+    assert_eq!(
+        payload(&server, 1),
+        json!({"group": 1, "m": {"y": 5}, "tag": "new"})
+    );
+    change(&server, "POST", "payload/clear", json!({"filter": even}));
+    assert!(is_empty(&payload(&server, 4)));
+
+    // The vectors are untouched: the nearest points to (4, 0) are still 4, then 3 and 5.
+    let query = json!({"query": [4.0, 0.0], "limit": 3, "with_payload": true});
+    let hits = server.ok("POST", "/collections/c/points/query", Some(&query));
+    assert_eq!(ids(&hits)[0], 4);
+
+    server.kill9();
+    server.restart();
+    assert_eq!(
+        payload(&server, 1),
+        json!({"group": 1, "m": {"y": 5}, "tag": "new"})
+    );
+    assert!(is_empty(&payload(&server, 6)));
+    assert_eq!(payload(&server, 7)["tag"], "old");
+}
+
+#[test]
+fn payload_updates_apply_by_id_and_by_filter() {
+    updates_apply_by_id_and_by_filter(json!({}));
+}
+
+#[test]
+fn payload_updates_apply_in_a_partitioned_collection() {
+    updates_apply_by_id_and_by_filter(json!({"shard_number": 2}));
+}
+
+#[test]
+fn payload_updates_that_name_no_single_place_are_400s() {
+    let (_dir, server) = loaded(json!({}));
+    for (path, body, needle) in [
+        (
+            "payload",
+            json!({"payload": {"a": 1}, "points": [1], "filter": {"must": []}}),
+            "not both",
+        ),
+        (
+            "payload",
+            json!({"payload": {"a": 1}}),
+            "`points` or `filter`",
+        ),
+        (
+            "payload",
+            json!({"payload": {"a": 1}, "points": [1], "key": "m[0]"}),
+            "dotted path",
+        ),
+        (
+            "payload/delete",
+            json!({"keys": ["a..b"], "points": [1]}),
+            "keys[0]",
+        ),
+        (
+            "payload",
+            json!({"payload": {"a": 1}, "points": [1], "shard_key": "x"}),
+            "shard_key",
+        ),
+    ] {
+        let (status, answer) = server.call(
+            "POST",
+            &format!("/collections/c/points/{path}"),
+            Some(&body),
+        );
+        assert_eq!(status, 400, "{body} -> {answer}");
+        let message = answer["status"]["error"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    assert_eq!(payload(&server, 1)["tag"], "old", "nothing changed");
+}
