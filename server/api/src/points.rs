@@ -436,6 +436,39 @@ impl RefuseUnsupported for GetPointsRequest {
     }
 }
 
+/// One point's new vector.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PointVectors {
+    /// An existing point.
+    pub id: PointId,
+    /// Its new vector (by name when the collection's vector has one).
+    pub vector: VectorInput,
+}
+
+/// `PUT /collections/{c}/points/vectors`: new vectors for existing points, payloads kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UpdateVectorsRequest {
+    /// The points and their vectors.
+    pub points: Vec<PointVectors>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub shard_key: Option<serde_json::Value>,
+    /// Qdrant's "only where this filter holds": refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub update_filter: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for UpdateVectorsRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("shard_key", &self.shard_key),
+            ("update_filter", &self.update_filter),
+        ])
+    }
+}
+
 /// `POST /collections/{c}/points/payload` (set: merge these keys in) and
 /// `PUT /collections/{c}/points/payload` (overwrite: replace the payload), for the points
 /// given by id or by filter.

@@ -363,6 +363,45 @@ impl Collection {
         })
     }
 
+    /// Gives existing points new vectors (checked), keeping their payloads (blocking); an id
+    /// the collection lacks is a 404 and nothing is written. In a partitioned collection a
+    /// new vector may move its point: the points go through placement like an upsert.
+    pub fn update_vectors(&self, points: Vec<NewPoint>) -> Result<WriteTicket> {
+        self.own_partitions()?;
+        if let [only] = self.partitions.as_slice() {
+            let local = only.local().ok_or_else(|| {
+                ServerError::Internal("a standalone partition is not local".into())
+            })?;
+            return Ok(match local.update_vectors(points)? {
+                Some(seq) => WriteTicket::single(seq),
+                None => self.ticket(Vec::new()),
+            });
+        }
+        let Some(mut writer) = self.lead()? else {
+            return Err(ServerError::Internal(
+                "a standalone collection has no writer elsewhere".into(),
+            ));
+        };
+        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
+        let mut payloads: HashMap<PointId, Option<cairn_api::Payload>> = HashMap::new();
+        for q in 0..self.partitions.len() {
+            let stored = self.committed(&writer, q)?.stored(&ids)?;
+            for point in stored.into_iter().flatten() {
+                payloads.entry(point.id).or_insert(point.payload);
+            }
+        }
+        let mut rewritten = Vec::with_capacity(points.len());
+        for point in points {
+            let payload = payloads
+                .get(&point.id)
+                .cloned()
+                .ok_or(ServerError::PointNotFound(point.id))?;
+            rewritten.push(NewPoint { payload, ..point });
+        }
+        let routing = self.routing();
+        self.place_locked(&mut writer, &routing, rewritten)
+    }
+
     /// Index slots over all partitions (those that answer).
     pub fn slot_stats(&self) -> SlotStats {
         self.partitions

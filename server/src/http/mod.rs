@@ -155,6 +155,7 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(points::set_payload, points::overwrite_payload))
         .routes(routes!(points::delete_payload))
         .routes(routes!(points::clear_payload))
+        .routes(routes!(points::update_vectors))
         .routes(routes!(points::scroll))
         .routes(routes!(points::count))
         .routes(routes!(query::query))

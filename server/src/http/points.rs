@@ -9,8 +9,8 @@ use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult, SetPayloadRequest,
-    UpdateResult, UpdateStatus, UpsertRequest, WriteQuery,
+    PointId, PointStruct, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
+    SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -95,6 +95,38 @@ pub(super) async fn delete(
     })
     .await?;
     Ok(ok(finish_write(&collection, seq, wait).await?, t))
+}
+
+#[utoipa::path(put, path = "/collections/{collection}/points/vectors", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpdateVectorsRequest, responses((status = 200, description = "Every point has its new vector and keeps its payload; an id the collection lacks is a 404 and nothing is written.", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn update_vectors(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<UpdateVectorsRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let wait = wait_flag(&params)?;
+    let collection = state.catalog()?.get(&name)?;
+    // Checked as an upsert's points are, without payloads.
+    let as_upsert = UpsertRequest {
+        points: Some(
+            request
+                .points
+                .into_iter()
+                .map(|p| PointStruct {
+                    id: p.id,
+                    vector: p.vector,
+                    payload: None,
+                })
+                .collect(),
+        ),
+        ..UpsertRequest::default()
+    };
+    let points = prepare_points(collection.settings(), as_upsert, &state.limits)?;
+    let c = collection.clone();
+    let ticket = blocking(move || c.update_vectors(points)).await?;
+    Ok(ok(finish_write(&collection, ticket, wait).await?, t))
 }
 
 /// A payload change to the selected points, answered as a write.

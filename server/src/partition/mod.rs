@@ -525,28 +525,60 @@ impl Partition {
     }
 
     /// Changes the payloads of those of `ids` this partition holds (and, with `filter`, that
-    /// still match it), reading each from the store and writing it back under the write lock,
-    /// so no other write of the partition comes between; `None`, and no op-log entry, when no
-    /// point was changed.
+    /// still match it); `None`, and no op-log entry, when no point was changed.
     pub fn update_payloads(
         &self,
         ids: &[PointId],
         filter: Option<&Filter>,
         change: &PayloadChange,
     ) -> Result<Option<u64>> {
-        let mut writer = self.writer.lock();
         let live = self.shared.live();
         let text_keys = |key: &str| live.table.read().payload_index.is_text(key);
-        let mut points = Vec::new();
-        for id in ids {
-            let Some(mut point) = self.stored_one(id)? else {
-                continue;
-            };
-            if filter.is_some_and(|f| !matches(f, id, point.payload.as_ref(), &text_keys)) {
-                continue;
+        self.rewrite(ids, |mut point| {
+            if filter.is_some_and(|f| !matches(f, &point.id, point.payload.as_ref(), &text_keys)) {
+                return None;
             }
             point.payload = change.apply(point.payload.take());
-            points.push(point);
+            Some(point)
+        })
+    }
+
+    /// Gives the points their new vectors (each already checked), keeping their payloads,
+    /// under the write lock. Every one must be here: otherwise nothing is written and the first
+    /// missing id is the error.
+    pub fn update_vectors(&self, points: Vec<NewPoint>) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        let mut rewritten = Vec::with_capacity(points.len());
+        for point in points {
+            let stored = self
+                .stored_one(&point.id)?
+                .ok_or(ServerError::PointNotFound(point.id))?;
+            rewritten.push(NewPoint {
+                payload: stored.payload,
+                ..point
+            });
+        }
+        if rewritten.is_empty() {
+            return Ok(None);
+        }
+        self.commit_locked(&mut writer, ApplyOp::Upsert(rewritten))
+            .map(Some)
+    }
+
+    /// Reads each of `ids` this partition holds from the store, lets `change` rewrite it (or
+    /// leave it, `None`) and commits the rewritten points as one write, all under the write
+    /// lock, so that no other write of the partition comes between the read and the write.
+    fn rewrite(
+        &self,
+        ids: &[PointId],
+        mut change: impl FnMut(NewPoint) -> Option<NewPoint>,
+    ) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        let mut points = Vec::new();
+        for id in ids {
+            if let Some(point) = self.stored_one(id)?.and_then(&mut change) {
+                points.push(point);
+            }
         }
         if points.is_empty() {
             return Ok(None);

@@ -97,6 +97,13 @@ client.clear_payload(collection_name=name, points_selector=models.PointIdsList(p
 assert not client.retrieve(collection_name=name, ids=[2])[0].payload
 client.overwrite_payload(collection_name=name, payload={"city": "London", "n": 2}, points=[2], wait=True)
 
+# A new vector for an existing point; its payload stays.
+client.update_vectors(
+    collection_name=name, points=[models.PointVectors(id=2, vector=[0.5, 0.5, 0.5, 0.5])], wait=True
+)
+moved = client.retrieve(collection_name=name, ids=[2], with_vectors=True)[0]
+assert moved.vector == [0.5, 0.5, 0.5, 0.5] and moved.payload == {"city": "London", "n": 2}, moved
+
 # A payload index, reported in the info the client's models read.
 result = client.create_payload_index(
     collection_name=name, field_name="city", field_schema=models.PayloadSchemaType.KEYWORD

@@ -1,5 +1,6 @@
-//! Payload updates (set, overwrite, delete keys, clear) by id and by filter: the vector stays,
-//! payload indexes follow, and the changes outlive a `kill -9`.
+//! Payload updates (set, overwrite, delete keys, clear) by id and by filter, and vector
+//! updates: what is not changed stays, payload indexes follow, and the changes outlive a
+//! `kill -9`.
 
 use serde_json::{json, Value};
 
@@ -170,4 +171,58 @@ fn payload_updates_that_name_no_single_place_are_400s() {
         assert!(message.contains(needle), "{body}: {message}");
     }
     assert_eq!(payload(&server, 1)["tag"], "old", "nothing changed");
+}
+
+fn vectors_change_and_payloads_stay(extra: Value) {
+    let (_dir, mut server) = loaded(extra);
+    let update = json!({"points": [{"id": 3, "vector": [100.0, 0.0]},
+                                    {"id": 4, "vector": [-100.0, 0.0]}]});
+    let answer = server.ok(
+        "PUT",
+        "/collections/c/points/vectors?wait=true",
+        Some(&update),
+    );
+    assert_eq!(answer["status"], "completed");
+    let near = |server: &Server, x: f32| {
+        let query = json!({"query": [x, 0.0], "limit": 1, "with_payload": true,
+                           "with_vector": true});
+        server.ok("POST", "/collections/c/points/query", Some(&query))["points"][0].clone()
+    };
+    assert_eq!(near(&server, 99.0)["id"], 3);
+    assert_eq!(near(&server, 99.0)["vector"], json!([100.0, 0.0]));
+    assert_eq!(
+        near(&server, 99.0)["payload"]["m"],
+        json!({"x": 3}),
+        "the payload stays"
+    );
+    assert_eq!(near(&server, -99.0)["id"], 4);
+
+    // An id the collection lacks: a 404 naming it, and nothing written.
+    let missing = json!({"points": [{"id": 5, "vector": [50.0, 0.0]},
+                                     {"id": 77, "vector": [1.0, 0.0]}]});
+    let (status, body) = server.call("PUT", "/collections/c/points/vectors", Some(&missing));
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["status"]["error"].as_str().unwrap().contains("77"),
+        "{body}"
+    );
+    assert_ne!(near(&server, 49.0)["id"], 5, "point 5 kept its vector");
+    let wrong = json!({"points": [{"id": 5, "vector": [1.0]}]});
+    let (status, body) = server.call("PUT", "/collections/c/points/vectors", Some(&wrong));
+    assert_eq!(status, 400, "{body}");
+
+    server.kill9();
+    server.restart();
+    assert_eq!(near(&server, 99.0)["id"], 3);
+    assert_eq!(near(&server, 99.0)["payload"]["m"], json!({"x": 3}));
+}
+
+#[test]
+fn vector_updates_keep_payloads() {
+    vectors_change_and_payloads_stay(json!({}));
+}
+
+#[test]
+fn vector_updates_keep_payloads_in_a_partitioned_collection() {
+    vectors_change_and_payloads_stay(json!({"shard_number": 2}));
 }
