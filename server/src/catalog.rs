@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn_api::CreateCollection;
+use cairn_api::{AliasDescription, AliasOperation, CreateCollection};
 use cairn_index::Trainers;
 use parking_lot::{Mutex, RwLock};
 
@@ -32,7 +32,10 @@ pub struct Catalog {
     /// Where partitions live: this process, or a cluster's nodes.
     host: Arc<dyn PartitionHost>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
-    /// Serialises create and delete (reads never take it).
+    /// Alias → collection name, stored in `aliases_file`.
+    aliases: RwLock<BTreeMap<String, String>>,
+    aliases_file: PathBuf,
+    /// Serialises create, delete and alias changes (reads never take it).
     admin: Mutex<()>,
 }
 
@@ -51,6 +54,57 @@ pub fn validate_name(name: &str) -> Result<()> {
             "collection name {name:?} must be 1-{MAX_NAME} characters of letters, digits, '-', '_' or '.', not starting with '.'"
         )))
     }
+}
+
+/// Where a standalone node keeps its aliases, beside `collections/` (a hidden file inside it
+/// would be taken for a leftover and removed at start-up).
+const ALIASES_FILE: &str = "aliases.json";
+
+fn read_aliases(path: &Path) -> Result<BTreeMap<String, String>> {
+    match fs_err::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| ServerError::Internal(format!("{} does not parse: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(ServerError::Internal(e.to_string())),
+    }
+}
+
+/// Writes the aliases whole: a synced temporary file renamed over the old one, then the
+/// folder synced, so a crash leaves the old set or the new one.
+fn write_aliases(path: &Path, aliases: &BTreeMap<String, String>) -> Result<()> {
+    let io = |e: std::io::Error| ServerError::Internal(e.to_string());
+    let bytes =
+        serde_json::to_vec_pretty(aliases).map_err(|e| ServerError::Internal(e.to_string()))?;
+    let staging = path.with_extension("json.tmp");
+    let mut file = fs_err::File::create(&staging).map_err(io)?;
+    std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    fs_err::rename(&staging, path).map_err(io)?;
+    if let Some(folder) = path.parent() {
+        fs_err::File::open(folder)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Refuses `name` for a new alias when an alias or a collection has it.
+fn name_free(
+    aliases: &BTreeMap<String, String>,
+    is_collection: &impl Fn(&str) -> bool,
+    name: &str,
+) -> Result<()> {
+    if aliases.contains_key(name) {
+        return Err(ServerError::NameTaken(format!(
+            "alias `{name}` already exists"
+        )));
+    }
+    if is_collection(name) {
+        return Err(ServerError::NameTaken(format!(
+            "`{name}` is a collection; an alias needs a name of its own"
+        )));
+    }
+    Ok(())
 }
 
 impl Catalog {
@@ -80,23 +134,88 @@ impl Catalog {
             let collection = Collection::open(&name, opened, trainers.clone())?;
             collections.insert(name, collection);
         }
+        let aliases_file = data_dir.join(ALIASES_FILE);
+        let aliases = read_aliases(&aliases_file)?;
         Ok(Self {
             root,
             limits,
             trainers,
             host,
             collections: RwLock::new(collections),
+            aliases: RwLock::new(aliases),
+            aliases_file,
             admin: Mutex::new(()),
         })
     }
 
-    /// A collection by name.
+    /// A collection by name, or by one of its aliases (a collection's own name wins).
     pub fn get(&self, name: &str) -> Result<Arc<Collection>> {
-        self.collections
+        let collections = self.collections.read();
+        if let Some(collection) = collections.get(name) {
+            return Ok(collection.clone());
+        }
+        self.aliases
             .read()
             .get(name)
+            .and_then(|target| collections.get(target))
             .cloned()
             .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))
+    }
+
+    /// Every alias, by name; with `collection`, only those naming it (an alias of it is
+    /// resolved first, so a collection can be asked about by an alias too).
+    pub fn aliases(&self, collection: Option<&str>) -> Result<Vec<AliasDescription>> {
+        let target = match collection {
+            Some(name) => Some(self.get(name)?.name().to_owned()),
+            None => None,
+        };
+        Ok(self
+            .aliases
+            .read()
+            .iter()
+            .filter(|(_, c)| target.as_ref().is_none_or(|t| t == *c))
+            .map(|(alias, c)| AliasDescription {
+                alias_name: alias.clone(),
+                collection_name: c.clone(),
+            })
+            .collect())
+    }
+
+    /// Applies alias changes in order, all or none, and stores the result (synced) before
+    /// any request sees it.
+    pub fn change_aliases(&self, actions: &[AliasOperation]) -> Result<()> {
+        let _admin = self.admin.lock();
+        let mut aliases = self.aliases.read().clone();
+        let collections = self.collections.read().keys().cloned().collect::<Vec<_>>();
+        let is_collection = |name: &str| collections.iter().any(|c| c == name);
+        for action in actions {
+            match action {
+                AliasOperation::CreateAlias(c) => {
+                    validate_name(&c.alias_name)?;
+                    if !is_collection(&c.collection_name) {
+                        return Err(ServerError::CollectionNotFound(c.collection_name.clone()));
+                    }
+                    name_free(&aliases, &is_collection, &c.alias_name)?;
+                    aliases.insert(c.alias_name.clone(), c.collection_name.clone());
+                }
+                AliasOperation::DeleteAlias(d) => {
+                    aliases
+                        .remove(&d.alias_name)
+                        .ok_or_else(|| ServerError::AliasNotFound(d.alias_name.clone()))?;
+                }
+                AliasOperation::RenameAlias(r) => {
+                    validate_name(&r.new_alias_name)?;
+                    let target = aliases
+                        .remove(&r.old_alias_name)
+                        .ok_or_else(|| ServerError::AliasNotFound(r.old_alias_name.clone()))?;
+                    name_free(&aliases, &is_collection, &r.new_alias_name)?;
+                    aliases.insert(r.new_alias_name.clone(), target);
+                }
+            }
+        }
+        write_aliases(&self.aliases_file, &aliases)?;
+        *self.aliases.write() = aliases;
+        Ok(())
     }
 
     /// Names of all collections, sorted.
@@ -122,6 +241,11 @@ impl Catalog {
         let _admin = self.admin.lock();
         if self.collections.read().contains_key(name) {
             return Err(ServerError::CollectionExists(name.to_owned()));
+        }
+        if self.aliases.read().contains_key(name) {
+            return Err(ServerError::NameTaken(format!(
+                "`{name}` is an alias; delete it first to use the name for a collection"
+            )));
         }
         let staging = self.root.join(format!(".creating-{name}"));
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
@@ -178,6 +302,13 @@ impl Catalog {
             .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
         collection.close();
         self.host.release(name, collection.settings());
+        // Its aliases go with it, as in Qdrant.
+        let mut aliases = self.aliases.read().clone();
+        aliases.retain(|_, target| target != name);
+        if aliases.len() != self.aliases.read().len() {
+            write_aliases(&self.aliases_file, &aliases)?;
+            *self.aliases.write() = aliases;
+        }
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -17,6 +17,12 @@ pub enum ServerError {
     /// Creating a collection that exists.
     #[error("collection `{0}` already exists")]
     CollectionExists(String),
+    /// No alias of that name.
+    #[error("alias `{0}` not found")]
+    AliasNotFound(String),
+    /// A name taken by an alias or a collection.
+    #[error("{0}")]
+    NameTaken(String),
     /// A request that does not make sense; the message names the field.
     #[error("{0}")]
     InvalidRequest(String),
@@ -85,7 +91,10 @@ impl ServerError {
             ServerError::CollectionNotFound(_) | ServerError::PointNotFound(_) => {
                 ErrorCode::NotFound
             }
-            ServerError::CollectionExists(_) => ErrorCode::AlreadyExists,
+            ServerError::CollectionExists(_) | ServerError::NameTaken(_) => {
+                ErrorCode::AlreadyExists
+            }
+            ServerError::AliasNotFound(_) => ErrorCode::NotFound,
             ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
             ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,
             ServerError::InvalidVector(_) => ErrorCode::InvalidVector,

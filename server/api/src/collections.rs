@@ -511,6 +511,70 @@ pub struct PayloadIndexInfo {
     pub points: u64,
 }
 
+/// `POST /collections/aliases`: alias changes, applied together or not at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeAliases {
+    /// In order; a later one sees the earlier ones (delete then create switches an alias).
+    pub actions: Vec<AliasOperation>,
+}
+
+/// One alias change, in Qdrant's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AliasOperation {
+    /// A new alias of a collection (an alias or collection of that name is a 409).
+    CreateAlias(CreateAlias),
+    /// Removes an alias (an unknown one is a 404).
+    DeleteAlias(DeleteAlias),
+    /// Gives an alias another name.
+    RenameAlias(RenameAlias),
+}
+
+/// `create_alias`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAlias {
+    /// The collection.
+    pub collection_name: String,
+    /// The alias.
+    pub alias_name: String,
+}
+
+/// `delete_alias`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteAlias {
+    /// The alias.
+    pub alias_name: String,
+}
+
+/// `rename_alias`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameAlias {
+    /// Its name now.
+    pub old_alias_name: String,
+    /// Its new name.
+    pub new_alias_name: String,
+}
+
+/// One alias.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AliasDescription {
+    /// The alias.
+    pub alias_name: String,
+    /// The collection it names.
+    pub collection_name: String,
+}
+
+/// `GET /aliases`, `GET /collections/{c}/aliases`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CollectionsAliases {
+    /// The aliases, by name.
+    pub aliases: Vec<AliasDescription>,
+}
+
 /// Effective HNSW settings of a collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HnswConfig {

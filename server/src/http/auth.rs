@@ -228,11 +228,14 @@ fn post_below_collection<'a>(method: &Method, path: &'a str) -> Option<&'a str> 
     Some(route)
 }
 
-/// The collection a request is about: `/collections/{name}` and the routes below it.
+/// The collection a request is about: `/collections/{name}` and the routes below it; not
+/// `/collections/aliases` (alias changes span collections, so a token scoped to some cannot
+/// make them).
 fn collection_of(path: &str) -> Option<&str> {
     let mut segments = path.trim_matches('/').split('/');
-    match (segments.next(), segments.next()) {
-        (Some("collections"), Some(name)) if !name.is_empty() => Some(name),
+    match (segments.next(), segments.next(), segments.next()) {
+        (Some("collections"), Some("aliases"), None) => None,
+        (Some("collections"), Some(name), _) if !name.is_empty() => Some(name),
         _ => None,
     }
 }
@@ -344,6 +347,9 @@ mod tests {
         assert!(!reads_only(&Method::POST, "/collections/c/cluster"));
         assert!(!reads_only(&Method::DELETE, "/collections/c"));
         assert!(!reads_only(&Method::POST, "/collections/points/search"));
+        // Alias changes span collections: no collection-scoped token reaches them.
+        assert_eq!(collection_of("/collections/aliases"), None);
+        assert_eq!(collection_of("/collections/a/aliases"), Some("a"));
     }
 
     #[test]

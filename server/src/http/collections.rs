@@ -5,10 +5,10 @@ use std::time::Instant;
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::{
-    ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists, CollectionInfo,
-    CollectionParams, CollectionsList, CreateCollection, CreateFieldIndex, HnswConfig, IndexConfig,
-    OptimizersConfig, PayloadSchemaType, RefuseUnsupported, UpdateResult, UpdateStatus, WalConfig,
-    WriteQuery,
+    ChangeAliases, ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists,
+    CollectionInfo, CollectionParams, CollectionsAliases, CollectionsList, CreateCollection,
+    CreateFieldIndex, HnswConfig, IndexConfig, OptimizersConfig, PayloadSchemaType,
+    RefuseUnsupported, UpdateResult, UpdateStatus, WalConfig, WriteQuery,
 };
 use cairn_index::IndexParams;
 
@@ -62,6 +62,42 @@ pub(super) async fn exists(
     let t = Instant::now();
     let exists = state.catalog()?.get(&name).is_ok();
     Ok(ok(CollectionExists { exists }, t))
+}
+
+/// `POST /collections/aliases`: creates, deletes and renames aliases, all or none. Aliases
+/// are kept by a standalone node; a cluster's nodes refuse them for now (each would keep its
+/// own).
+#[utoipa::path(post, path = "/collections/aliases", tag = "collections", request_body = ChangeAliases, responses((status = 200, description = "Every change made, and stored.", body = cairn_api::Response<bool>)))]
+pub(super) async fn change_aliases(
+    AxState(state): AxState<State>,
+    ApiJson(request): ApiJson<ChangeAliases>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    if state.node.is_some() {
+        return Err(ServerError::InvalidRequest(
+            "aliases are kept by standalone servers for now; a cluster's nodes refuse them".into(),
+        ));
+    }
+    let catalog = state.catalog()?.clone();
+    blocking(move || catalog.change_aliases(&request.actions)).await?;
+    Ok(ok(true, t))
+}
+
+#[utoipa::path(get, path = "/aliases", tag = "collections", responses((status = 200, description = "Every alias and the collection it names.", body = cairn_api::Response<CollectionsAliases>)))]
+pub(super) async fn list_aliases(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let aliases = state.catalog()?.aliases(None)?;
+    Ok(ok(CollectionsAliases { aliases }, t))
+}
+
+#[utoipa::path(get, path = "/collections/{collection}/aliases", tag = "collections", params(("collection" = String, Path, description = "Collection name (or one of its aliases).")), responses((status = 200, description = "The aliases of the collection.", body = cairn_api::Response<CollectionsAliases>)))]
+pub(super) async fn collection_aliases(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    let aliases = state.catalog()?.aliases(Some(&name))?;
+    Ok(ok(CollectionsAliases { aliases }, t))
 }
 
 /// `PUT /collections/{c}/index`: indexes a payload key in every partition. The index is built

@@ -144,6 +144,9 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         ))
         .routes(routes!(collections::exists))
         .routes(routes!(collections::create_index))
+        .routes(routes!(collections::change_aliases))
+        .routes(routes!(collections::list_aliases))
+        .routes(routes!(collections::collection_aliases))
         .routes(routes!(collections::delete_index))
         .routes(routes!(
             collections::cluster_info,

@@ -9,8 +9,9 @@ use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    PointId, PointStruct, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
-    SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WriteQuery,
+    Payload, PointId, PointStruct, ReadQuery, Record, RefuseUnsupported, ScrollRequest,
+    ScrollResult, SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest,
+    UpsertRequest, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -144,11 +145,6 @@ async fn change_payloads(
     finish_write(&collection, ticket, wait).await
 }
 
-/// The `key` of a set or overwrite, as a path of object keys (none: the whole payload).
-fn payload_path(key: Option<&str>) -> Result<Vec<String>> {
-    key.map_or(Ok(Vec::new()), |k| key_path(k, "key"))
-}
-
 #[utoipa::path(post, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "The keys are set on every selected point (merged in; with `key`, into the object at that path).", body = cairn_api::Response<UpdateResult>)))]
 pub(super) async fn set_payload(
     AxState(state): AxState<State>,
@@ -157,16 +153,10 @@ pub(super) async fn set_payload(
     ApiJson(request): ApiJson<SetPayloadRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    request.refuse_unsupported()?;
-    let change = PayloadChange::Set {
-        path: payload_path(request.key.as_deref())?,
-        payload: request.payload,
-    };
-    let selected = selection(request.points, request.filter, &state.limits)?;
-    Ok(ok(
-        change_payloads(&state, &name, &params, selected, change).await?,
-        t,
-    ))
+    let answer = set_payloads(&state, &name, &params, request, |path, payload| {
+        PayloadChange::Set { path, payload }
+    });
+    Ok(ok(answer.await?, t))
 }
 
 #[utoipa::path(put, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "Every selected point's payload is replaced (with `key`, the object at that path).", body = cairn_api::Response<UpdateResult>)))]
@@ -177,16 +167,28 @@ pub(super) async fn overwrite_payload(
     ApiJson(request): ApiJson<SetPayloadRequest>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    let answer = set_payloads(&state, &name, &params, request, |path, payload| {
+        PayloadChange::Overwrite { path, payload }
+    });
+    Ok(ok(answer.await?, t))
+}
+
+/// A set or an overwrite: `change` makes the one from the key's path and the payload.
+async fn set_payloads(
+    state: &State,
+    name: &str,
+    params: &HashMap<String, String>,
+    request: SetPayloadRequest,
+    change: impl FnOnce(Vec<String>, Payload) -> PayloadChange,
+) -> Result<UpdateResult> {
     request.refuse_unsupported()?;
-    let change = PayloadChange::Overwrite {
-        path: payload_path(request.key.as_deref())?,
-        payload: request.payload,
-    };
+    let path = request
+        .key
+        .as_deref()
+        .map_or(Ok(Vec::new()), |k| key_path(k, "key"))?;
     let selected = selection(request.points, request.filter, &state.limits)?;
-    Ok(ok(
-        change_payloads(&state, &name, &params, selected, change).await?,
-        t,
-    ))
+    let change = change(path, request.payload);
+    change_payloads(state, name, params, selected, change).await
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/payload/delete", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePayloadRequest, responses((status = 200, description = "The keys are removed from every selected point.", body = cairn_api::Response<UpdateResult>)))]

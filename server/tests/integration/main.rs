@@ -7,6 +7,7 @@
 )]
 
 mod admission;
+mod aliases;
 mod auth;
 mod bad_input;
 mod consistency;

@@ -115,6 +115,24 @@ assert info.payload_schema["city"].points == 4, info
 client.delete_payload_index(collection_name=name, field_name="city")
 assert client.get_collection(collection_name=name).payload_schema == {}
 
+# Aliases: created, listed, read through, dropped.
+client.update_collection_aliases(
+    change_aliases_operations=[
+        models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=name, alias_name=name + "_live")
+        )
+    ]
+)
+assert [a.alias_name for a in client.get_aliases().aliases] == [name + "_live"]
+assert [a.alias_name for a in client.get_collection_aliases(name).aliases] == [name + "_live"]
+assert client.count(collection_name=name + "_live").count == 4
+client.update_collection_aliases(
+    change_aliases_operations=[
+        models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name + "_live"))
+    ]
+)
+assert client.get_aliases().aliases == []
+
 # The server's version as the client reads it; a Cairn-quantized collection's info still
 # validates against the client's models.
 assert client.info().version.startswith("1."), client.info()
