@@ -93,15 +93,11 @@ impl FieldIndex {
         }
     }
 
-    /// The number an integer or float index holds for a value, if any.
-    fn number(kind: PayloadSchemaType, value: &Value) -> Option<Number> {
-        match (kind, value) {
-            (PayloadSchemaType::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => {
-                n.as_f64().map(Number)
-            }
-            (PayloadSchemaType::Float, Value::Number(n)) => n.as_f64().map(Number),
-            _ => None,
-        }
+    /// The number a numeric index holds for a value, if it is one. An integer index holds
+    /// every number at its key, fractions too: the filter compares numbers as numbers (2.5
+    /// passes `gte 2`, 3.0 equals 3), so a list that left them out would miss matches.
+    fn number(value: &Value) -> Option<Number> {
+        value.as_f64().map(Number)
     }
 
     fn add(&mut self, slot: Slot, values: &[&Value]) {
@@ -113,7 +109,7 @@ impl FieldIndex {
                 }
             }
             Postings::Numeric(map) => {
-                for n in values.iter().filter_map(|v| Self::number(kind, v)) {
+                for n in values.iter().filter_map(|v| Self::number(v)) {
                     push_once(map.entry(n).or_default(), slot);
                 }
             }
@@ -154,7 +150,7 @@ impl FieldIndex {
                 Postings::Numeric(map) => {
                     let numbers = wanted
                         .iter()
-                        .map(|v| Self::number(kind, v).or_else(|| float_as_integer(kind, v)))
+                        .map(|v| Self::number(v))
                         .collect::<Option<Vec<_>>>()?;
                     Some(union(numbers.iter().filter_map(|n| map.get(n))))
                 }
@@ -181,12 +177,6 @@ impl FieldIndex {
             .filter(|&s| is_live(s))
             .count() as u64
     }
-}
-
-/// A whole number asked of an integer index as a float (`3.0`): the same number.
-fn float_as_integer(kind: PayloadSchemaType, value: &Value) -> Option<Number> {
-    let x = value.as_f64()?;
-    (kind == PayloadSchemaType::Integer && x.fract() == 0.0).then_some(Number(x))
 }
 
 /// The words of a `match.text` query all present: the intersection of their lists.
@@ -411,7 +401,7 @@ mod tests {
             payload(json!({"doc": "a", "n": 1, "x": 0.5, "ok": true, "body": "The quick fox"})),
             payload(json!({"doc": ["a", "b"], "n": 2, "x": 1.5, "ok": false, "body": "lazy dog"})),
             payload(json!({"doc": "c", "n": "2", "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"})),
-            payload(json!({"meta": {"doc": "a"}, "body": "quick brown dog"})),
+            payload(json!({"meta": {"doc": "a"}, "body": "quick brown dog", "n": 2.5})),
         ];
         let ix = indexes(
             &entries,
@@ -446,6 +436,15 @@ mod tests {
         );
         // A string asked of an integer index: the index never saw point 2's "2".
         assert_eq!(must(json!({"key": "n", "match": {"value": "2"}})), None);
+        // Fractions at an integer key are held too: the filter would pass them.
+        assert_eq!(
+            must(json!({"key": "n", "range": {"gte": 1.5}})),
+            Some(vec![1, 3])
+        );
+        assert_eq!(
+            must(json!({"key": "n", "match": {"value": 1.0}})),
+            Some(vec![0])
+        );
         assert_eq!(
             must(json!({"key": "x", "range": {"gt": 0.5, "lte": 9}})),
             Some(vec![1])
