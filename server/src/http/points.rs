@@ -124,9 +124,15 @@ pub(super) async fn update_vectors(
         ),
         ..UpsertRequest::default()
     };
-    let points = prepare_points(collection.settings(), as_upsert, &state.limits)?;
+    let limits = state.limits;
     let c = collection.clone();
-    let ticket = blocking(move || c.update_vectors(points)).await?;
+    // Checking and normalising the vectors is work on every float, as for an upsert: off the
+    // async workers.
+    let ticket = blocking(move || {
+        let points = prepare_points(c.settings(), as_upsert, &limits)?;
+        c.update_vectors(points)
+    })
+    .await?;
     Ok(ok(finish_write(&collection, ticket, wait).await?, t))
 }
 
