@@ -108,6 +108,74 @@ impl RefuseUnsupported for VectorParams {
     }
 }
 
+/// A sparse vector space (an entry of `sparse_vectors`): scored by the exact dot product over
+/// the dimensions a point and the query share, through an inverted index.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SparseVectorParams {
+    /// `idf` weighs each query dimension by its inverse document frequency among the
+    /// partition's points (Qdrant's BM25 formula, `ln((N − n + 0.5) / (n + 0.5) + 1)`);
+    /// `none` (the default) scores the plain dot product.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modifier: Option<Modifier>,
+    /// Index options, in Qdrant's shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<SparseIndexParams>,
+}
+
+impl RefuseUnsupported for SparseVectorParams {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_within("index", self.index.as_ref())
+    }
+}
+
+/// How a sparse vector space scores (Qdrant's `modifier`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Modifier {
+    /// The plain dot product.
+    #[default]
+    None,
+    /// Query values weighted by inverse document frequency.
+    Idf,
+}
+
+/// Qdrant's sparse index options. Cairn's inverted index is always exact and in memory, so
+/// `full_scan_threshold` changes nothing and is accepted; what would change results or
+/// storage is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SparseIndexParams {
+    /// Accepted; every sparse search is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_scan_threshold: Option<usize>,
+    /// Only `false`: the index lives in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub on_disk: Option<Value>,
+    /// Only `float32`, what Cairn stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub datatype: Option<Value>,
+}
+
+impl RefuseUnsupported for SparseIndexParams {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_other_than(
+            "on_disk",
+            &self.on_disk,
+            &[json!(false)],
+            "the sparse index lives in memory",
+        )?;
+        refuse_other_than(
+            "datatype",
+            &self.datatype,
+            &[json!("float32")],
+            "sparse values are stored as float32",
+        )
+    }
+}
+
 /// `vectors` at creation and in collection info: one unnamed vector space, or Qdrant's map of
 /// named ones (`{"": {…}}` is the unnamed vector in map form, which LangChain sends).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -279,10 +347,9 @@ pub struct CreateCollection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub sharding_method: Option<Value>,
-    /// Qdrant's sparse vectors: only none (`{}`, which LangChain sends for dense stores).
+    /// Sparse vector spaces by name, beside the dense vector (hybrid search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub sparse_vectors: Option<Value>,
+    pub sparse_vectors: Option<BTreeMap<String, SparseVectorParams>>,
     /// Qdrant's per-collection request limits (strict mode): refused, as requests it would
     /// refuse would be served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -328,12 +395,9 @@ impl RefuseUnsupported for CreateCollection {
             &[json!("auto")],
             "Cairn places points by content",
         )?;
-        refuse_other_than(
-            "sparse_vectors",
-            &self.sparse_vectors,
-            &[json!({})],
-            "points have dense vectors only",
-        )?;
+        for (name, params) in self.sparse_vectors.iter().flatten() {
+            refuse_within(&format!("sparse_vectors.{name}"), Some(params))?;
+        }
         refuse_set(&[
             ("strict_mode_config", &self.strict_mode_config),
             ("metadata", &self.metadata),
@@ -597,6 +661,9 @@ pub struct HnswConfig {
 pub struct CollectionParams {
     /// The vector space, in the shape it was created with.
     pub vectors: VectorsConfig,
+    /// Sparse vector spaces by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse_vectors: Option<BTreeMap<String, SparseVectorParams>>,
     /// Partitions of the collection.
     pub shard_number: u32,
     /// Copies of each partition.
@@ -835,8 +902,8 @@ mod tests {
             ),
             (
                 json!({}),
-                &json!({"sparse_vectors": {"text": {}}}),
-                r#"sparse_vectors: {"text":{}} is not supported"#,
+                &json!({"sparse_vectors": {"text": {"index": {"on_disk": true}}}}),
+                "sparse_vectors.text.index.on_disk: true is not supported",
             ),
             (
                 json!({}),

@@ -12,7 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Filter, Payload, PointId, WithPayload};
+use std::collections::BTreeMap;
+
+use crate::{Filter, Payload, PointId, SparseVector, WithPayload};
 
 /// A point ready to be written: validated, its vector preprocessed for the metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +25,9 @@ pub struct NewPoint {
     pub vector: Vec<f32>,
     /// Its payload.
     pub payload: Option<Payload>,
+    /// Its sparse vectors by name, each sorted by index ([`SparseVector::checked`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sparse: BTreeMap<String, SparseVector>,
 }
 
 /// A write to a partitioned collection that a peer node sends the collection's writer (the
@@ -85,6 +90,10 @@ pub struct SearchPlan {
     pub with_vector: bool,
     /// Report how the query ran.
     pub explain: bool,
+    /// Score only these points, sorted and without duplicates (a query re-scoring its
+    /// prefetches' candidates): each is scored exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub among: Option<Vec<PointId>>,
 }
 
 /// A query's target.
@@ -94,6 +103,14 @@ pub enum QueryTarget {
     Vector(Vec<f32>),
     /// The stored vector of a point.
     Point(PointId),
+    /// A sparse vector (sorted by index), scored against the collection's sparse vectors of
+    /// this name.
+    Sparse {
+        /// The sparse vector space.
+        name: String,
+        /// The query.
+        vector: SparseVector,
+    },
 }
 
 /// A validated scroll.
@@ -362,6 +379,7 @@ mod tests {
                 },
                 with_vector: true,
                 explain: false,
+                among: Some(vec![PointId::Num(3), PointId::Num(9)]),
             },
         };
         let PartitionCall::Query { plan } = round_trip(&call) else {
@@ -376,6 +394,7 @@ mod tests {
             serde_json::to_value(Some(filter)).expect("encodes")
         );
         assert_eq!((plan.limit, plan.offset, plan.ef), (10, 2, Some(64)));
+        assert_eq!(plan.among, Some(vec![PointId::Num(3), PointId::Num(9)]));
     }
 
     #[test]
@@ -418,6 +437,13 @@ mod tests {
                 id: PointId::Num(1),
                 vector: vec![0.5; 3],
                 payload: None,
+                sparse: BTreeMap::from([(
+                    "w".to_owned(),
+                    SparseVector {
+                        indices: vec![2],
+                        values: vec![1.0],
+                    },
+                )]),
             }],
             fence: 12,
         };
@@ -425,6 +451,7 @@ mod tests {
             panic!("the call changed kind on the wire");
         };
         assert_eq!((points.len(), fence), (1, 12));
+        assert_eq!(points[0].sparse["w"].indices, [2]);
         let write = CollectionWrite::Delete {
             ids: vec![PointId::Num(4)],
         };

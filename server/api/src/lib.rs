@@ -19,6 +19,7 @@ mod filter;
 pub mod internal;
 mod points;
 mod search;
+mod sparse;
 mod unsupported;
 
 pub use collections::*;
@@ -27,6 +28,7 @@ pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use filter::*;
 pub use points::*;
 pub use search::*;
+pub use sparse::{SparseVector, VectorValue};
 pub use unsupported::{RefuseUnsupported, Unsupported};
 
 use serde::{Deserialize, Serialize};

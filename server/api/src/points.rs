@@ -5,7 +5,7 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::unsupported::{refuse_other_than, refuse_set, refuse_within};
-use crate::{Filter, RefuseUnsupported, Unsupported};
+use crate::{Filter, RefuseUnsupported, SparseVector, Unsupported, VectorValue};
 
 /// A point id: an unsigned integer or a UUID, as in Qdrant. Integers sort before UUIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,8 +127,8 @@ pub type Payload = serde_json::Map<String, serde_json::Value>;
 pub enum VectorInput {
     /// One unnamed dense vector.
     Dense(Vec<f32>),
-    /// Named vectors; Cairn collections have one unnamed vector, so only `""` is accepted.
-    Named(BTreeMap<String, Vec<f32>>),
+    /// Vectors by name (`""`: the unnamed dense vector), dense or sparse.
+    Named(BTreeMap<String, VectorValue>),
 }
 
 impl<'de> Deserialize<'de> for VectorInput {
@@ -170,6 +170,42 @@ pub(crate) fn dense<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<f32>, A::E
         vector.push(x);
     }
     Ok(vector)
+}
+
+/// `deserialize_with` for a list of finite numbers (see [`dense`]): a derived `Vec<f32>`
+/// would turn a number beyond `f32`'s range into an infinity, which JSON cannot even print
+/// back.
+pub(crate) fn dense_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+    DenseList::deserialize(d).map(|list| list.0)
+}
+
+/// `deserialize_with` for an optional list of finite numbers.
+pub(crate) fn dense_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, D::Error> {
+    Option::<DenseList>::deserialize(d).map(|list| list.map(|l| l.0))
+}
+
+/// `deserialize_with` for rows of finite numbers (the column form's vectors).
+fn dense_rows<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<f32>>, D::Error> {
+    Vec::<DenseList>::deserialize(d).map(|rows| rows.into_iter().map(|l| l.0).collect())
+}
+
+/// A list of finite numbers, read element by element (see [`dense`]).
+pub(crate) struct DenseList(pub(crate) Vec<f32>);
+
+impl<'de> Deserialize<'de> for DenseList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = DenseList;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of numbers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<DenseList, A::Error> {
+                dense(seq).map(DenseList)
+            }
+        }
+        d.deserialize_seq(ListVisitor)
+    }
 }
 
 /// One vector element, knowing its index so that an error can name it.
@@ -231,6 +267,7 @@ pub struct Batch {
     /// Ids, one per point.
     pub ids: Vec<PointId>,
     /// Vectors, one per point.
+    #[serde(deserialize_with = "dense_rows")]
     pub vectors: Vec<Vec<f32>>,
     /// Payloads, one per point, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,28 +372,53 @@ pub enum WithPayload {
 pub enum VectorOutput {
     /// The unnamed vector.
     Dense(Vec<f32>),
-    /// Vectors by name.
-    Named(BTreeMap<String, Vec<f32>>),
+    /// Vectors by name, dense or sparse.
+    Named(BTreeMap<String, VectorValue>),
 }
 
 impl VectorOutput {
-    /// The vector, if it is the point's only one (named or not).
+    /// The dense vector, if the point has exactly one (named or not).
     pub fn into_dense(self) -> Option<Vec<f32>> {
         match self {
             VectorOutput::Dense(v) => Some(v),
-            VectorOutput::Named(named) if named.len() == 1 => named.into_values().next(),
-            VectorOutput::Named(_) => None,
+            VectorOutput::Named(named) => {
+                let mut dense = named.into_values().filter_map(|v| match v {
+                    VectorValue::Dense(v) => Some(v),
+                    VectorValue::Sparse(_) => None,
+                });
+                match (dense.next(), dense.next()) {
+                    (Some(v), None) => Some(v),
+                    _ => None,
+                }
+            }
         }
     }
 
-    /// The vector, if it is the point's only one (named or not).
+    /// The dense vector, if the point has exactly one (named or not).
     pub fn as_dense(&self) -> Option<&[f32]> {
         match self {
             VectorOutput::Dense(v) => Some(v),
-            VectorOutput::Named(named) if named.len() == 1 => {
-                named.values().next().map(Vec::as_slice)
+            VectorOutput::Named(named) => {
+                let mut dense = named.values().filter_map(|v| match v {
+                    VectorValue::Dense(v) => Some(v.as_slice()),
+                    VectorValue::Sparse(_) => None,
+                });
+                match (dense.next(), dense.next()) {
+                    (Some(v), None) => Some(v),
+                    _ => None,
+                }
             }
-            VectorOutput::Named(_) => None,
+        }
+    }
+
+    /// The sparse vector called `name`, if returned.
+    pub fn sparse(&self, name: &str) -> Option<&SparseVector> {
+        match self {
+            VectorOutput::Named(named) => match named.get(name) {
+                Some(VectorValue::Sparse(v)) => Some(v),
+                Some(VectorValue::Dense(_)) | None => None,
+            },
+            VectorOutput::Dense(_) => None,
         }
     }
 
@@ -364,7 +426,7 @@ impl VectorOutput {
     pub fn named(self, name: &str) -> Self {
         match (self, name) {
             (VectorOutput::Dense(v), name) if !name.is_empty() => {
-                VectorOutput::Named(BTreeMap::from([(name.to_owned(), v)]))
+                VectorOutput::Named(BTreeMap::from([(name.to_owned(), VectorValue::Dense(v))]))
             }
             (output, _) => output,
         }
@@ -387,14 +449,6 @@ impl WithVector {
         match self {
             WithVector::Enable(on) => *on,
             WithVector::Names(names) => names.iter().any(|n| n == name),
-        }
-    }
-
-    /// The first requested name that is not `name`: points have one vector.
-    pub fn unknown_name(&self, name: &str) -> Option<&str> {
-        match self {
-            WithVector::Enable(_) => None,
-            WithVector::Names(names) => names.iter().map(String::as_str).find(|n| *n != name),
         }
     }
 }
@@ -644,7 +698,19 @@ mod tests {
         let VectorInput::Named(named) = parse(r#"{"": [1, 2]}"#).unwrap() else {
             panic!("not named")
         };
-        assert_eq!(named[""], vec![1.0, 2.0]);
+        assert_eq!(named[""], VectorValue::Dense(vec![1.0, 2.0]));
+        let VectorInput::Named(named) =
+            parse(r#"{"": [1], "words": {"indices": [4], "values": [2]}}"#).unwrap()
+        else {
+            panic!("not named")
+        };
+        assert_eq!(
+            named["words"],
+            VectorValue::Sparse(SparseVector {
+                indices: vec![4],
+                values: vec![2.0]
+            })
+        );
     }
 
     #[test]

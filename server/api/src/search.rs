@@ -3,10 +3,12 @@ use std::fmt;
 use serde::de::{Error as _, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::points::{dense, PointIdVisitor};
+use crate::points::{dense, dense_opt, dense_vec, PointIdVisitor};
+use crate::sparse::sparse_after_key;
 use crate::unsupported::{refuse_each, refuse_set, refuse_within};
 use crate::{
-    Filter, Payload, PointId, RefuseUnsupported, Unsupported, VectorOutput, WithPayload, WithVector,
+    Filter, Payload, PointId, RefuseUnsupported, SparseVector, Unsupported, VectorOutput,
+    WithPayload, WithVector,
 };
 
 /// Per-query search knobs (`params`).
@@ -57,15 +59,18 @@ pub struct QuantizationSearchParams {
     pub oversampling: Option<f64>,
 }
 
-/// What a query searches near: a vector, a stored point's vector, or `{"nearest": …}`.
+/// What a query asks for: points near a vector, a stored point's vector or a sparse vector
+/// (also as `{"nearest": …}`), or the fusion of its `prefetch` results.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum QueryInput {
-    /// A raw vector.
+    /// A raw dense vector.
     Vector(Vec<f32>),
     /// The vector of the point with this id.
     Point(PointId),
-    /// `{"nearest": vector | id}`, optionally re-ranked for diversity (`mmr`).
+    /// A sparse vector (`using` names the sparse vector space).
+    Sparse(SparseVector),
+    /// `{"nearest": vector | id | sparse vector}`, optionally re-ranked for diversity (`mmr`).
     Nearest {
         /// The target.
         nearest: NearestTarget,
@@ -74,6 +79,44 @@ pub enum QueryInput {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mmr: Option<Mmr>,
     },
+    /// `{"fusion": "rrf" | "dbsf"}`: merge the `prefetch` results.
+    Fusion {
+        /// How.
+        fusion: Fusion,
+    },
+    /// `{"rrf": {"k", "weights"}}`: reciprocal rank fusion with its parameters.
+    Rrf {
+        /// The parameters.
+        rrf: Rrf,
+    },
+}
+
+/// How prefetch results are merged (Qdrant's `Fusion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: each list adds `1 / (k + rank)` (rank from 0, `k` = 2 as in
+    /// Qdrant); scores are ignored, only the order counts.
+    Rrf,
+    /// Distribution-based score fusion: each list's scores are normalised by their mean ± 3
+    /// standard deviations to [0, 1], then summed.
+    Dbsf,
+}
+
+/// Reciprocal rank fusion's parameters.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rrf {
+    /// The rank constant (default 2, Qdrant's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<usize>,
+    /// One weight per prefetch: a list of weight `w` adds `1 / ((rank + 1) / w + k − 1)`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "dense_opt"
+    )]
+    pub weights: Option<Vec<f32>>,
 }
 
 /// Qdrant's maximal marginal relevance: the `candidates_limit` nearest points are fetched, then
@@ -95,10 +138,12 @@ pub struct Mmr {
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum NearestTarget {
-    /// A raw vector.
+    /// A raw dense vector.
     Vector(Vec<f32>),
     /// The vector of the point with this id.
     Point(PointId),
+    /// A sparse vector.
+    Sparse(SparseVector),
 }
 
 // Both targets dispatch on the JSON type instead of deriving `untagged`, which buffers the
@@ -115,16 +160,19 @@ impl<'de> Deserialize<'de> for NearestTarget {
         match d.deserialize_any(TargetVisitor { nearest: false })? {
             QueryInput::Vector(v) => Ok(NearestTarget::Vector(v)),
             QueryInput::Point(id) => Ok(NearestTarget::Point(id)),
+            QueryInput::Sparse(v) => Ok(NearestTarget::Sparse(v)),
             QueryInput::Nearest { nearest, mmr: None } => Ok(nearest),
-            QueryInput::Nearest { mmr: Some(_), .. } => Err(D::Error::invalid_type(
+            QueryInput::Nearest { mmr: Some(_), .. }
+            | QueryInput::Fusion { .. }
+            | QueryInput::Rrf { .. } => Err(D::Error::invalid_type(
                 Unexpected::Map,
-                &"a vector or a point id",
+                &"a vector, a sparse vector or a point id",
             )),
         }
     }
 }
 
-/// Reads a query target; `nearest` also accepts the `{"nearest": …}` object.
+/// Reads a query target; `nearest` also accepts `{"nearest": …}` and the fusions.
 struct TargetVisitor {
     nearest: bool,
 }
@@ -133,9 +181,9 @@ impl<'de> Visitor<'de> for TargetVisitor {
     type Value = QueryInput;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of numbers (a vector) or a point id")?;
+        f.write_str("an array of numbers (a vector), a sparse vector or a point id")?;
         if self.nearest {
-            f.write_str(", or {\"nearest\": …}")?;
+            f.write_str(", or {\"nearest\": …} or {\"fusion\": …}")?;
         }
         Ok(())
     }
@@ -157,12 +205,28 @@ impl<'de> Visitor<'de> for TargetVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QueryInput, A::Error> {
-        if !self.nearest {
-            return Err(A::Error::invalid_type(Unexpected::Map, &self));
+        let Some(first) = map.next_key::<String>()? else {
+            return Err(A::Error::custom("an empty object is not a query"));
+        };
+        match first.as_str() {
+            "indices" | "values" => {
+                return sparse_after_key(&first, map).map(QueryInput::Sparse);
+            }
+            _ if !self.nearest => return Err(A::Error::invalid_type(Unexpected::Map, &self)),
+            "fusion" => {
+                let fusion = map.next_value()?;
+                return only(map, "fusion").map(|()| QueryInput::Fusion { fusion });
+            }
+            "rrf" => {
+                let rrf = map.next_value()?;
+                return only(map, "rrf").map(|()| QueryInput::Rrf { rrf });
+            }
+            _ => {}
         }
         let (mut nearest, mut mmr) = (None, None);
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        let mut key = Some(first);
+        while let Some(k) = key {
+            match k.as_str() {
                 "nearest" if nearest.is_none() => nearest = Some(map.next_value()?),
                 "nearest" => return Err(A::Error::duplicate_field("nearest")),
                 // Null means unset, as clients send it.
@@ -170,16 +234,96 @@ impl<'de> Visitor<'de> for TargetVisitor {
                 "mmr" => return Err(A::Error::duplicate_field("mmr")),
                 other => {
                     return Err(A::Error::custom(format!(
-                        "unsupported query `{other}`: Cairn answers a vector, a point id or \
-                         {{\"nearest\": …}}"
+                        "unsupported query `{other}`: Cairn answers a vector, a sparse vector, \
+                         a point id, {{\"nearest\": …}}, {{\"fusion\": …}} or {{\"rrf\": …}}"
                     )))
                 }
             }
+            key = map.next_key()?;
         }
         nearest
             .map(|nearest| QueryInput::Nearest { nearest, mmr })
             .ok_or_else(|| A::Error::missing_field("nearest"))
     }
+}
+
+/// Fails if `map` holds another key after `field`'s.
+fn only<'de, A: MapAccess<'de>>(mut map: A, field: &str) -> Result<(), A::Error> {
+    match map.next_key::<String>()? {
+        None => Ok(()),
+        Some(other) => Err(A::Error::custom(format!(
+            "`{other}` beside `{field}`: a {field} query has no other field"
+        ))),
+    }
+}
+
+/// A sub-query whose results the query above it fuses or re-scores (Qdrant's `prefetch`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(no_recursion)]
+pub struct Prefetch {
+    /// Its own sub-queries.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "one_or_many"
+    )]
+    pub prefetch: Option<Vec<Prefetch>>,
+    /// What it searches near (a fusion when it has sub-queries of its own).
+    #[serde(default)]
+    pub query: Option<QueryInput>,
+    /// Vector name.
+    #[serde(default)]
+    pub using: Option<String>,
+    /// Only points matching this filter (and the query's own filter, which applies to every
+    /// prefetch, as in Qdrant).
+    #[serde(default)]
+    pub filter: Option<Filter>,
+    /// Search knobs.
+    #[serde(default)]
+    pub params: Option<SearchParams>,
+    /// Drop results scoring worse than this.
+    #[serde(default)]
+    pub score_threshold: Option<f32>,
+    /// Candidates it passes up (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Qdrant's "take the query vector from another collection": refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub lookup_from: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for Prefetch {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("lookup_from", &self.lookup_from)])?;
+        refuse_within("filter", self.filter.as_ref())?;
+        refuse_each("prefetch", self.prefetch.as_deref().unwrap_or_default())
+    }
+}
+
+/// `prefetch` is one sub-query or a list of them, as in Qdrant.
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Prefetch>>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<Vec<Prefetch>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a prefetch object or a list of them")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq)).map(Some)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            Prefetch::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                .map(|p| Some(vec![p]))
+        }
+    }
+    d.deserialize_any(V)
 }
 
 /// `POST /collections/{c}/points/query` (the universal query API).
@@ -209,7 +353,8 @@ pub struct QueryRequest {
     /// Drop results scoring worse than this (for Euclid: farther than this).
     #[serde(default)]
     pub score_threshold: Option<f32>,
-    /// Vector name; Cairn collections have one unnamed vector.
+    /// Vector name: the collection's dense vector (its name, or none when unnamed) or one of
+    /// its sparse vectors.
     #[serde(default)]
     pub using: Option<String>,
     /// Also report how the query was executed (a Cairn addition).
@@ -219,10 +364,14 @@ pub struct QueryRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
-    /// Qdrant's sub-queries whose results this query re-ranks: refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub prefetch: Option<serde_json::Value>,
+    /// Sub-queries run first, whose results this query fuses (`fusion`, `rrf`) or re-scores
+    /// (a vector query then scores only their candidates).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "one_or_many"
+    )]
+    pub prefetch: Option<Vec<Prefetch>>,
     /// Qdrant's "take the query point's vector from another collection": refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
@@ -231,18 +380,12 @@ pub struct QueryRequest {
 
 impl RefuseUnsupported for QueryRequest {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        // An empty prefetch list asks for no sub-query: the query runs as it is.
-        let prefetch = self
-            .prefetch
-            .as_ref()
-            .filter(|p| p.as_array().is_none_or(|list| !list.is_empty()))
-            .cloned();
         refuse_set(&[
             ("shard_key", &self.shard_key),
-            ("prefetch", &prefetch),
             ("lookup_from", &self.lookup_from),
         ])?;
-        refuse_within("filter", self.filter.as_ref())
+        refuse_within("filter", self.filter.as_ref())?;
+        refuse_each("prefetch", self.prefetch.as_deref().unwrap_or_default())
     }
 }
 
@@ -273,8 +416,9 @@ pub struct QueryExplain {
     pub filter_selectivity: Option<f64>,
     /// A filtered graph search found fewer than `limit + offset` hits and was redone exactly.
     pub exact_fallback: bool,
-    /// Points the payload indexes (and `has_id`) left as candidates for the filter, summed
-    /// over partitions; absent when no index could narrow it. Below the collection's
+    /// Points the payload indexes (and `has_id`) left as candidates for the filter, or the
+    /// prefetched points a re-scoring query scores, summed over partitions; absent when no
+    /// index could narrow the filter. Below the collection's
     /// `full_scan_threshold` only these are scored, exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_index_candidates: Option<u64>,
@@ -333,17 +477,40 @@ pub struct NamedVector {
     /// Vector name.
     pub name: String,
     /// The vector.
+    #[serde(deserialize_with = "dense_vec")]
     pub vector: Vec<f32>,
 }
 
 /// The legacy search target: a plain vector, or a named one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum SearchVector {
     /// Plain vector.
     Plain(Vec<f32>),
     /// Named vector.
     Named(NamedVector),
+}
+
+impl<'de> Deserialize<'de> for SearchVector {
+    /// A list is the plain vector, an object the named one; each element is read as the
+    /// query targets' are (finite, named by its index when wrong).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SearchVectorVisitor;
+        impl<'de> Visitor<'de> for SearchVectorVisitor {
+            type Value = SearchVector;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a vector (an array of numbers) or {\"name\", \"vector\"}")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<SearchVector, A::Error> {
+                dense(seq).map(SearchVector::Plain)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SearchVector, A::Error> {
+                NamedVector::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(SearchVector::Named)
+            }
+        }
+        d.deserialize_any(SearchVectorVisitor)
+    }
 }
 
 /// `POST /collections/{c}/points/search` (Qdrant's older search API).
@@ -485,8 +652,48 @@ mod tests {
         let err = parse(r#"{"nearest": {"nearest": [1]}}"#).unwrap_err();
         assert!(err.contains("a point id"), "{err}");
         let err = parse("{}").unwrap_err();
-        assert!(err.contains("missing field `nearest`"), "{err}");
+        assert!(err.contains("empty object"), "{err}");
+        let err = parse(r#"{"fusion": "rrf", "nearest": [1]}"#).unwrap_err();
+        assert!(err.contains("`nearest` beside `fusion`"), "{err}");
+        let err = parse(r#"{"fusion": "max"}"#).unwrap_err();
+        assert!(err.contains("unknown variant `max`"), "{err}");
+        let err = parse(r#"{"indices": [1], "values": [1], "nearest": [2]}"#).unwrap_err();
+        assert!(
+            err.contains("unknown field `nearest` in a sparse vector"),
+            "{err}"
+        );
         assert!(parse("true").is_err());
+    }
+
+    /// Qdrant's hybrid shape: a prefetch object or list, nested, with sparse and dense
+    /// targets, under a fusion.
+    #[test]
+    fn prefetches_parse_one_or_many_and_nested() {
+        let request: QueryRequest = serde_json::from_str(
+            r#"{"prefetch": [{"query": [1, 2], "limit": 5},
+                {"prefetch": {"query": {"indices": [4], "values": [1]}, "using": "w"},
+                 "query": {"fusion": "rrf"}}],
+                "query": {"fusion": "dbsf"}, "limit": 3}"#,
+        )
+        .unwrap();
+        let prefetch = request.prefetch.unwrap();
+        assert_eq!(prefetch.len(), 2);
+        assert_eq!(prefetch[0].limit, Some(5));
+        let inner = prefetch[1].prefetch.as_ref().unwrap();
+        assert_eq!(inner[0].using.as_deref(), Some("w"));
+        assert_eq!(
+            inner[0].query,
+            Some(QueryInput::Sparse(SparseVector {
+                indices: vec![4],
+                values: vec![1.0]
+            }))
+        );
+        assert_eq!(
+            request.query,
+            Some(QueryInput::Fusion {
+                fusion: Fusion::Dbsf
+            })
+        );
     }
 
     #[test]
@@ -522,8 +729,11 @@ mod tests {
             Some("shard_key")
         );
         assert_eq!(
-            query(r#"{"prefetch": {"query": [1], "limit": 100}, "query": [1]}"#).as_deref(),
-            Some("prefetch")
+            query(
+                r#"{"prefetch": {"query": [1], "lookup_from": {"collection": "o"}}, "query": [1]}"#
+            )
+            .as_deref(),
+            Some("prefetch[0].lookup_from")
         );
         assert_eq!(
             query(r#"{"query": 7, "lookup_from": {"collection": "other"}}"#).as_deref(),
@@ -543,10 +753,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<QueryBatchRequest>(
-                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"limit": 5}]}]}"#
+                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"prefetch": {"filter": {"min_should": {}}}}]}]}"#
             )
             .as_deref(),
-            Some("searches[1].prefetch")
+            Some("searches[1].prefetch[0].prefetch[0].filter.min_should")
         );
         assert_eq!(
             refused_path::<SearchRequest>(r#"{"vector": [1], "limit": 1, "shard_key": 1}"#)
@@ -581,6 +791,26 @@ mod tests {
                     diversity: Some(0.5),
                     candidates_limit: None,
                 }),
+            },
+            QueryInput::Sparse(SparseVector {
+                indices: vec![3, 1],
+                values: vec![0.5, 2.0],
+            }),
+            QueryInput::Nearest {
+                nearest: NearestTarget::Sparse(SparseVector {
+                    indices: vec![3],
+                    values: vec![1.0],
+                }),
+                mmr: None,
+            },
+            QueryInput::Fusion {
+                fusion: Fusion::Dbsf,
+            },
+            QueryInput::Rrf {
+                rrf: Rrf {
+                    k: Some(60),
+                    weights: Some(vec![1.0, 3.0]),
+                },
             },
         ] {
             let json = serde_json::to_string(&input).unwrap();

@@ -106,6 +106,8 @@ impl PartitionCommand {
                                     version: index,
                                     vector: row.vector.clone(),
                                     payload: row.payload.clone(),
+                                    // Cluster collections refuse sparse vectors (for now).
+                                    sparse: Vec::new(),
                                 },
                             )
                         })

@@ -383,20 +383,29 @@ impl Collection {
             ));
         };
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
-        let mut payloads: HashMap<PointId, Option<cairn_api::Payload>> = HashMap::new();
+        let mut stored: HashMap<PointId, NewPoint> = HashMap::new();
         for q in 0..self.partitions.len() {
-            let stored = self.committed(&writer, q)?.stored(&ids)?;
-            for point in stored.into_iter().flatten() {
-                payloads.entry(point.id).or_insert(point.payload);
+            for point in self
+                .committed(&writer, q)?
+                .stored(&ids)?
+                .into_iter()
+                .flatten()
+            {
+                stored.entry(point.id).or_insert(point);
             }
         }
+        // As in one partition: payloads are kept, and so are the vectors not given.
         let mut rewritten = Vec::with_capacity(points.len());
         for point in points {
-            let payload = payloads
+            let mut old = stored
                 .get(&point.id)
                 .cloned()
                 .ok_or(ServerError::PointNotFound(point.id))?;
-            rewritten.push(NewPoint { payload, ..point });
+            if !point.vector.is_empty() {
+                old.vector = point.vector;
+            }
+            old.sparse.extend(point.sparse);
+            rewritten.push(old);
         }
         let routing = self.routing();
         self.place_locked(&mut writer, &routing, rewritten)

@@ -12,13 +12,15 @@ use cairn_api::{
     Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, ReadConsistency, Record,
     VectorOutput,
 };
+use cairn_index::Metric;
 
 use super::handle::{PartitionHandle, ReadTrace};
 use super::merge::{scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
 use crate::error::{Result, ServerError};
-use crate::request::QueryPlan;
+use crate::request::hybrid::{among, fuse, higher_is_better, Ranked, Then};
+use crate::request::{QueryPlan, QueryTree};
 
 /// The partitions a query visits and why.
 struct Route {
@@ -96,6 +98,26 @@ impl Collection {
         } else {
             self.count_blocking(None, &ReadConsistency::Any)
                 .map_or(0, |c| c as usize)
+        }
+    }
+
+    /// The route of a query that cannot be routed by content (a sparse query): every
+    /// partition, or partition 0 alone while the router is untrained (all points are there).
+    fn route_everywhere(&self) -> Route {
+        let routing = self.routing();
+        match (routing.phase, &routing.meta_index) {
+            (Phase::Untrained, _) | (_, None) => Route {
+                touched: vec![0],
+                how: Phase::Untrained.name(),
+                version: 0,
+                distance_computations: 0,
+            },
+            (Phase::Migrating | Phase::Routed, Some(_)) => Route {
+                touched: (0..self.partitions.len() as u32).collect(),
+                how: "broadcast",
+                version: routing.version(),
+                distance_computations: 0,
+            },
         }
     }
 
@@ -230,18 +252,29 @@ impl Collection {
                 .search(search, fan_out.hedge)
                 .map(|(answer, _)| answer);
         }
-        let vector = match &search.target {
-            QueryTarget::Vector(v) => v.clone(),
-            QueryTarget::Point(id) => self
-                .get_points(&[*id], &PayloadSelection::None, true, consistency)?
-                .pop()
-                .and_then(|r| r.vector)
-                .and_then(VectorOutput::into_dense)
-                .ok_or(ServerError::PointNotFound(*id))?,
+        let dense = |vector: Vec<f32>| -> Result<_> {
+            let route = self.route(&vector, plan)?;
+            Ok((route, QueryTarget::Vector(vector), self.settings.metric()))
         };
-        let route = self.route(&vector, plan)?;
+        let (route, target, metric) = match &search.target {
+            QueryTarget::Vector(v) => dense(v.clone())?,
+            QueryTarget::Point(id) => dense(
+                self.get_points(&[*id], &PayloadSelection::None, true, consistency)?
+                    .pop()
+                    .and_then(|r| r.vector)
+                    .and_then(VectorOutput::into_dense)
+                    .ok_or(ServerError::PointNotFound(*id))?,
+            )?,
+            // Sparse vectors do not route: every partition that may hold points is asked, and
+            // their dot products merge like inner products (higher is better).
+            QueryTarget::Sparse { .. } => (
+                self.route_everywhere(),
+                search.target.clone(),
+                Metric::InnerProduct,
+            ),
+        };
         let sub = SearchPlan {
-            target: QueryTarget::Vector(vector),
+            target,
             limit: search.offset + search.limit,
             offset: 0,
             explain: true,
@@ -285,7 +318,7 @@ impl Collection {
                 }
             });
         }
-        let points = top_hits(self.settings.metric(), lists, search.offset, search.limit);
+        let points = top_hits(metric, lists, search.offset, search.limit);
         let coverage = 1.0 - missing.len() as f64 / route.touched.len().max(1) as f64;
         let warning = (!missing.is_empty()).then(|| {
             format!(
@@ -328,6 +361,65 @@ impl Collection {
             explain,
             warning,
         })
+    }
+
+    /// Runs a query tree (blocking): a search, or prefetches and then their fusion or the
+    /// re-scoring of their candidates. The answer is the caller's (MMR picked, vectors kept
+    /// as named).
+    pub fn query_tree_blocking(
+        &self,
+        tree: &QueryTree,
+        consistency: &ReadConsistency,
+    ) -> Result<QueryResponse> {
+        let prefetch = match tree {
+            QueryTree::Search(plan) => {
+                let answer = self.query_blocking(plan, consistency)?;
+                return Ok(plan.finish(answer, &self.settings));
+            }
+            QueryTree::Prefetch(prefetch) => prefetch,
+        };
+        let mut lists = Vec::with_capacity(prefetch.prefetch.len());
+        let mut warning = None;
+        for sub in &prefetch.prefetch {
+            let answer = self.query_tree_blocking(sub, consistency)?;
+            warning = warning.or(answer.warning);
+            lists.push(Ranked {
+                points: answer.points,
+                higher_is_better: higher_is_better(sub, &self.settings),
+            });
+        }
+        match &prefetch.then {
+            Then::Fuse {
+                fusion,
+                offset,
+                limit,
+                score_threshold,
+            } => Ok(QueryResponse {
+                points: fuse(lists, fusion, *offset, *limit, *score_threshold),
+                explain: None,
+                warning,
+            }),
+            Then::Rescore(plan) => {
+                let ids: Vec<PointId> = lists
+                    .into_iter()
+                    .flat_map(|list| list.points)
+                    .map(|p| p.id)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if ids.is_empty() {
+                    return Ok(QueryResponse {
+                        points: Vec::new(),
+                        explain: None,
+                        warning,
+                    });
+                }
+                let plan = among(plan, ids);
+                let mut answer = self.query_blocking(&plan, consistency)?;
+                answer.warning = answer.warning.or(warning);
+                Ok(plan.finish(answer, &self.settings))
+            }
+        }
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.

@@ -384,6 +384,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
         config: CollectionConfig {
             params: CollectionParams {
                 vectors: s.vectors_config(),
+                sparse_vectors: s.sparse_config(),
                 shard_number: s.partitions() as u32,
                 replication_factor: s.replication_factor as u32,
                 write_consistency_factor: s.write_consistency_factor as u32,

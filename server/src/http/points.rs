@@ -9,9 +9,9 @@ use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    Payload, PointId, PointStruct, ReadQuery, Record, RefuseUnsupported, ScrollRequest,
-    ScrollResult, SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest,
-    UpsertRequest, WriteQuery,
+    Payload, PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
+    SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WithVector,
+    WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -21,7 +21,7 @@ use crate::error::{Result, ServerError};
 use crate::request::filter::validate;
 use crate::request::payload::{key_path, selection, PayloadChange, Selection};
 use crate::request::query::scroll_plan;
-use crate::request::{prepare_delete_ids, prepare_points};
+use crate::request::{prepare_delete_ids, prepare_points, prepare_vector_updates};
 
 /// `?wait=true|false` (anything else is a 400).
 fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
@@ -109,27 +109,12 @@ pub(super) async fn update_vectors(
     request.refuse_unsupported()?;
     let wait = wait_flag(&params)?;
     let collection = state.catalog()?.get(&name)?;
-    // Checked as an upsert's points are, without payloads.
-    let as_upsert = UpsertRequest {
-        points: Some(
-            request
-                .points
-                .into_iter()
-                .map(|p| PointStruct {
-                    id: p.id,
-                    vector: p.vector,
-                    payload: None,
-                })
-                .collect(),
-        ),
-        ..UpsertRequest::default()
-    };
     let limits = state.limits;
     let c = collection.clone();
     // Checking and normalising the vectors is work on every float, as for an upsert: off the
     // async workers.
     let ticket = blocking(move || {
-        let points = prepare_points(c.settings(), as_upsert, &limits)?;
+        let points = prepare_vector_updates(c.settings(), request.points, &limits)?;
         c.update_vectors(points)
     })
     .await?;
@@ -274,9 +259,10 @@ pub(super) async fn get_many(
         .settings()
         .wants_vector(request.with_vector.as_ref(), "")?;
     // A cluster's collection may ask other nodes: off the async workers.
-    let records =
-        blocking(move || collection.get_points(&ids, &with_payload, with_vector, &consistency))
-            .await?;
+    let c = collection.clone();
+    let mut records =
+        blocking(move || c.get_points(&ids, &with_payload, with_vector, &consistency)).await?;
+    keep_named_vectors(&collection, &mut records, request.with_vector.as_ref());
     Ok(ok(records, t))
 }
 
@@ -291,9 +277,12 @@ pub(super) async fn scroll(
     request.refuse_unsupported()?;
     let consistency = read_consistency(&read)?;
     let collection = state.catalog()?.get(&name)?;
+    let names = request.with_vector.clone();
     let plan = scroll_plan(collection.settings(), request, &state.limits)?;
-    let (points, next_page_offset) =
-        blocking(move || collection.scroll_blocking(&plan, &consistency)).await?;
+    let c = collection.clone();
+    let (mut points, next_page_offset) =
+        blocking(move || c.scroll_blocking(&plan, &consistency)).await?;
+    keep_named_vectors(&collection, &mut points, names.as_ref());
     Ok(ok(
         ScrollResult {
             points,
@@ -301,6 +290,19 @@ pub(super) async fn scroll(
         },
         t,
     ))
+}
+
+/// Partitions return all of a point's vectors; a `with_vector` list of names keeps those.
+fn keep_named_vectors(collection: &Collection, records: &mut [Record], names: Option<&WithVector>) {
+    let Some(names @ WithVector::Names(_)) = names else {
+        return;
+    };
+    for record in records {
+        record.vector = record
+            .vector
+            .take()
+            .and_then(|v| collection.settings().pick_vectors(v, names));
+    }
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/count", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body(content = Option<CountRequest>, description = "Optional: an empty body counts every point."), responses((status = 200, description = "The exact count.", body = cairn_api::Response<CountResult>)))]

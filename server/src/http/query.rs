@@ -13,7 +13,9 @@ use super::json::{ApiJson, ApiQuery};
 use super::searchers::Work;
 use super::{ok, read_consistency, State};
 use crate::error::{Result, ServerError};
+use crate::request::hybrid::plan_tree;
 use crate::request::query::{check_batch, plan};
+use crate::request::QueryTree;
 
 async fn run(
     state: &State,
@@ -33,26 +35,26 @@ async fn run(
             } else {
                 String::new()
             };
-            plan(collection.settings(), r, &state.limits, &field)
+            plan_tree(collection.settings(), r, &state.limits, &field)
         })
         .collect::<Result<Vec<_>>>()?;
     let work = if collection.may_wait(&consistency) {
         Work::MayWait
-    } else if plans.len() == 1 && collection.is_short(&plans[0], &consistency) {
-        Work::Short
+    } else if let [QueryTree::Search(only)] = plans.as_slice() {
+        if collection.is_short(only, &consistency) {
+            Work::Short
+        } else {
+            Work::Long
+        }
     } else {
         Work::Long
     };
-    let metric = collection.settings().metric();
     state
         .searchers
         .run(work, move || {
             plans
                 .iter()
-                .map(|p| {
-                    let answer = collection.query_blocking(p, &consistency)?;
-                    Ok(p.finish(answer, metric))
-                })
+                .map(|p| collection.query_tree_blocking(p, &consistency))
                 .collect()
         })
         .await
@@ -67,12 +69,13 @@ async fn over_the_network(
     read: &ReadQuery,
 ) -> Result<Option<QueryResponse>> {
     let collection = state.catalog()?.get(name)?;
-    if !collection.queries_remotely(&read_consistency(read)?) {
+    let hybrid = request.prefetch.as_ref().is_some_and(|p| !p.is_empty());
+    if hybrid || !collection.queries_remotely(&read_consistency(read)?) {
         return Ok(None);
     }
     let plan = plan(collection.settings(), request.clone(), &state.limits, "")?;
     let answer = collection.query_async(&plan).await?;
-    Ok(Some(plan.finish(answer, collection.settings().metric())))
+    Ok(Some(plan.finish(answer, collection.settings())))
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/query", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryRequest, responses((status = 200, description = "Hits, best first, and how the query ran when `explain` was asked.", body = cairn_api::Response<QueryResponse>)))]

@@ -742,9 +742,13 @@ impl Node {
         self.consistent(|| {
             let mut rows = Vec::new();
             for row in self.meta_store.scan_meta()? {
-                let (key, version, payload) = row?;
-                if let Some(rest) = key.strip_prefix(prefix.as_bytes()) {
-                    rows.push((String::from_utf8_lossy(rest).into_owned(), version, payload));
+                let row = row?;
+                if let Some(rest) = row.key.strip_prefix(prefix.as_bytes()) {
+                    rows.push((
+                        String::from_utf8_lossy(rest).into_owned(),
+                        row.version,
+                        row.payload,
+                    ));
                 }
             }
             Ok(rows)

@@ -79,6 +79,8 @@ impl Feed {
             id,
             vector: row.vector.clone(),
             payload,
+            // A replica's log carries dense points only (cluster nodes refuse sparse vectors).
+            sparse: Default::default(),
         })
     }
 }
@@ -412,6 +414,7 @@ mod tests {
             id: PointId::Num(i),
             vector: vec![i as f32, 1.0, 2.0, 3.0],
             payload: None,
+            sparse: Default::default(),
         }
     }
 

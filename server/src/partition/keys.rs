@@ -1,8 +1,11 @@
 //! How a point is encoded in RocksDB. Ids are keys, order-preserving, so a key scan is an
 //! id-ordered scroll: `0x00 ‖ u64 BE` for numbers, `0x01 ‖ 16 UUID bytes` for UUIDs (numbers
-//! sort first, as in Qdrant). Payloads are stored as JSON text.
+//! sort first, as in Qdrant). Payloads are stored as JSON text, sparse vectors beside them.
 
-use cairn_api::{Payload, PointId};
+use std::collections::BTreeMap;
+
+use cairn_api::{Payload, PointId, SparseVector};
+use cairn_storage::StoredSparse;
 
 use crate::error::{Result, ServerError};
 
@@ -13,6 +16,34 @@ pub fn parse_payload(text: Option<String>) -> Result<Option<Payload>> {
             .map_err(|e| ServerError::Internal(format!("stored payload does not parse: {e}")))
     })
     .transpose()
+}
+
+/// A point's sparse vectors as the store keeps them.
+pub fn sparse_to_stored(sparse: &BTreeMap<String, SparseVector>) -> Vec<StoredSparse> {
+    sparse
+        .iter()
+        .map(|(name, v)| StoredSparse {
+            name: name.clone(),
+            indices: v.indices.clone(),
+            values: v.values.clone(),
+        })
+        .collect()
+}
+
+/// Stored sparse vectors back by name.
+pub fn sparse_from_stored(stored: Vec<StoredSparse>) -> BTreeMap<String, SparseVector> {
+    stored
+        .into_iter()
+        .map(|s| {
+            (
+                s.name,
+                SparseVector {
+                    indices: s.indices,
+                    values: s.values,
+                },
+            )
+        })
+        .collect()
 }
 
 /// Encodes an id.

@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::{Payload, PointId};
+use cairn_api::{Payload, PointId, SparseVector};
 use cairn_index::{Slot, Trainers, VectorIndex};
 use parking_lot::RwLock;
 
 use super::payload_index::{PayloadIndexes, PayloadSchema};
+use super::sparse_index::SparseIndexes;
 use crate::error::Result;
 use crate::request::CollectionSettings;
 
@@ -29,6 +30,8 @@ pub struct SlotEntry {
     pub version: u64,
     /// The payload.
     pub payload: Option<Payload>,
+    /// Sparse vectors by name.
+    pub sparse: BTreeMap<String, SparseVector>,
 }
 
 /// Slot ↔ id mapping. Slots of deleted or overwritten points are `None` ("dead"): they stay
@@ -43,6 +46,8 @@ pub struct PointTable {
     pub dead: usize,
     /// The payload indexes: value → slots for each indexed key.
     pub payload_index: PayloadIndexes,
+    /// The sparse vectors' inverted indexes.
+    pub sparse_index: SparseIndexes,
     /// One bit per slot, set while the slot is live. Unfiltered searches test this instead of
     /// `slots`: 100k slots fit in 12.5 KB of cache, where touching a 64-byte entry per
     /// candidate cost a cache miss each (measured ~60 µs per query at 100k points).
@@ -97,6 +102,7 @@ impl PointTable {
             self.kill(old);
         }
         self.payload_index.add(slot, entry.payload.as_ref());
+        self.sparse_index.add(slot, &entry.sparse);
         self.slots[index] = Some(entry);
         self.set_live(index, true);
     }
@@ -133,9 +139,25 @@ impl PointTable {
         self.payload_index.sync(schema, live);
     }
 
+    /// Gives the live entry at `slot` its payload and sparse vectors, read from the store
+    /// after its slot came from an index snapshot (which keeps neither).
+    pub fn attach(
+        &mut self,
+        slot: Slot,
+        payload: Option<Payload>,
+        sparse: BTreeMap<String, SparseVector>,
+    ) {
+        if let Some(Some(entry)) = self.slots.get_mut(slot as usize) {
+            entry.payload = payload;
+            self.sparse_index.add(slot, &sparse);
+            entry.sparse = sparse;
+        }
+    }
+
     fn kill(&mut self, slot: Slot) {
         if let Some(cell) = self.slots.get_mut(slot as usize) {
-            if cell.take().is_some() {
+            if let Some(entry) = cell.take() {
+                self.sparse_index.remove(&entry.sparse);
                 self.dead += 1;
             }
             self.set_live(slot as usize, false);
@@ -217,6 +239,7 @@ impl LiveIndex {
                     id: p.id,
                     version,
                     payload: p.payload,
+                    sparse: p.sparse,
                 },
             );
         }
@@ -232,6 +255,7 @@ mod tests {
             id: PointId::Num(id),
             version: 1,
             payload: None,
+            sparse: BTreeMap::new(),
         }
     }
 

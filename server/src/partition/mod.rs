@@ -31,6 +31,7 @@ pub mod payload_index;
 mod recovery;
 mod search;
 mod snapshot;
+pub mod sparse_index;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -404,7 +405,9 @@ impl Partition {
 
     /// Bytes the index holds.
     pub fn index_memory_bytes(&self) -> usize {
-        self.shared.live().index.memory_bytes()
+        let live = self.shared.live();
+        let sparse = live.table.read().sparse_index.memory_bytes();
+        live.index.memory_bytes() + sparse
     }
 
     /// Index searches this partition ran and their total seconds (see [`SearchClock`]).
@@ -479,6 +482,7 @@ impl Partition {
             id: *id,
             vector: point.vector,
             payload: keys::parse_payload(point.payload)?,
+            sparse: keys::sparse_from_stored(point.sparse),
         }))
     }
 
@@ -506,7 +510,7 @@ impl Partition {
     pub fn stored_ids(&self) -> Result<Vec<PointId>> {
         let mut ids = Vec::new();
         for record in self.shared.store.scan_meta()? {
-            let (key, _, _) = record?;
+            let key = record?.key;
             ids.push(keys::decode(&key).ok_or_else(|| {
                 ServerError::Internal(format!("{}: undecodable point key", self.name()))
             })?);
@@ -543,20 +547,22 @@ impl Partition {
         })
     }
 
-    /// Gives the points their new vectors (each already checked), keeping their payloads,
-    /// under the write lock. Every one must be here: otherwise nothing is written and the first
-    /// missing id is the error.
+    /// Gives the points their new vectors (each already checked), keeping their payloads and
+    /// the vectors not given (an empty dense vector, or a sparse name left out), under the
+    /// write lock. Every one must be here: otherwise nothing is written and the first missing
+    /// id is the error.
     pub fn update_vectors(&self, points: Vec<NewPoint>) -> Result<Option<u64>> {
         let mut writer = self.writer.lock();
         let mut rewritten = Vec::with_capacity(points.len());
         for point in points {
-            let stored = self
+            let mut stored = self
                 .stored_one(&point.id)?
                 .ok_or(ServerError::PointNotFound(point.id))?;
-            rewritten.push(NewPoint {
-                payload: stored.payload,
-                ..point
-            });
+            if !point.vector.is_empty() {
+                stored.vector = point.vector;
+            }
+            stored.sparse.extend(point.sparse);
+            rewritten.push(stored);
         }
         if rewritten.is_empty() {
             return Ok(None);
@@ -667,6 +673,7 @@ impl Partition {
                                 version: seq,
                                 vector: p.vector.clone(),
                                 payload,
+                                sparse: keys::sparse_to_stored(&p.sparse),
                             },
                         )
                     })

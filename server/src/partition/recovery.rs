@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::{Payload, PointId};
+use cairn_api::{Payload, PointId, SparseVector};
 use cairn_index::Trainers;
 use cairn_storage::PartitionStore;
 
@@ -15,6 +15,13 @@ use super::payload_index::PayloadSchema;
 use super::{snapshot, LoadReport};
 use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
+
+/// A stored point's version, payload and sparse vectors (all but its dense vector).
+struct StoredMeta {
+    version: u64,
+    payload: Option<Payload>,
+    sparse: BTreeMap<String, SparseVector>,
+}
 
 pub(super) struct Recovered {
     pub(super) live: LiveIndex,
@@ -72,25 +79,30 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
         touched.extend(entry.keys.iter().filter_map(|k| keys::decode(k)));
     }
     // 2. Current versions and payloads; anything touched or out of date is re-read.
-    let mut stored: BTreeMap<PointId, (u64, Option<Payload>)> = BTreeMap::new();
+    let mut stored: BTreeMap<PointId, StoredMeta> = BTreeMap::new();
     for item in store.scan_meta()? {
-        let (key, version, payload) = item?;
-        let id = keys::decode(&key)
+        let record = item?;
+        let id = keys::decode(&record.key)
             .ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
-        stored.insert(id, (version, parse_payload(payload)?));
+        stored.insert(
+            id,
+            StoredMeta {
+                version: record.version,
+                payload: parse_payload(record.payload)?,
+                sparse: keys::sparse_from_stored(record.sparse),
+            },
+        );
     }
     let mut table = live.table.write();
     let mut stale: Vec<PointId> = Vec::new();
     let mut repaired = 0;
-    for (id, (version, payload)) in &mut stored {
+    for (id, meta) in &mut stored {
         match table.by_id.get(id).copied() {
             Some(slot)
-                if table.entry(slot).is_some_and(|e| e.version == *version)
+                if table.entry(slot).is_some_and(|e| e.version == meta.version)
                     && !touched.contains(id) =>
             {
-                if let Some(Some(entry)) = table.slots.get_mut(slot as usize) {
-                    entry.payload = payload.take();
-                }
+                table.attach(slot, meta.payload.take(), std::mem::take(&mut meta.sparse));
             }
             _ => {
                 repaired += u64::from(!touched.contains(id));
@@ -112,16 +124,17 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
     // 3. Re-insert stale points with their stored vectors, grouped by version.
     let mut by_version: BTreeMap<u64, Vec<NewPoint>> = BTreeMap::new();
     for id in stale {
-        let Some((version, payload)) = stored.remove(&id) else {
+        let Some(meta) = stored.remove(&id) else {
             continue;
         };
         let vector = store
             .get_vector(&keys::encode(&id))?
             .ok_or_else(|| ServerError::Internal(format!("point {id} has no stored vector")))?;
-        by_version.entry(version).or_default().push(NewPoint {
+        by_version.entry(meta.version).or_default().push(NewPoint {
             id,
             vector,
-            payload,
+            payload: meta.payload,
+            sparse: meta.sparse,
         });
     }
     for (version, points) in by_version {
@@ -165,6 +178,7 @@ fn rebuild(
             id,
             version: point.version,
             payload: parse_payload(point.payload)?,
+            sparse: keys::sparse_from_stored(point.sparse),
         });
     }
     let source = if entries.is_empty() && last_seq == 0 {

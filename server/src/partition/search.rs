@@ -4,7 +4,9 @@
 use std::ops::{Bound, ControlFlow};
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint, VectorOutput};
+use cairn_api::{
+    Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint, SparseVector, VectorOutput,
+};
 use cairn_index::{IndexKind, SearchParams, Slot};
 
 use super::live::{LiveIndex, PointTable};
@@ -41,6 +43,16 @@ fn candidates(table: &PointTable, filter: &Filter) -> Option<Vec<Slot>> {
         .candidates(filter, &|id| table.by_id.get(id).copied())
 }
 
+/// The live slots of `ids`, sorted.
+fn slots_of(table: &PointTable, ids: &[PointId]) -> Vec<Slot> {
+    let mut slots: Vec<Slot> = ids
+        .iter()
+        .filter_map(|id| table.by_id.get(id).copied())
+        .collect();
+    slots.sort_unstable();
+    slots
+}
+
 /// Estimated share of slots a filter passes, from an even sample of the slot table.
 fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
     let n = table.slots.len();
@@ -75,15 +87,16 @@ fn is_short_work(
 }
 
 /// Vector elements `plan` will touch: `max(ef, k)` expansions × `2M` neighbours × `dim` for
-/// an unfiltered graph search, `points × dim` for an exact scan. `None` for filtered queries:
-/// their cost depends on the filter's selectivity, known only once sampled.
+/// an unfiltered graph search, `points × dim` for an exact scan. `None` for filtered queries,
+/// whose cost depends on the filter's selectivity, known only once sampled, and for sparse
+/// ones, whose cost is the length of their dimensions' posting lists.
 fn estimated_work(
     index: &cairn_index::IndexParams,
     dim: usize,
     points: usize,
     plan: &SearchPlan,
 ) -> Option<usize> {
-    if plan.filter.is_some() {
+    if plan.filter.is_some() || matches!(plan.target, QueryTarget::Sparse { .. }) {
         return None;
     }
     let k = plan.offset + plan.limit;
@@ -112,6 +125,9 @@ impl Partition {
                     .vector(slot)
                     .ok_or(ServerError::PointNotFound(*id))?
             }
+            QueryTarget::Sparse { name, vector } => {
+                return Ok(self.sparse_query(&live, &table, name, vector, plan));
+            }
         };
         let k = plan.offset + plan.limit;
         let filter = plan.filter.as_ref();
@@ -119,7 +135,12 @@ impl Partition {
         let mut exact = plan.exact || live.index.kind() == IndexKind::Flat;
         let mut ef = plan.ef;
         let mut filter_selectivity = None;
-        let indexed = filter.and_then(|f| candidates(&table, f));
+        // A re-scoring's points are its candidates (scored exactly: the plan says `exact`),
+        // otherwise the payload indexes' for the filter.
+        let indexed = match &plan.among {
+            Some(ids) => Some(slots_of(&table, ids)),
+            None => filter.and_then(|f| candidates(&table, f)),
+        };
         if let (Some(f), false) = (filter, exact) {
             // The indexes' count bounds the matches (dead slots included); without an index
             // that narrows the filter, a sample estimates them.
@@ -210,19 +231,7 @@ impl Partition {
                     break;
                 }
             }
-            let Some(entry) = table.entry(hit.slot) else {
-                continue;
-            };
-            out.push(ScoredPoint {
-                id: entry.id,
-                version: entry.version,
-                score,
-                payload: plan.with_payload.apply(entry.payload.as_ref()),
-                vector: plan
-                    .with_vector
-                    .then(|| self.vector_output(&live, hit.slot))
-                    .flatten(),
-            });
+            out.extend(self.scored(&live, &table, plan, hit.slot, score));
         }
         Ok(QueryResponse {
             points: out,
@@ -231,11 +240,89 @@ impl Partition {
         })
     }
 
-    /// A stored vector as results return it (under the collection's vector name, if any).
-    fn vector_output(&self, live: &LiveIndex, slot: Slot) -> Option<VectorOutput> {
-        live.index
-            .vector(slot)
-            .map(|v| self.settings().vector_output(v))
+    /// The hit at `slot` as the plan returns it (`None` if the slot died meanwhile).
+    fn scored(
+        &self,
+        live: &LiveIndex,
+        table: &PointTable,
+        plan: &SearchPlan,
+        slot: Slot,
+        score: f32,
+    ) -> Option<ScoredPoint> {
+        let entry = table.entry(slot)?;
+        Some(ScoredPoint {
+            id: entry.id,
+            version: entry.version,
+            score,
+            payload: plan.with_payload.apply(entry.payload.as_ref()),
+            vector: plan
+                .with_vector
+                .then(|| self.vector_output(live, table, slot))
+                .flatten(),
+        })
+    }
+
+    /// A point's stored vectors as results return them: the dense one under the collection's
+    /// vector name (if it has one), and its sparse ones by name.
+    fn vector_output(
+        &self,
+        live: &LiveIndex,
+        table: &PointTable,
+        slot: Slot,
+    ) -> Option<VectorOutput> {
+        let dense = live.index.vector(slot)?;
+        Some(match table.entry(slot) {
+            Some(entry) => self.settings().vectors_output(dense, &entry.sparse),
+            None => self.settings().vector_output(dense),
+        })
+    }
+
+    /// A sparse query: the inverted index scores exactly the points sharing a dimension with
+    /// the query (and passing the filter); the payload indexes, which narrow a dense search's
+    /// candidates, are not needed, since the filter runs only on those points.
+    fn sparse_query(
+        &self,
+        live: &LiveIndex,
+        table: &PointTable,
+        name: &str,
+        query: &SparseVector,
+        plan: &SearchPlan,
+    ) -> QueryResponse {
+        let k = plan.offset + plan.limit;
+        let filter = plan.filter.as_ref();
+        let idf = self.settings().sparse_idf(name);
+        let among = plan.among.as_ref().map(|ids| slots_of(table, ids));
+        let (hits, stats) = self.shared.searches.time(|| {
+            table
+                .sparse_index
+                .search(name, query, idf, table.slots.len(), k, |slot| {
+                    among
+                        .as_ref()
+                        .is_none_or(|among| among.binary_search(&slot).is_ok())
+                        && passes(table, filter, slot)
+                })
+        });
+        let points = hits
+            .into_iter()
+            .skip(plan.offset)
+            .take_while(|&(_, score)| plan.score_threshold.is_none_or(|t| score >= t))
+            .filter_map(|(slot, score)| self.scored(live, table, plan, slot, score))
+            .collect();
+        let explain = plan.explain.then(|| QueryExplain {
+            index: "sparse".to_owned(),
+            exact: true,
+            ef: None,
+            filter_selectivity: None,
+            exact_fallback: false,
+            payload_index_candidates: None,
+            distance_computations: stats.postings,
+            partitions: None,
+        });
+        QueryResponse {
+            points,
+            explain,
+            warning: None,
+        }
     }
 
     /// The `ef` a graph search uses when the query does not set one (a flat index has no
@@ -261,7 +348,7 @@ impl Partition {
                 .and_then(|e| plan.with_payload.apply(e.payload.as_ref()));
             let vector = plan
                 .with_vector
-                .then(|| self.vector_output(live, slot))
+                .then(|| self.vector_output(live, table, slot))
                 .flatten();
             page.push(Record {
                 id,
@@ -356,7 +443,7 @@ impl Partition {
                     id: *id,
                     payload: with_payload.apply(entry.payload.as_ref()),
                     vector: with_vector
-                        .then(|| self.vector_output(&live, slot))
+                        .then(|| self.vector_output(&live, &table, slot))
                         .flatten(),
                 })
             })
@@ -386,6 +473,7 @@ mod tests {
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,
             explain: false,
+            among: None,
         }
     }
 

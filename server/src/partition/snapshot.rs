@@ -98,7 +98,9 @@ pub(super) fn read(
             SlotEntry {
                 id,
                 version,
+                // Both come from the store once the table is up (`recovery`).
                 payload: None,
+                sparse: Default::default(),
             },
         );
     }

@@ -11,13 +11,15 @@
 //! engine crates.
 
 pub mod filter;
+pub mod hybrid;
 pub mod mmr;
 pub mod payload;
 pub mod points;
 pub mod query;
 pub mod settings;
 
+pub use hybrid::QueryTree;
 pub use mmr::MmrPlan;
-pub use points::{check_vector, prepare_delete_ids, prepare_points};
+pub use points::{check_vector, prepare_delete_ids, prepare_points, prepare_vector_updates};
 pub use query::{FanOut, QueryPlan};
 pub use settings::CollectionSettings;

@@ -1,8 +1,12 @@
 //! Turning request bodies into validated writes. Every rejection names the offending field,
 //! and nothing is committed unless the whole request is valid.
 
+use std::collections::BTreeMap;
+
 use cairn_api::internal::NewPoint;
-use cairn_api::{Payload, PointId, UpsertRequest, VectorInput};
+use cairn_api::{
+    Payload, PointId, PointVectors, SparseVector, UpsertRequest, VectorInput, VectorValue,
+};
 
 use super::CollectionSettings;
 use crate::config::Limits;
@@ -34,31 +38,64 @@ pub fn check_vector(
     Ok(vector)
 }
 
-/// The point's vector: a plain list (the unnamed vector), or a map holding exactly the
-/// collection's vector by its name.
-fn dense(settings: &CollectionSettings, input: VectorInput, field: &str) -> Result<Vec<f32>> {
-    match input {
+/// A point's vectors as sent, split: its dense vector, if given, and its sparse vectors by
+/// name, each checked and sorted by index.
+type Vectors = (Option<Vec<f32>>, BTreeMap<String, SparseVector>);
+
+/// Splits a point's vectors: a plain list is the unnamed dense vector; a map names the
+/// collection's dense vector and any of its sparse vectors.
+fn split(settings: &CollectionSettings, input: VectorInput, field: &str) -> Result<Vectors> {
+    let named = match input {
         VectorInput::Dense(v) => {
             settings.check_vector_name("", field)?;
-            Ok(v)
+            return Ok((Some(v), BTreeMap::new()));
         }
-        VectorInput::Named(named) => {
-            let mut entries = named.into_iter();
-            match (entries.next(), entries.next()) {
-                (Some((name, v)), None) => {
-                    settings.check_vector_name(&name, field)?;
-                    Ok(v)
-                }
-                (None, _) => Err(ServerError::InvalidRequest(format!(
-                    "{field}: no vector given (an empty map of named vectors)"
-                ))),
-                (Some(_), Some(_)) => Err(ServerError::InvalidRequest(format!(
-                    "{field}: several named vectors given; the collection has one, `{}`",
-                    settings.vector_name()
-                ))),
+        VectorInput::Named(named) => named,
+    };
+    let (mut dense, mut sparse) = (None, BTreeMap::new());
+    for (name, value) in named {
+        match value {
+            VectorValue::Dense(v) => {
+                settings.check_vector_name(&name, field)?;
+                dense = Some(v);
+            }
+            VectorValue::Sparse(v) => {
+                settings.check_sparse_name(&name, field)?;
+                let v = v
+                    .checked()
+                    .map_err(|e| ServerError::InvalidVector(format!("{field}.{name}: {e}")))?;
+                sparse.insert(name, v);
             }
         }
     }
+    Ok((dense, sparse))
+}
+
+/// Turns an upsert's vectors into a point: the dense vector is required (Cairn's indexes and
+/// partitions are built on it), sparse vectors are optional.
+fn new_point(
+    settings: &CollectionSettings,
+    id: PointId,
+    input: VectorInput,
+    payload: Option<Payload>,
+    field: &str,
+) -> Result<NewPoint> {
+    let (dense, sparse) = split(settings, input, field)?;
+    let dense = dense.ok_or_else(|| {
+        ServerError::InvalidRequest(format!(
+            "{field}: the dense vector {} is missing; every point needs it",
+            match settings.vector_name() {
+                "" => "(unnamed, `\"\"`)".to_owned(),
+                name => format!("`{name}`"),
+            }
+        ))
+    })?;
+    Ok(NewPoint {
+        id,
+        vector: check_vector(settings, dense, field)?,
+        payload,
+        sparse,
+    })
 }
 
 /// Validates an upsert body (list or column form) into points ready to commit.
@@ -109,12 +146,38 @@ pub fn prepare_points(
     check_count(points.len(), limits, "points")?;
     points
         .into_iter()
-        .map(|(id, vector, payload, field)| {
-            let vector = check_vector(settings, dense(settings, vector, &field)?, &field)?;
+        .map(|(id, vector, payload, field)| new_point(settings, id, vector, payload, &field))
+        .collect()
+}
+
+/// Validates the new vectors of a vector update: each point gives its dense vector, some of
+/// its sparse vectors, or both. A dense vector not given comes back empty, which
+/// `Partition::update_vectors` reads as "keep the stored one".
+pub fn prepare_vector_updates(
+    settings: &CollectionSettings,
+    points: Vec<PointVectors>,
+    limits: &Limits,
+) -> Result<Vec<NewPoint>> {
+    check_count(points.len(), limits, "points")?;
+    points
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let field = format!("points[{i}].vector");
+            let (dense, sparse) = split(settings, p.vector, &field)?;
+            if dense.is_none() && sparse.is_empty() {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}: no vector given"
+                )));
+            }
             Ok(NewPoint {
-                id,
-                vector,
-                payload,
+                id: p.id,
+                vector: dense
+                    .map(|v| check_vector(settings, v, &field))
+                    .transpose()?
+                    .unwrap_or_default(),
+                payload: None,
+                sparse,
             })
         })
         .collect()

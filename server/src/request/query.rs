@@ -2,8 +2,11 @@
 //! against the collection's settings, so that what reaches a partition can run as it is.
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
-use cairn_api::{NearestTarget, QueryInput, QueryRequest, QueryResponse, ScrollRequest};
-use cairn_index::{IndexParams, Metric};
+use cairn_api::{
+    NearestTarget, PointId, QueryInput, QueryRequest, QueryResponse, ScrollRequest, SparseVector,
+    WithVector,
+};
+use cairn_index::IndexParams;
 
 use super::filter::validate;
 use super::mmr::{mmr_plan, pick, MmrPlan};
@@ -32,16 +35,40 @@ pub struct QueryPlan {
     /// Diversity re-ranking of the search's hits (`nearest` with `mmr`): the search then
     /// fetches the candidates, with their vectors, and [`QueryPlan::finish`] picks from them.
     pub mmr: Option<MmrPlan>,
+    /// The vectors the caller named, when it named some: partitions return all of a point's
+    /// vectors, and [`QueryPlan::finish`] keeps these.
+    pub vectors: Option<WithVector>,
 }
 
 impl QueryPlan {
-    /// The answer to the caller: an `mmr` query's candidates re-ranked for diversity; any
-    /// other answer as it is.
-    pub fn finish(&self, mut response: QueryResponse, metric: Metric) -> QueryResponse {
+    /// The answer to the caller: an `mmr` query's candidates re-ranked for diversity, and
+    /// only the vectors asked for.
+    pub fn finish(
+        &self,
+        mut response: QueryResponse,
+        settings: &CollectionSettings,
+    ) -> QueryResponse {
         if let Some(mmr) = &self.mmr {
-            response.points = pick(response.points, metric, mmr);
+            response.points = pick(response.points, settings.metric(), mmr);
+        }
+        if let Some(names) = &self.vectors {
+            for point in &mut response.points {
+                point.vector = point
+                    .vector
+                    .take()
+                    .and_then(|v| settings.pick_vectors(v, names));
+            }
         }
         response
+    }
+
+    /// Whether the answer ranks higher scores first: similarities and sparse dot products
+    /// do, Euclidean distances do not.
+    pub fn higher_is_better(&self, settings: &CollectionSettings) -> bool {
+        match self.search.target {
+            QueryTarget::Sparse { .. } => true,
+            QueryTarget::Vector(_) | QueryTarget::Point(_) => settings.metric().higher_is_better(),
+        }
     }
 }
 
@@ -115,36 +142,126 @@ fn check_routing_knobs(
     Ok(())
 }
 
+/// What a query's `query` asks for, `{"nearest": …}` unwrapped.
+enum Asked {
+    Dense(Vec<f32>),
+    Point(PointId),
+    Sparse(SparseVector),
+    Fusion,
+    Nothing,
+}
+
+impl From<Option<QueryInput>> for Asked {
+    fn from(query: Option<QueryInput>) -> Self {
+        match query {
+            Some(
+                QueryInput::Vector(v)
+                | QueryInput::Nearest {
+                    nearest: NearestTarget::Vector(v),
+                    ..
+                },
+            ) => Asked::Dense(v),
+            Some(
+                QueryInput::Point(id)
+                | QueryInput::Nearest {
+                    nearest: NearestTarget::Point(id),
+                    ..
+                },
+            ) => Asked::Point(id),
+            Some(
+                QueryInput::Sparse(v)
+                | QueryInput::Nearest {
+                    nearest: NearestTarget::Sparse(v),
+                    ..
+                },
+            ) => Asked::Sparse(v),
+            Some(QueryInput::Fusion { .. } | QueryInput::Rrf { .. }) => Asked::Fusion,
+            None => Asked::Nothing,
+        }
+    }
+}
+
 fn target(
     settings: &CollectionSettings,
     query: Option<QueryInput>,
+    using: &str,
     field: &str,
 ) -> Result<QueryTarget> {
     let vector_field = format!("{field}query");
-    match query {
-        Some(
-            QueryInput::Vector(v)
-            | QueryInput::Nearest {
-                nearest: NearestTarget::Vector(v),
-                ..
-            },
-        ) => Ok(QueryTarget::Vector(check_vector(
+    let asked = Asked::from(query);
+    let sparse_space = settings.sparse_vectors.contains_key(using);
+    // A sparse query names its space in `using`: say so before any complaint about `using`.
+    if !sparse_space && !matches!(asked, Asked::Sparse(_)) {
+        settings.check_vector_name(using, &format!("{field}using"))?;
+    }
+    let refused = |message: String| Err(ServerError::InvalidRequest(message));
+    match (asked, sparse_space) {
+        (Asked::Dense(v), false) => Ok(QueryTarget::Vector(check_vector(
             settings,
             v,
             &vector_field,
         )?)),
-        Some(
-            QueryInput::Point(id)
-            | QueryInput::Nearest {
-                nearest: NearestTarget::Point(id),
-                ..
-            },
-        ) => Ok(QueryTarget::Point(id)),
-        None => Err(ServerError::InvalidRequest(format!(
+        (Asked::Point(id), false) => Ok(QueryTarget::Point(id)),
+        (Asked::Sparse(v), true) => Ok(QueryTarget::Sparse {
+            name: using.to_owned(),
+            vector: v
+                .checked()
+                .map_err(|e| ServerError::InvalidVector(format!("{vector_field}: {e}")))?,
+        }),
+        (Asked::Sparse(_), false) => refused(format!(
+            "{vector_field} is a sparse vector, and `using` names {}; name one of the \
+             collection's sparse vectors in `using`",
+            describe(using)
+        )),
+        (Asked::Point(_), true) => refused(format!(
+            "{vector_field}: a query by point id on the sparse vector `{using}` is not \
+             supported; send the sparse vector itself"
+        )),
+        (Asked::Dense(_), true) => refused(format!(
+            "{vector_field} is a dense vector, but `using` names the sparse vector `{using}`; \
+             send {{\"indices\": […], \"values\": […]}}"
+        )),
+        (Asked::Fusion, _) => refused(format!(
+            "{vector_field}: a fusion merges the results of `prefetch`, and there is none"
+        )),
+        (Asked::Nothing, _) => refused(format!(
             "{vector_field} is required: a vector, a point id or {{\"nearest\": …}} (list points \
              with /points/scroll)"
-        ))),
+        )),
     }
+}
+
+/// `using` as messages name it.
+fn describe(using: &str) -> String {
+    if using.is_empty() {
+        "the dense vector (none given)".to_owned()
+    } else {
+        format!("`{using}`")
+    }
+}
+
+/// A query's `limit` and `offset` (Qdrant's defaults filled in), checked against the limits,
+/// and its `score_threshold` checked finite.
+pub(super) fn check_page(
+    request: &QueryRequest,
+    limits: &Limits,
+    field: &str,
+) -> Result<(usize, usize)> {
+    let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+    let offset = request.offset.unwrap_or(0);
+    if limit.saturating_add(offset) > limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}limit + offset = {} is above the maximum of {}",
+            limit.saturating_add(offset),
+            limits.max_limit
+        )));
+    }
+    if request.score_threshold.is_some_and(|t| !t.is_finite()) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}score_threshold must be finite"
+        )));
+    }
+    Ok((limit, offset))
 }
 
 /// Validates a query against the collection's settings and the limits; `field` prefixes
@@ -155,19 +272,13 @@ pub fn plan(
     limits: &Limits,
     field: &str,
 ) -> Result<QueryPlan> {
-    settings.check_vector_name(
-        request.using.as_deref().unwrap_or(""),
-        &format!("{field}using"),
-    )?;
-    let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
-    let offset = request.offset.unwrap_or(0);
-    if limit.saturating_add(offset) > limits.max_limit {
-        return Err(ServerError::LimitExceeded(format!(
-            "{field}limit + offset = {} is above the maximum of {}",
-            limit.saturating_add(offset),
-            limits.max_limit
-        )));
+    if request.prefetch.as_ref().is_some_and(|p| !p.is_empty()) {
+        return Err(ServerError::Internal(
+            "a query with prefetch reached the one-search planner".into(),
+        ));
     }
+    let using = request.using.clone().unwrap_or_default();
+    let (limit, offset) = check_page(&request, limits, field)?;
     let params = request.params.unwrap_or_default();
     check_ef(params.hnsw_ef, limits, field)?;
     check_routing_knobs(
@@ -186,17 +297,22 @@ pub fn plan(
     if let Some(filter) = &request.filter {
         validate(filter, &format!("{field}filter"), limits.max_filter_depth)?;
     }
-    if request.score_threshold.is_some_and(|t| !t.is_finite()) {
-        return Err(ServerError::InvalidRequest(format!(
-            "{field}score_threshold must be finite"
-        )));
-    }
     let mmr = match &request.query {
         Some(QueryInput::Nearest { mmr: Some(m), .. }) => Some(*m),
         _ => None,
     };
-    let target = target(settings, request.query, field)?;
+    let target = target(settings, request.query, &using, field)?;
+    if mmr.is_some() && matches!(target, QueryTarget::Sparse { .. }) {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}query.mmr: diversity is measured between dense vectors; a sparse query \
+             cannot use it"
+        )));
+    }
     let with_vector = settings.wants_vector(request.with_vector.as_ref(), field)?;
+    let vectors = match &request.with_vector {
+        Some(names @ WithVector::Names(_)) => Some(names.clone()),
+        Some(WithVector::Enable(_)) | None => None,
+    };
     let mmr = mmr
         .map(|m| mmr_plan(m, offset, limit, with_vector, limits, field))
         .transpose()?;
@@ -224,6 +340,7 @@ pub fn plan(
             with_payload: PayloadSelection::from_wire(request.with_payload, false),
             with_vector: with_vector || mmr.is_some(),
             explain: request.explain.unwrap_or(false),
+            among: None,
         },
         fan_out: FanOut {
             branching: params.branching,
@@ -232,6 +349,7 @@ pub fn plan(
             hedge: params.hedge.unwrap_or(true),
         },
         mmr,
+        vectors,
     })
 }
 

@@ -1,7 +1,10 @@
 //! A collection's settings: validated from the create request, stored in its RocksDB `meta`.
 
+use std::collections::BTreeMap;
+
 use cairn_api::{
-    CreateCollection, Distance, IndexConfig, VectorOutput, VectorParams, VectorsConfig, WithVector,
+    CreateCollection, Distance, IndexConfig, Modifier, SparseVector, SparseVectorParams,
+    VectorOutput, VectorParams, VectorValue, VectorsConfig, WithVector,
 };
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
@@ -44,6 +47,10 @@ pub struct CollectionSettings {
     /// `using` and `with_vector` name it, and results return it under that name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vector_name: Option<String>,
+    /// Sparse vector spaces by name, beside the dense vector: each point may hold one vector
+    /// of each, and each partition keeps an inverted index per name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sparse_vectors: BTreeMap<String, SparseVectorParams>,
 }
 
 fn one() -> usize {
@@ -277,8 +284,22 @@ impl CollectionSettings {
                 ..PyramidParams::new(partitions)
             }),
         };
+        let sparse_vectors = req.sparse_vectors.clone().unwrap_or_default();
+        for name in sparse_vectors.keys() {
+            if name.len() > MAX_VECTOR_NAME {
+                return Err(ServerError::InvalidRequest(format!(
+                    "sparse_vectors: a vector name is at most {MAX_VECTOR_NAME} bytes"
+                )));
+            }
+            if Some(name) == vector_name.as_ref() {
+                return Err(ServerError::InvalidRequest(format!(
+                    "sparse_vectors: `{name}` is already the dense vector's name"
+                )));
+            }
+        }
         let settings = Self {
             vector_name,
+            sparse_vectors,
             routing,
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
             write_consistency_factor: req.write_consistency_factor.unwrap_or(1) as usize,
@@ -368,6 +389,47 @@ impl CollectionSettings {
         }
     }
 
+    /// Checks that `name` is one of the collection's sparse vectors.
+    pub fn check_sparse_name(&self, name: &str, field: &str) -> Result<()> {
+        if self.sparse_vectors.contains_key(name) {
+            return Ok(());
+        }
+        Err(ServerError::InvalidRequest(
+            if self.sparse_vectors.is_empty() {
+                format!(
+                    "{field}.{name}: the collection has no sparse vectors (create it with \
+                 `sparse_vectors`)"
+                )
+            } else {
+                format!(
+                    "{field}.{name}: the collection has no sparse vector `{name}`; it has {}",
+                    self.sparse_names()
+                )
+            },
+        ))
+    }
+
+    /// The sparse vector names, for messages.
+    fn sparse_names(&self) -> String {
+        self.sparse_vectors
+            .keys()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Whether sparse vector `name` scores with inverse document frequencies.
+    pub fn sparse_idf(&self, name: &str) -> bool {
+        self.sparse_vectors
+            .get(name)
+            .is_some_and(|p| p.modifier == Some(Modifier::Idf))
+    }
+
+    /// `sparse_vectors` as collection info reports it (absent when there are none).
+    pub fn sparse_config(&self) -> Option<BTreeMap<String, SparseVectorParams>> {
+        (!self.sparse_vectors.is_empty()).then(|| self.sparse_vectors.clone())
+    }
+
     /// Checks that `name` (`using`, or a named vector sent; absent: `""`) is this collection's
     /// vector.
     pub fn check_vector_name(&self, name: &str, field: &str) -> Result<()> {
@@ -388,10 +450,60 @@ impl CollectionSettings {
         let Some(with_vector) = with_vector else {
             return Ok(false);
         };
-        if let Some(unknown) = with_vector.unknown_name(self.vector_name()) {
-            self.check_vector_name(unknown, &format!("{field}with_vector"))?;
+        if let WithVector::Names(names) = with_vector {
+            for name in names {
+                if name != self.vector_name() && !self.sparse_vectors.contains_key(name) {
+                    self.check_vector_name(name, &format!("{field}with_vector"))?;
+                }
+            }
         }
-        Ok(with_vector.includes(self.vector_name()))
+        Ok(with_vector.includes(self.vector_name())
+            || self
+                .sparse_vectors
+                .keys()
+                .any(|name| with_vector.includes(name)))
+    }
+
+    /// A point's vectors as results return them: the dense one under the collection's
+    /// vector name, the sparse ones by name.
+    pub fn vectors_output(
+        &self,
+        dense: Vec<f32>,
+        sparse: &BTreeMap<String, SparseVector>,
+    ) -> VectorOutput {
+        if sparse.is_empty() {
+            return self.vector_output(dense);
+        }
+        let mut named: BTreeMap<String, VectorValue> = sparse
+            .iter()
+            .map(|(name, v)| (name.clone(), VectorValue::Sparse(v.clone())))
+            .collect();
+        named.insert(self.vector_name().to_owned(), VectorValue::Dense(dense));
+        VectorOutput::Named(named)
+    }
+
+    /// Keeps the vectors `with_vector` names (partitions return them all); the unnamed dense
+    /// vector left alone goes back to a plain list, as Qdrant returns it.
+    pub fn pick_vectors(
+        &self,
+        output: VectorOutput,
+        with_vector: &WithVector,
+    ) -> Option<VectorOutput> {
+        let VectorOutput::Named(mut named) = output else {
+            return with_vector.includes(self.vector_name()).then_some(output);
+        };
+        named.retain(|name, _| with_vector.includes(name));
+        if named.is_empty() {
+            return None;
+        }
+        match named.remove("") {
+            Some(VectorValue::Dense(v)) if named.is_empty() => Some(VectorOutput::Dense(v)),
+            Some(unnamed) => {
+                named.insert(String::new(), unnamed);
+                Some(VectorOutput::Named(named))
+            }
+            None => Some(VectorOutput::Named(named)),
+        }
     }
 
     /// A stored vector as results return it: under the collection's vector name, if it has one.

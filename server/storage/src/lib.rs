@@ -37,5 +37,6 @@ mod store;
 pub use error::{Result, StorageError};
 pub use store::transfer::{StateExport, StateFile};
 pub use store::{
-    MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, WriteOp,
+    MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, StoredSparse,
+    WriteOp,
 };

@@ -10,10 +10,12 @@ not install. Each store is then used as its documentation shows, and its answers
 against an exact search over the same vectors (numpy).
 """
 
+import re
 import struct
 import sys
 import uuid
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +62,31 @@ def recall(found: list[list[int]], truth: list[list[int]]) -> float:
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise AssertionError(message)
+
+
+def words(text: str) -> tuple[list[int], list[float]]:
+    """The test's own sparse encoder (no model to download): each lower-cased word of the
+    text is a dimension (its CRC-32 modulo 2^20), weighted by a fixed function of the word,
+    the way a term-weighting model gives each term a weight."""
+    weights: dict[int, float] = {}
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        code = zlib.crc32(word.encode())
+        weights[code % (1 << 20)] = 0.5 + (code >> 20) % 100 / 100.0
+    return list(weights), list(weights.values())
+
+
+def sparse_exact(texts: list[str], query: str, k: int) -> list[tuple[int, float]]:
+    """The exact sparse ranking of `texts` for `query`: dot products over shared words."""
+    qi, qv = words(query)
+    q = dict(zip(qi, qv))
+    scored = []
+    for i, text in enumerate(texts):
+        di, dv = words(text)
+        score = sum(q[d] * v for d, v in zip(di, dv) if d in q)
+        if any(d in q for d in di):
+            scored.append((i, score))
+    scored.sort(key=lambda kv: -kv[1])
+    return scored[:k]
 
 
 def langchain(url: str, docs, rows, query_names, queries) -> None:
@@ -136,7 +163,69 @@ def langchain(url: str, docs, rows, query_names, queries) -> None:
         embedding=embeddings, collection_name="lc", url=url
     )
     check(len(again.similarity_search(query_names[1], k=3)) == 3, "existing collection serves")
+    langchain_hybrid(url, docs, rows, embeddings, metadatas)
     print("langchain check passed")
+
+
+def langchain_hybrid(url: str, docs, rows, embeddings, metadatas) -> None:
+    """HYBRID retrieval: dense and sparse prefetches fused by RRF on the server."""
+    from langchain_qdrant import QdrantVectorStore, RetrievalMode, SparseEmbeddings
+    from langchain_qdrant.sparse_embeddings import SparseVector
+    from qdrant_client import QdrantClient, models
+
+    class Words(SparseEmbeddings):
+        def embed_documents(self, texts):
+            return [SparseVector(indices=i, values=v) for i, v in map(words, texts)]
+
+        def embed_query(self, text):
+            indices, values = words(text)
+            return SparseVector(indices=indices, values=values)
+
+    store = QdrantVectorStore.from_texts(
+        docs,
+        embeddings,
+        metadatas=metadatas,
+        url=url,
+        collection_name="lc-hybrid",
+        sparse_embedding=Words(),
+        retrieval_mode=RetrievalMode.HYBRID,
+    )
+    client = QdrantClient(url=url)
+    index_of = {name: i for i, name in enumerate(docs)}
+    for i in (5, 17, 404):
+        name = docs[i]
+        hits = store.similarity_search_with_score(name, k=K)
+        got = [index_of[doc.page_content] for doc, _ in hits]
+        check(got[0] == i, f"hybrid search for {name!r} puts it first: {got}")
+        # The same fusion, computed here from the two searches LangChain's prefetches run.
+        dense = client.query_points("lc-hybrid", query=rows[i].tolist(), using="", limit=K).points
+        indices, values = words(name)
+        sparse = client.query_points(
+            "lc-hybrid",
+            query=models.SparseVector(indices=indices, values=values),
+            using="langchain-sparse",
+            limit=K,
+        ).points
+        want_sparse = sparse_exact(docs, name, K)
+        check(
+            [round(h.score, 4) for h in sparse] == [round(s, 4) for _, s in want_sparse],
+            f"sparse leg scores {[h.score for h in sparse]} against exact {want_sparse}",
+        )
+        rrf: dict = {}
+        for leg in (dense, sparse):
+            for rank, h in enumerate(leg):
+                rrf[h.id] = rrf.get(h.id, 0.0) + 1.0 / (rank + 2)
+        want = sorted(rrf.values(), reverse=True)[:K]
+        check(
+            [round(score, 5) for _, score in hits] == [round(s, 5) for s in want],
+            f"hybrid scores {[score for _, score in hits]} are the RRF of the legs {want}",
+        )
+    only = models.Filter(
+        must=[models.FieldCondition(key="metadata.source", match=models.MatchValue(value="s7"))]
+    )
+    hits = store.similarity_search(docs[17], k=K, filter=only)
+    check(hits and all(d.metadata["source"] == "s7" for d in hits), "hybrid search filters")
+    check(hits[0].page_content == docs[17], "doc 17 (source s7) first under its filter")
 
 
 def llamaindex(url: str, docs, rows, query_names, queries) -> None:
@@ -209,7 +298,65 @@ def llamaindex(url: str, docs, rows, query_names, queries) -> None:
     check(client.count("li").count == before, "delete_nodes([]) deleted nothing")
     store.clear()
     check(not client.collection_exists("li"), "clear drops the collection")
+    llamaindex_hybrid(client, docs, rows, queries)
     print("llamaindex check passed")
+
+
+def llamaindex_hybrid(client, docs, rows, queries) -> None:
+    """`enable_hybrid`: a named dense vector and a sparse one, queried in HYBRID mode (two
+    searches in one batch, fused by LlamaIndex) and in SPARSE mode."""
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+
+    def encode(texts):
+        pairs = [words(t) for t in texts]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    store = QdrantVectorStore(
+        client=client,
+        collection_name="li-hybrid",
+        enable_hybrid=True,
+        sparse_doc_fn=encode,
+        sparse_query_fn=encode,
+    )
+    node_ids = [str(uuid.uuid5(uuid.NAMESPACE_OID, d)) for d in docs]
+    nodes = [
+        TextNode(id_=node_ids[i], text=name, embedding=rows[i].tolist())
+        for i, name in enumerate(docs)
+    ]
+    store.add(nodes)
+    info = client.get_collection("li-hybrid")
+    check("text-dense" in info.config.params.vectors, f"named dense vector: {info}")
+    check("text-sparse-new" in info.config.params.sparse_vectors, f"sparse vector: {info}")
+    index_of = {node_id: i for i, node_id in enumerate(node_ids)}
+    for i in (3, 250, 1999):
+        result = store.query(
+            VectorStoreQuery(
+                query_embedding=rows[i].tolist(),
+                query_str=docs[i],
+                similarity_top_k=K,
+                sparse_top_k=K,
+                mode=VectorStoreQueryMode.HYBRID,
+            )
+        )
+        got = [index_of[n] for n in result.ids]
+        check(got and got[0] == i, f"hybrid query for {docs[i]!r} puts it first: {got}")
+        sparse = store.query(
+            VectorStoreQuery(
+                query_embedding=rows[i].tolist(),
+                query_str=docs[i],
+                similarity_top_k=K,
+                sparse_top_k=K,
+                mode=VectorStoreQueryMode.SPARSE,
+            )
+        )
+        want = sparse_exact(docs, docs[i], K)
+        check(
+            [round(s, 4) for s in sparse.similarities] == [round(s, 4) for _, s in want],
+            f"sparse mode scores {sparse.similarities} against exact {want}",
+        )
+    store.clear()
 
 
 def main() -> None:

@@ -31,5 +31,6 @@ mod recall;
 mod refused_fields;
 mod restart;
 mod routed;
+mod sparse;
 mod tls;
 mod vacuum;

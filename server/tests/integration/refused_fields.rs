@@ -324,13 +324,18 @@ fn create_vectors_multivector_config_is_refused() {
 }
 
 #[test]
-fn create_sparse_vectors_is_refused() {
-    let sparse = json!({"sparse_vectors": {"text": {"modifier": "idf"}}});
-    let needle = r#"sparse_vectors: {"text":{"modifier":"idf"}} is not supported by Cairn"#;
+fn create_sparse_vectors_on_disk_is_refused() {
+    let sparse = json!({"sparse_vectors": {"text": {"index": {"on_disk": true}}}});
+    let needle = "sparse_vectors.text.index.on_disk: true is not supported by Cairn";
     let (_dir, server) = create_refused(json!({}), sparse, needle);
-    // None, as LangChain's dense stores send it, is Cairn's behaviour.
+    // None, as LangChain's dense stores send it, and in-memory sparse vectors are served.
     let none = create_x(json!({}), json!({"sparse_vectors": {}}));
     server.ok("PUT", "/collections/x", Some(&none));
+    let idf = create_x(
+        json!({}),
+        json!({"sparse_vectors": {"text": {"modifier": "idf", "index": {"on_disk": false}}}}),
+    );
+    server.ok("PUT", "/collections/y", Some(&idf));
 }
 
 #[test]
@@ -529,16 +534,16 @@ fn query_shard_key_is_refused() {
 }
 
 #[test]
-fn query_prefetch_is_refused() {
-    let prefetch = json!({"query": [0.0, 1.0, 0.0], "limit": 1});
+fn query_prefetch_lookup_from_is_refused() {
+    let prefetch = json!({"query": 2, "lookup_from": {"collection": "other"}, "limit": 1});
     let body = json!({"query": [1.0, 0.0, 0.0], "prefetch": prefetch});
     let (_dir, server) = refused_alone(
         "POST /collections/c/points/query",
         body.clone(),
-        &not_supported("prefetch"),
+        &not_supported("prefetch[0].lookup_from"),
     );
     let batch = json!({"searches": [{"query": [1.0, 0.0, 0.0]}, body]});
-    let needle = not_supported("searches[1].prefetch");
+    let needle = not_supported("searches[1].prefetch[0].lookup_from");
     refused(
         &server,
         "POST /collections/c/points/query/batch",

@@ -148,4 +148,112 @@ assert client.delete_collection(collection_name=name + "_neq")
 
 assert client.delete_collection(collection_name=name)
 assert not client.collection_exists(name)
+
+# Sparse vectors beside a named dense one, and hybrid queries: each ranking against one
+# computed here from the same points.
+hybrid = name + "_hybrid"
+assert client.create_collection(
+    collection_name=hybrid,
+    vectors_config={"dense": models.VectorParams(size=2, distance=models.Distance.EUCLID)},
+    sparse_vectors_config={
+        "words": models.SparseVectorParams(),
+        "bm25": models.SparseVectorParams(modifier=models.Modifier.IDF),
+    },
+)
+docs = {
+    1: ([0.0, 0.0], {3: 1.0, 7: 2.0}),
+    2: ([1.0, 0.0], {3: 2.0}),
+    3: ([0.0, 1.0], {7: 0.5, 9: 1.0}),
+    4: ([3.0, 3.0], {9: 4.0}),
+    5: ([0.2, 0.1], {1: 1.0}),
+}
+client.upsert(
+    collection_name=hybrid,
+    points=[
+        models.PointStruct(
+            id=i,
+            vector={
+                "dense": dense,
+                "words": models.SparseVector(indices=list(words), values=list(words.values())),
+                "bm25": models.SparseVector(indices=list(words), values=list(words.values())),
+            },
+        )
+        for i, (dense, words) in docs.items()
+    ],
+    wait=True,
+)
+info = client.get_collection(hybrid)
+assert set(info.config.params.sparse_vectors) == {"words", "bm25"}, info
+assert info.config.params.sparse_vectors["bm25"].modifier == models.Modifier.IDF, info
+sparse_query = models.SparseVector(indices=[7, 9], values=[1.0, 1.0])
+
+
+def sparse_exact(query, idf=False):
+    import math
+
+    n = len(docs)
+    scores = {}
+    for i, (_, words) in docs.items():
+        shared = [d for d in query if d in words]
+        if not shared:
+            continue
+        total = 0.0
+        for d in shared:
+            df = sum(1 for _, w in docs.values() if d in w)
+            weight = math.log((n - df + 0.5) / (df + 0.5) + 1) if idf else 1.0
+            total += query[d] * weight * words[d]
+        scores[i] = total
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+hits = client.query_points(hybrid, query=sparse_query, using="words", limit=10).points
+assert [(h.id, round(h.score, 5)) for h in hits] == [
+    (i, round(s, 5)) for i, s in sparse_exact({7: 1.0, 9: 1.0})
+], hits
+hits = client.query_points(hybrid, query=sparse_query, using="bm25", limit=10).points
+assert [(h.id, round(h.score, 4)) for h in hits] == [
+    (i, round(s, 4)) for i, s in sparse_exact({7: 1.0, 9: 1.0}, idf=True)
+], hits
+record = client.retrieve(hybrid, ids=[3], with_vectors=["words"])[0]
+assert record.vector["words"].indices == [7, 9] and record.vector["words"].values == [0.5, 1.0]
+assert "dense" not in record.vector, record
+
+# RRF (k = 2) of a dense and a sparse prefetch.
+dense_hits = client.query_points(hybrid, query=[0.1, 0.1], using="dense", limit=3).points
+sparse_hits = client.query_points(hybrid, query=sparse_query, using="words", limit=3).points
+rrf = {}
+for hits in (dense_hits, sparse_hits):
+    for rank, h in enumerate(hits):
+        rrf[h.id] = rrf.get(h.id, 0.0) + 1.0 / (rank + 2)
+fused = client.query_points(
+    hybrid,
+    prefetch=[
+        models.Prefetch(query=[0.1, 0.1], using="dense", limit=3),
+        models.Prefetch(query=sparse_query, using="words", limit=3),
+    ],
+    query=models.FusionQuery(fusion=models.Fusion.RRF),
+    limit=4,
+).points
+want = sorted(rrf.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
+assert [(h.id, round(h.score, 5)) for h in fused] == [(i, round(s, 5)) for i, s in want], fused
+fused = client.query_points(
+    hybrid,
+    prefetch=[
+        models.Prefetch(query=[0.1, 0.1], using="dense", limit=3),
+        models.Prefetch(query=sparse_query, using="words", limit=3),
+    ],
+    query=models.FusionQuery(fusion=models.Fusion.DBSF),
+    limit=4,
+).points
+assert {h.id for h in fused} <= {h.id for h in dense_hits + sparse_hits}, fused
+# Re-scoring: the dense distance ranks only the sparse query's candidates (1, 3, 4).
+rescored = client.query_points(
+    hybrid,
+    prefetch=models.Prefetch(query=sparse_query, using="words", limit=10),
+    query=[3.0, 2.9],
+    using="dense",
+    limit=10,
+).points
+assert [h.id for h in rescored] == [4, 3, 1], rescored
+assert client.delete_collection(collection_name=hybrid)
 print("qdrant-client check passed")

@@ -50,6 +50,20 @@ pub struct StoredPoint {
     pub vector: Vec<f32>,
     /// The payload as JSON text (RocksDB values are bytes; JSON keeps them self-describing).
     pub payload: Option<String>,
+    /// Sparse vectors by name (empty for most collections).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sparse: Vec<StoredSparse>,
+}
+
+/// One named sparse vector of a point, sorted by index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSparse {
+    /// The sparse vector space's name.
+    pub name: String,
+    /// Dimensions, ascending.
+    pub indices: Vec<u32>,
+    /// One value per dimension.
+    pub values: Vec<f32>,
 }
 
 /// Whether an op-log entry wrote or removed its points.
@@ -70,8 +84,18 @@ pub struct OpLogEntry {
     pub keys: Vec<Vec<u8>>,
 }
 
-/// `(key, version, payload)` of one point, without its vector.
-pub type MetaRecord = (Vec<u8>, u64, Option<String>);
+/// One point without its dense vector: what the `points` family holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetaRecord {
+    /// The encoded id.
+    pub key: Vec<u8>,
+    /// Sequence number of the write that produced it.
+    pub version: u64,
+    /// The payload as JSON text.
+    pub payload: Option<String>,
+    /// Sparse vectors by name.
+    pub sparse: Vec<StoredSparse>,
+}
 
 /// A batch to commit under one sequence number.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,11 +253,7 @@ impl PartitionStore {
         let entry = match op {
             WriteOp::Upsert(items) => {
                 for (key, point) in items {
-                    let meta = PointMeta {
-                        version: point.version,
-                        payload: point.payload.clone(),
-                    };
-                    batch.put_cf(points, key, encode(&meta));
+                    batch.put_cf(points, key, encode_meta(point));
                     batch.put_cf(vectors, key, vector_bytes(&point.vector));
                 }
                 OpLogEntry {
@@ -266,7 +286,7 @@ impl PartitionStore {
         else {
             return Ok(None);
         };
-        let meta: PointMeta = decode(&meta).map_err(|c| self.corrupt(c))?;
+        let meta = decode_meta(&meta).map_err(|c| self.corrupt(c))?;
         let vector = self
             .get_vector(key)?
             .ok_or_else(|| self.corrupt("point without a vector".into()))?;
@@ -274,6 +294,7 @@ impl PartitionStore {
             version: meta.version,
             vector,
             payload: meta.payload,
+            sparse: meta.sparse,
         }))
     }
 
@@ -299,8 +320,13 @@ impl PartitionStore {
             .iterator_cf(self.cf(CF_POINTS)?, IteratorMode::Start);
         Ok(iter.map(move |item| {
             let (k, v) = item.map_err(|e| self.rocks(e))?;
-            let meta: PointMeta = decode(&v).map_err(|c| self.corrupt(c))?;
-            Ok((k.to_vec(), meta.version, meta.payload))
+            let meta = decode_meta(&v).map_err(|c| self.corrupt(c))?;
+            Ok(MetaRecord {
+                key: k.to_vec(),
+                version: meta.version,
+                payload: meta.payload,
+                sparse: meta.sparse,
+            })
         }))
     }
 
@@ -311,7 +337,12 @@ impl PartitionStore {
             .db
             .iterator_cf(self.cf(CF_VECTORS)?, IteratorMode::Start);
         Ok(metas.map(move |item| {
-            let (key, version, payload) = item?;
+            let MetaRecord {
+                key,
+                version,
+                payload,
+                sparse,
+            } = item?;
             // Both families hold exactly the same keys (written in one batch), so the two
             // key-ordered iterators advance in lockstep.
             let (vkey, vbytes) = vectors
@@ -328,6 +359,7 @@ impl PartitionStore {
                     version,
                     vector,
                     payload,
+                    sparse,
                 },
             ))
         }))
@@ -401,11 +433,53 @@ impl PartitionStore {
     }
 }
 
-/// What the `points` family holds: everything but the vector.
+/// What the `points` family holds for a point without sparse vectors: everything but the
+/// dense vector. The format of every store written before sparse vectors existed.
 #[derive(Serialize, Deserialize)]
 struct PointMeta {
     version: u64,
     payload: Option<String>,
+}
+
+/// What the `points` family holds for a point with sparse vectors. Its bincode begins as
+/// [`PointMeta`]'s does and goes on, so a `PointMeta` record never decodes as one (it ends
+/// where the sparse list's length would be), which is how [`decode_meta`] tells them apart.
+#[derive(Serialize, Deserialize)]
+struct PointMetaSparse {
+    version: u64,
+    payload: Option<String>,
+    sparse: Vec<StoredSparse>,
+}
+
+/// A point's `points` record: the old format unless it has sparse vectors, so a store of
+/// dense points stays byte for byte what earlier versions wrote and read.
+fn encode_meta(point: &StoredPoint) -> Vec<u8> {
+    if point.sparse.is_empty() {
+        encode(&PointMeta {
+            version: point.version,
+            payload: point.payload.clone(),
+        })
+    } else {
+        encode(&PointMetaSparse {
+            version: point.version,
+            payload: point.payload.clone(),
+            sparse: point.sparse.clone(),
+        })
+    }
+}
+
+fn decode_meta(bytes: &[u8]) -> std::result::Result<PointMetaSparse, String> {
+    // Sparse first: bincode ignores trailing bytes, so a sparse record would also decode as
+    // the shorter `PointMeta`, losing its vectors.
+    if let Ok(meta) = bincode::deserialize::<PointMetaSparse>(bytes) {
+        return Ok(meta);
+    }
+    let meta: PointMeta = decode(bytes)?;
+    Ok(PointMetaSparse {
+        version: meta.version,
+        payload: meta.payload,
+        sparse: Vec::new(),
+    })
 }
 
 fn vector_bytes(vector: &[f32]) -> Vec<u8> {

@@ -11,7 +11,42 @@ fn point(version: u64, x: f32, payload: Option<&str>) -> StoredPoint {
         version,
         vector: vec![x, -x],
         payload: payload.map(str::to_owned),
+        sparse: Vec::new(),
     }
+}
+
+/// A point with sparse vectors is stored in the longer record and reads back whole, beside
+/// dense points in the old record, through `get`, `scan_meta` and `scan_points` alike.
+#[test]
+fn sparse_vectors_read_back_beside_points_in_the_old_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let mut with_sparse = point(1, 1.0, Some("{\"k\":1}"));
+    with_sparse.sparse = vec![StoredSparse {
+        name: "words".into(),
+        indices: vec![2, 9],
+        values: vec![0.5, 1.5],
+    }];
+    let plain = point(1, 2.0, None);
+    store
+        .write(
+            1,
+            &WriteOp::Upsert(vec![
+                (b"a".to_vec(), with_sparse.clone()),
+                (b"b".to_vec(), plain.clone()),
+            ]),
+        )
+        .unwrap();
+    assert_eq!(store.get(b"a").unwrap(), Some(with_sparse.clone()));
+    assert_eq!(store.get(b"b").unwrap(), Some(plain.clone()));
+    let metas: Vec<MetaRecord> = store.scan_meta().unwrap().map(Result::unwrap).collect();
+    assert_eq!(metas[0].sparse, with_sparse.sparse);
+    assert!(metas[1].sparse.is_empty());
+    let points: Vec<StoredPoint> = store.scan_points().unwrap().map(|p| p.unwrap().1).collect();
+    assert_eq!(points, vec![with_sparse, plain]);
+    // A dense point's record is exactly the format stores had before sparse vectors.
+    let old = bincode::serialize(&(1u64, Option::<String>::None)).unwrap();
+    assert_eq!(encode_meta(&point(1, 2.0, None)), old);
 }
 
 #[test]
@@ -248,6 +283,7 @@ fn an_exported_state_replaces_another_replicas_state() {
                 version: seq,
                 vector: vec![seq as f32; 64],
                 payload: Some("{\"x\":1}".into()),
+                sparse: Vec::new(),
             };
             WriteOp::Upsert(vec![(key, p)])
         };
