@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cairn_api::{
-    CollectionExists, CollectionInfo, CollectionsList, CountResult, QueryBatchRequest,
-    QueryResponse, ReadConsistency, ReadToken, Record, ScrollResult, ServerInfo, UpdateResult,
-    UpsertRequest,
+    CollectionExists, CollectionInfo, CollectionsList, CountResult, CreateFieldIndex,
+    PayloadFieldSchema, PayloadSchemaType, QueryBatchRequest, QueryResponse, ReadConsistency,
+    ReadToken, Record, ScrollResult, ServerInfo, UpdateResult, UpsertRequest,
 };
 use reqwest::Method;
 use serde::de::DeserializeOwned;
@@ -300,6 +300,24 @@ impl Client {
     pub async fn collection_exists(&self, name: &str) -> Result<bool> {
         let path = format!("{}/exists", collection_path(name)?);
         Ok(self.get::<CollectionExists>(&path).await?.exists)
+    }
+
+    /// Indexes payload `field` as `schema` in every partition (built from the points already
+    /// there before this returns); replaces an index of another type on the same key.
+    pub async fn create_payload_index(
+        &self,
+        collection: &str,
+        field: &str,
+        schema: PayloadSchemaType,
+    ) -> Result<()> {
+        let path = format!("{}/index?wait=true", collection_path(collection)?);
+        let body = CreateFieldIndex {
+            field_name: field.to_owned(),
+            field_schema: Some(PayloadFieldSchema::Type(schema)),
+        };
+        self.send::<_, UpdateResult>(Method::PUT, &path, &body, Idempotency::Idempotent)
+            .await
+            .map(drop)
     }
 
     /// A collection's configuration and point counts.

@@ -6,6 +6,7 @@
 //! - `chaos`: steady load while a fault is injected and repaired; before/during/after.
 //! - `overload`: half the node's capacity, then several times it, then half again.
 //! - `auth-cost`: the same queries to a plain, a keyed and an HTTPS-and-keyed server.
+//! - `filtered`: filtered search with a payload index against none and against unfiltered.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
 //!   one partition read over the internal API adds to a query.
@@ -22,6 +23,7 @@ mod auth_cost;
 mod chaos;
 mod cluster_ingest;
 mod echo;
+mod filtered;
 mod internal_read;
 mod load;
 mod openloop;
@@ -58,6 +60,9 @@ enum Command {
     /// What API keys and HTTPS add to a query: plain, key and TLS + key servers with the
     /// same data, in rotating rounds.
     AuthCost(auth_cost::Args),
+    /// Filtered search with a payload index against the same collection without one and
+    /// against the unfiltered search, at selectivities 50% to 0.05%, in rounds.
+    Filtered(filtered::Args),
     /// Open-loop load at half the node's capacity, then several times it, then half again:
     /// refusals, accepted latency, memory and recovery.
     Overload(overload::Args),
@@ -103,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         | Command::Chaos(_)
         | Command::Overload(_)
         | Command::AuthCost(_)
+        | Command::Filtered(_)
         | Command::RoutedCluster(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -115,6 +121,7 @@ fn main() -> anyhow::Result<()> {
             Command::Chaos(args) => chaos::run(&args).await.map(drop),
             Command::Overload(args) => overload::run(&args).await.map(drop),
             Command::AuthCost(args) => auth_cost::run(&args).await.map(drop),
+            Command::Filtered(args) => filtered::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
             | Command::ClusterIngest(_)

@@ -123,16 +123,16 @@ impl FieldIndex {
         }
     }
 
-    /// Slots that may pass `c` (a superset of the live slots that do), sorted; `None` when
-    /// this index cannot bound the condition.
-    fn candidates(&self, c: &FieldCondition) -> Option<Vec<Slot>> {
+    /// The posting lists that bound `c` (their slots are a superset of the live slots that
+    /// pass it); `None` when this index cannot bound the condition.
+    fn lists(&self, c: &FieldCondition) -> Option<Lists<'_>> {
         let kind = self.kind;
         if let Some(m) = &c.r#match {
             if let Some(text) = &m.text {
                 let Postings::Words(map) = &self.postings else {
                     return None;
                 };
-                return words_candidates(map, text);
+                return words_lists(map, text);
             }
             let wanted: Vec<&Value> = match (&m.value, &m.any) {
                 (Some(v), None) => vec![v],
@@ -145,14 +145,16 @@ impl FieldIndex {
                         .iter()
                         .map(|v| Self::exact_key(kind, v))
                         .collect::<Option<Vec<_>>>()?;
-                    Some(union(keys.iter().filter_map(|k| map.get(k))))
+                    Some(Lists::Any(keys.iter().filter_map(|k| map.get(k)).collect()))
                 }
                 Postings::Numeric(map) => {
                     let numbers = wanted
                         .iter()
                         .map(|v| Self::number(v))
                         .collect::<Option<Vec<_>>>()?;
-                    Some(union(numbers.iter().filter_map(|n| map.get(n))))
+                    Some(Lists::Any(
+                        numbers.iter().filter_map(|n| map.get(n)).collect(),
+                    ))
                 }
                 Postings::Words(_) => None,
             };
@@ -160,10 +162,40 @@ impl FieldIndex {
         let (Some(range), Postings::Numeric(map)) = (&c.range, &self.postings) else {
             return None;
         };
-        Some(match bounds(range) {
-            Some(bounds) => union(map.range(bounds).map(|(_, slots)| slots)),
+        Some(Lists::Any(match bounds(range) {
+            Some(bounds) => map.range(bounds).map(|(_, slots)| slots).collect(),
             None => Vec::new(),
-        })
+        }))
+    }
+
+    /// Whether the slots of [`Self::lists`] are exactly those passing `c` (dead ones aside):
+    /// one test, `match.value`, `match.any`, `match.text` or `range`, that this index holds
+    /// every value of. UUIDs are left to the full check, which compares their spellings.
+    fn answers(&self, c: &FieldCondition) -> bool {
+        let one_test = match (&c.r#match, &c.range) {
+            (Some(m), None) => {
+                let tests = [m.value.is_some(), m.any.is_some(), m.text.is_some()];
+                tests.iter().filter(|&&t| t).count() == 1
+                    && m.except.is_none()
+                    && m.text_any.is_none()
+                    && m.phrase.is_none()
+                    && m.prefix.is_none()
+            }
+            (None, Some(_)) => true,
+            (Some(_), Some(_)) | (None, None) => false,
+        };
+        let refused_tests = [
+            &c.geo_bounding_box,
+            &c.geo_radius,
+            &c.geo_polygon,
+            &c.values_count,
+            &c.is_empty,
+            &c.is_null,
+        ];
+        one_test
+            && refused_tests.iter().all(|t| t.is_none())
+            && self.kind != PayloadSchemaType::Uuid
+            && self.lists(c).is_some()
     }
 
     /// Slots with at least one indexed value that are still live.
@@ -179,21 +211,49 @@ impl FieldIndex {
     }
 }
 
-/// The words of a `match.text` query all present: the intersection of their lists.
-fn words_candidates(map: &HashMap<String, Vec<Slot>>, text: &str) -> Option<Vec<Slot>> {
+/// The lists of a `match.text` query's words, all of which must be present; nothing when one
+/// of them is in no text, `None` for a query of no words (it matches every text).
+fn words_lists<'a>(map: &'a HashMap<String, Vec<Slot>>, text: &str) -> Option<Lists<'a>> {
     let mut lists: Vec<&Vec<Slot>> = Vec::new();
     for word in words(text) {
         match map.get(&word) {
             Some(list) => lists.push(list),
-            None => return Some(Vec::new()),
+            None => return Some(Lists::Any(Vec::new())),
         }
     }
-    // A query of no words matches every text; the index cannot narrow it.
-    lists.sort_by_key(|l| l.len());
-    let (first, rest) = lists.split_first()?;
-    Some(rest.iter().fold(sorted((*first).clone()), |acc, l| {
-        intersect(&acc, &sorted((*l).clone()))
-    }))
+    (!lists.is_empty()).then_some(Lists::All(lists))
+}
+
+/// Posting lists that bound a condition: the slots in any of them, or in all of them.
+enum Lists<'a> {
+    Any(Vec<&'a Vec<Slot>>),
+    All(Vec<&'a Vec<Slot>>),
+}
+
+impl Lists<'_> {
+    /// At least as many as [`Self::slots`] holds, without building it.
+    fn bound(&self) -> usize {
+        match self {
+            Lists::Any(lists) => lists.iter().map(|l| l.len()).sum(),
+            Lists::All(lists) => lists.iter().map(|l| l.len()).min().unwrap_or(0),
+        }
+    }
+
+    /// The slots, sorted and distinct.
+    fn slots(self) -> Vec<Slot> {
+        match self {
+            Lists::Any(lists) => union(lists.into_iter()),
+            Lists::All(mut lists) => {
+                lists.sort_by_key(|l| l.len());
+                let Some((first, rest)) = lists.split_first() else {
+                    return Vec::new();
+                };
+                rest.iter().fold(sorted((*first).clone()), |acc, l| {
+                    intersect(&acc, &sorted((*l).clone()))
+                })
+            }
+        }
+    }
 }
 
 /// Appends `slot` unless it is the list's last (one value twice in one payload).
@@ -346,17 +406,74 @@ impl PayloadIndexes {
         best
     }
 
+    /// At least as many slots as [`Self::candidates`] would list, counted from the lists'
+    /// lengths without building them: a filter passing half the points would otherwise sort
+    /// half the slots only to learn that it is not selective.
+    pub fn bound(&self, filter: &Filter) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for c in filter.must.iter().flatten() {
+            if let Some(n) = self.condition_bound(c) {
+                best = Some(best.map_or(n, |b| b.min(n)));
+            }
+        }
+        if let Some(should) = &filter.should {
+            let bounds = should
+                .iter()
+                .map(|c| self.condition_bound(c))
+                .collect::<Option<Vec<_>>>();
+            if let Some(n) = bounds.map(|b| b.into_iter().sum::<usize>()) {
+                best = Some(best.map_or(n, |b| b.min(n)));
+            }
+        }
+        best
+    }
+
+    /// Whether [`Self::candidates`] are exactly the slots passing `filter`, dead slots aside:
+    /// only `must` conditions (nested ones too), each answered exactly by an index or the id
+    /// table. A search may then take the live candidates as matches without reading their
+    /// payloads.
+    pub fn answers(&self, filter: &Filter) -> bool {
+        filter.should.is_none()
+            && filter.must_not.is_none()
+            && filter.min_should.is_none()
+            && filter
+                .must
+                .as_ref()
+                .is_some_and(|all| !all.is_empty() && all.iter().all(|c| self.condition_answers(c)))
+    }
+
+    fn condition_answers(&self, c: &Condition) -> bool {
+        match c {
+            Condition::Field(field) => self
+                .fields
+                .get(&field.key)
+                .is_some_and(|index| index.answers(field)),
+            Condition::HasId { .. } => true,
+            Condition::Nested(inner) => self.answers(inner),
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } => false,
+        }
+    }
+
     fn condition_candidates(
         &self,
         c: &Condition,
         slot_of: &impl Fn(&PointId) -> Option<Slot>,
     ) -> Option<Vec<Slot>> {
         match c {
-            Condition::Field(field) => self.fields.get(&field.key)?.candidates(field),
+            Condition::Field(field) => self.fields.get(&field.key)?.lists(field).map(Lists::slots),
             Condition::HasId { has_id } => {
                 Some(sorted(has_id.iter().filter_map(slot_of).collect()))
             }
             Condition::Nested(inner) => self.candidates(inner, slot_of),
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
+        }
+    }
+
+    fn condition_bound(&self, c: &Condition) -> Option<usize> {
+        match c {
+            Condition::Field(field) => self.fields.get(&field.key)?.lists(field).map(|l| l.bound()),
+            Condition::HasId { has_id } => Some(has_id.len()),
+            Condition::Nested(inner) => self.bound(inner),
             Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
         }
     }
@@ -365,6 +482,7 @@ impl PayloadIndexes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::filter::matches;
     use serde_json::json;
 
     fn payload(json: Value) -> Option<Payload> {
@@ -416,7 +534,27 @@ mod tests {
             ],
         );
         let none = |_: &PointId| None;
-        let got = |f: Value| ix.candidates(&filter(f), &none);
+        let answered = std::cell::Cell::new(0);
+        // Every bound is at least the candidates it counts, and exists exactly when they do.
+        let got = |f: Value| {
+            let f = filter(f);
+            let (candidates, bound) = (ix.candidates(&f, &none), ix.bound(&f));
+            assert_eq!(candidates.is_some(), bound.is_some(), "{f:?}");
+            if let (Some(c), Some(b)) = (&candidates, bound) {
+                assert!(b >= c.len(), "{f:?}: bound {b} below {}", c.len());
+            }
+            // Where the indexes answer the filter, their candidates are exactly its matches.
+            if ix.answers(&f) {
+                let text = |key: &str| ix.is_text(key);
+                let matching: Vec<Slot> = (0..entries.len())
+                    .filter(|&i| matches(&f, &PointId::Num(i as u64), entries[i].as_ref(), &text))
+                    .map(|i| i as Slot)
+                    .collect();
+                assert_eq!(candidates.as_deref(), Some(&matching[..]), "{f:?}");
+                answered.set(answered.get() + 1);
+            }
+            candidates
+        };
         let must = |c: Value| got(json!({"must": [c]}));
         assert_eq!(
             must(json!({"key": "doc", "match": {"value": "a"}})),
@@ -504,6 +642,17 @@ mod tests {
             ix.candidates(&filter(json!({"must": [{"has_id": [3, 1, 99]}]})), &by_id),
             Some(vec![1, 3])
         );
+        // Most single tests are answered exactly; UUIDs, `except` and `should` are not.
+        assert!(answered.get() >= 12, "{}", answered.get());
+        for partial in [
+            json!({"must": [{"key": "u", "match": {"value": "a0eebc999c0b4ef8bb6d6bb9bd380a11"}}]}),
+            json!({"should": [{"key": "doc", "match": {"value": "c"}}]}),
+            json!({"must": [{"key": "doc", "match": {"value": "a"}}, {"key": "zzz", "match": {"value": 1}}]}),
+            json!({"must": [{"key": "n", "match": {"value": 1}, "range": {"gte": 0}}]}),
+            json!({"must": [{"key": "doc", "match": {"value": "a"}}], "must_not": [{"has_id": [0]}]}),
+        ] {
+            assert!(!ix.answers(&filter(partial.clone())), "{partial}");
+        }
     }
 
     #[test]

@@ -136,17 +136,24 @@ impl Partition {
         let mut ef = plan.ef;
         let mut filter_selectivity = None;
         // A re-scoring's points are its candidates (scored exactly: the plan says `exact`),
-        // otherwise the payload indexes' for the filter.
-        let indexed = match &plan.among {
-            Some(ids) => Some(slots_of(&table, ids)),
-            None => filter.and_then(|f| candidates(&table, f)),
+        // otherwise the payload indexes' for the filter, listed only when they may be few
+        // enough to scan (or the plan scans anyway); a larger bound is the selectivity.
+        let threshold = self.settings().full_scan_threshold;
+        let (indexed, bound) = match (&plan.among, filter) {
+            (Some(ids), _) => (Some(slots_of(&table, ids)), None),
+            (None, Some(f)) => match table.payload_index.bound(f) {
+                Some(b) if b < threshold || exact => (candidates(&table, f), Some(b)),
+                b => (None, b),
+            },
+            (None, None) => (None, None),
         };
         if let (Some(f), false) = (filter, exact) {
             // The indexes' count bounds the matches (dead slots included); without an index
             // that narrows the filter, a sample estimates them.
-            let share = match &indexed {
-                Some(slots) => slots.len() as f64 / table.slots.len().max(1) as f64,
-                None => selectivity(&table, f),
+            let share = match (&indexed, bound) {
+                (Some(slots), _) => slots.len() as f64 / table.slots.len().max(1) as f64,
+                (None, Some(b)) => b as f64 / table.slots.len().max(1) as f64,
+                (None, None) => selectivity(&table, f),
             };
             filter_selectivity = Some(share);
             let expected = share * table.slots.len() as f64;
@@ -165,10 +172,19 @@ impl Partition {
             oversampling: plan.oversampling,
             rescore: plan.rescore,
         };
-        // An exact search over the indexes' candidates scores only those.
+        // An exact search over the indexes' candidates scores only those; where the indexes
+        // answer the filter exactly, a live candidate is a match without a payload read.
+        let answered =
+            plan.among.is_none() && filter.is_some_and(|f| table.payload_index.answers(f));
         let scan_candidates = |slots: &[Slot]| {
             let store = live.index.store();
-            let listed = slots.iter().copied().filter(|&slot| accept(slot));
+            let listed = slots.iter().copied().filter(|&slot| {
+                if answered {
+                    table.is_live(slot)
+                } else {
+                    accept(slot)
+                }
+            });
             Ok::<_, ServerError>(store.search_slots(&vector, k, listed)?)
         };
         // The index's whole share of the query, the exact fallback included, is one span of
@@ -368,10 +384,14 @@ impl Partition {
         {
             let live = self.shared.live();
             let table = live.table.read();
-            if let Some(slots) = candidates(&table, f) {
-                // Checks only the indexes' candidates: one hold of the lock, as short as the
-                // list (a count over a whole large partition walks it in chunks below).
-                if slots.len() <= WALK_CHUNK {
+            // Checks only the indexes' candidates: one hold of the lock, as short as the list
+            // (a count over a whole large partition walks it in chunks below).
+            if table
+                .payload_index
+                .bound(f)
+                .is_some_and(|b| b <= WALK_CHUNK)
+            {
+                if let Some(slots) = candidates(&table, f) {
                     return slots.iter().filter(|&&s| passes(&table, filter, s)).count() as u64;
                 }
             }
