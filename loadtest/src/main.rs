@@ -7,6 +7,7 @@
 //! - `overload`: half the node's capacity, then several times it, then half again.
 //! - `auth-cost`: the same queries to a plain, a keyed and an HTTPS-and-keyed server.
 //! - `filtered`: filtered search with a payload index against none and against unfiltered.
+//! - `hybrid`: dense + sparse prefetches fused by RRF against the two searches alone.
 //! - `standalone`: REST against in-process, the standalone server's overhead goals.
 //! - `cluster-ingest`, `internal-read`: a peer cluster's ingest against standalone, and what
 //!   one partition read over the internal API adds to a query.
@@ -24,6 +25,7 @@ mod chaos;
 mod cluster_ingest;
 mod echo;
 mod filtered;
+mod hybrid;
 mod internal_read;
 mod load;
 mod openloop;
@@ -63,6 +65,9 @@ enum Command {
     /// Filtered search with a payload index against the same collection without one and
     /// against the unfiltered search, at selectivities 50% to 0.05%, in rounds.
     Filtered(filtered::Args),
+    /// A hybrid query (dense and sparse prefetches fused by RRF) against the two searches it
+    /// combines, end to end, in rounds.
+    Hybrid(hybrid::Args),
     /// Open-loop load at half the node's capacity, then several times it, then half again:
     /// refusals, accepted latency, memory and recovery.
     Overload(overload::Args),
@@ -98,6 +103,7 @@ fn main() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     match &command {
         Command::Standalone(args) => return standalone::run(args),
+        Command::Hybrid(args) => return hybrid::run(args).map(drop),
         Command::ClusterIngest(args) => return cluster_ingest::run(args),
         Command::InternalRead(args) => return internal_read::run(args),
         Command::ScaleSim(args) => return scale_sim::run(args),
@@ -124,6 +130,7 @@ fn main() -> anyhow::Result<()> {
             Command::Filtered(args) => filtered::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
+            | Command::Hybrid(_)
             | Command::ClusterIngest(_)
             | Command::InternalRead(_)
             | Command::ScaleSim(_)
