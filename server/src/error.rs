@@ -85,6 +85,39 @@ impl From<cairn_api::Unsupported> for ServerError {
 }
 
 impl ServerError {
+    /// The same error about a part of a larger request (`operations[3]` of a batch): a
+    /// message naming a field gets the part's path before it; other errors stay as they are.
+    pub fn within(self, part: &str) -> Self {
+        match self {
+            ServerError::InvalidRequest(m) => ServerError::InvalidRequest(format!("{part}.{m}")),
+            ServerError::InvalidVector(m) => ServerError::InvalidVector(format!("{part}.{m}")),
+            ServerError::LimitExceeded(m) => ServerError::LimitExceeded(format!("{part}.{m}")),
+            ServerError::WrongDimension {
+                field,
+                expected,
+                got,
+            } => ServerError::WrongDimension {
+                field: format!("{part}.{field}"),
+                expected,
+                got,
+            },
+            other @ (ServerError::CollectionNotFound(_)
+            | ServerError::PointNotFound(_)
+            | ServerError::CollectionExists(_)
+            | ServerError::AliasNotFound(_)
+            | ServerError::NameTaken(_)
+            | ServerError::Overloaded(_)
+            | ServerError::Timeout(_)
+            | ServerError::PayloadTooLarge(_)
+            | ServerError::Unavailable(_)
+            | ServerError::UnderReplicated(_)
+            | ServerError::Storage(_)
+            | ServerError::Index(_)
+            | ServerError::Internal(_)
+            | ServerError::Relayed { .. }) => other,
+        }
+    }
+
     /// The machine-readable code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {

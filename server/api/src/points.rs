@@ -602,6 +602,75 @@ impl RefuseUnsupported for DeletePointsRequest {
     }
 }
 
+/// `POST /collections/{c}/points/batch`: writes applied one after another, in order (as in
+/// Qdrant, not as one transaction: a failing operation leaves those before it applied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UpdateBatchRequest {
+    /// The writes.
+    pub operations: Vec<UpdateOperation>,
+}
+
+impl RefuseUnsupported for UpdateBatchRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        crate::unsupported::refuse_each("operations", &self.operations)
+    }
+}
+
+/// One write of a batch, in Qdrant's shape (`{"upsert": {…}}`, `{"set_payload": {…}}`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateOperation {
+    /// Insert or replace points.
+    Upsert(UpsertRequest),
+    /// Delete points by id or filter.
+    Delete(DeletePointsRequest),
+    /// Merge keys into payloads.
+    SetPayload(SetPayloadRequest),
+    /// Replace payloads.
+    OverwritePayload(SetPayloadRequest),
+    /// Remove payload keys.
+    DeletePayload(DeletePayloadRequest),
+    /// Empty payloads.
+    ClearPayload(DeletePointsRequest),
+    /// New vectors for existing points.
+    UpdateVectors(UpdateVectorsRequest),
+    /// Qdrant's removal of named vectors from points: refused (a point keeps its vectors).
+    #[schema(value_type = Object)]
+    DeleteVectors(serde_json::Value),
+}
+
+impl UpdateOperation {
+    /// Its name on the wire (`upsert`, `set_payload`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            UpdateOperation::Upsert(_) => "upsert",
+            UpdateOperation::Delete(_) => "delete",
+            UpdateOperation::SetPayload(_) => "set_payload",
+            UpdateOperation::OverwritePayload(_) => "overwrite_payload",
+            UpdateOperation::DeletePayload(_) => "delete_payload",
+            UpdateOperation::ClearPayload(_) => "clear_payload",
+            UpdateOperation::UpdateVectors(_) => "update_vectors",
+            UpdateOperation::DeleteVectors(_) => "delete_vectors",
+        }
+    }
+}
+
+impl RefuseUnsupported for UpdateOperation {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        let refused = match self {
+            UpdateOperation::Upsert(r) => r.refuse_unsupported(),
+            UpdateOperation::Delete(r) | UpdateOperation::ClearPayload(r) => r.refuse_unsupported(),
+            UpdateOperation::SetPayload(r) | UpdateOperation::OverwritePayload(r) => {
+                r.refuse_unsupported()
+            }
+            UpdateOperation::DeletePayload(r) => r.refuse_unsupported(),
+            UpdateOperation::UpdateVectors(r) => r.refuse_unsupported(),
+            UpdateOperation::DeleteVectors(_) => return Err(Unsupported::field("delete_vectors")),
+        };
+        refused.map_err(|e| e.within(self.name()))
+    }
+}
+
 /// `POST /collections/{c}/points/scroll`: pages of points in id order.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ScrollRequest {

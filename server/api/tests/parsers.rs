@@ -9,7 +9,7 @@
 use cairn_api::{
     internal, CountRequest, CreateCollection, DeletePointsRequest, Filter, GetPointsRequest,
     PointId, QueryBatchRequest, QueryRequest, ReadQuery, ReadToken, RefuseUnsupported,
-    ScrollRequest, SearchBatchRequest, SearchRequest, UpsertRequest,
+    ScrollRequest, SearchBatchRequest, SearchRequest, UpdateBatchRequest, UpsertRequest,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -121,6 +121,7 @@ fn every_body(bytes: &[u8]) {
     parse::<QueryBatchRequest>(bytes);
     parse::<SearchRequest>(bytes);
     parse::<SearchBatchRequest>(bytes);
+    parse::<UpdateBatchRequest>(bytes);
     parse::<Filter>(bytes);
 }
 

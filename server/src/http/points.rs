@@ -1,5 +1,6 @@
-//! Point endpoints: upsert, get, delete, scroll, count, and payload updates (set, overwrite,
-//! delete keys, clear).
+//! Point endpoints: upsert, get, delete, scroll, count, payload updates (set, overwrite,
+//! delete keys, clear), vector updates, and batches of writes. Every write route is one
+//! [`UpdateOperation`] through [`apply`], so a batch applies each exactly as its route does.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -9,9 +10,9 @@ use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    Payload, PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
-    SetPayloadRequest, UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WithVector,
-    WriteQuery,
+    PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult, SetPayloadRequest,
+    UpdateBatchRequest, UpdateOperation, UpdateResult, UpdateStatus, UpdateVectorsRequest,
+    UpsertRequest, WithVector, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -61,18 +62,7 @@ pub(super) async fn upsert(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<UpsertRequest>,
 ) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    request.refuse_unsupported()?;
-    let wait = wait_flag(&params)?;
-    let collection = state.catalog()?.get(&name)?;
-    let limits = state.limits;
-    let c = collection.clone();
-    let seq = blocking(move || {
-        let points = prepare_points(c.settings(), request, &limits)?;
-        c.upsert_blocking(points)
-    })
-    .await?;
-    Ok(ok(finish_write(&collection, seq, wait).await?, t))
+    write(&state, &name, &params, UpdateOperation::Upsert(request)).await
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/delete", operation_id = "delete_points", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePointsRequest, responses((status = 200, description = "Durable (and, with `wait=true`, applied).", body = cairn_api::Response<UpdateResult>)))]
@@ -82,58 +72,7 @@ pub(super) async fn delete(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<DeletePointsRequest>,
 ) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    request.refuse_unsupported()?;
-    let wait = wait_flag(&params)?;
-    let collection = state.catalog()?.get(&name)?;
-    let limits = state.limits;
-    let c = collection.clone();
-    let selected = selection(request.points, request.filter, &limits)?;
-    let seq = blocking(move || match selected {
-        Selection::Ids(ids) => c.delete_blocking(ids),
-        // Matched where the delete is made, seeing every write acknowledged before it.
-        Selection::Filter(filter) => c.delete_matching(&filter),
-    })
-    .await?;
-    Ok(ok(finish_write(&collection, seq, wait).await?, t))
-}
-
-#[utoipa::path(put, path = "/collections/{collection}/points/vectors", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpdateVectorsRequest, responses((status = 200, description = "Every point has its new vector and keeps its payload; an id the collection lacks is a 404 and nothing is written.", body = cairn_api::Response<UpdateResult>)))]
-pub(super) async fn update_vectors(
-    AxState(state): AxState<State>,
-    Path(name): Path<String>,
-    ApiQuery(params): ApiQuery<HashMap<String, String>>,
-    ApiJson(request): ApiJson<UpdateVectorsRequest>,
-) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    request.refuse_unsupported()?;
-    let wait = wait_flag(&params)?;
-    let collection = state.catalog()?.get(&name)?;
-    let limits = state.limits;
-    let c = collection.clone();
-    // Checking and normalising the vectors is work on every float, as for an upsert: off the
-    // async workers.
-    let ticket = blocking(move || {
-        let points = prepare_vector_updates(c.settings(), request.points, &limits)?;
-        c.update_vectors(points)
-    })
-    .await?;
-    Ok(ok(finish_write(&collection, ticket, wait).await?, t))
-}
-
-/// A payload change to the selected points, answered as a write.
-async fn change_payloads(
-    state: &State,
-    name: &str,
-    params: &HashMap<String, String>,
-    selected: Selection,
-    change: PayloadChange,
-) -> Result<UpdateResult> {
-    let wait = wait_flag(params)?;
-    let collection = state.catalog()?.get(name)?;
-    let c = collection.clone();
-    let ticket = blocking(move || c.update_payloads(&selected, &change)).await?;
-    finish_write(&collection, ticket, wait).await
+    write(&state, &name, &params, UpdateOperation::Delete(request)).await
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "The keys are set on every selected point (merged in; with `key`, into the object at that path).", body = cairn_api::Response<UpdateResult>)))]
@@ -143,11 +82,7 @@ pub(super) async fn set_payload(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<SetPayloadRequest>,
 ) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    let answer = set_payloads(&state, &name, &params, request, |path, payload| {
-        PayloadChange::Set { path, payload }
-    });
-    Ok(ok(answer.await?, t))
+    write(&state, &name, &params, UpdateOperation::SetPayload(request)).await
 }
 
 #[utoipa::path(put, path = "/collections/{collection}/points/payload", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = SetPayloadRequest, responses((status = 200, description = "Every selected point's payload is replaced (with `key`, the object at that path).", body = cairn_api::Response<UpdateResult>)))]
@@ -157,29 +92,13 @@ pub(super) async fn overwrite_payload(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<SetPayloadRequest>,
 ) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    let answer = set_payloads(&state, &name, &params, request, |path, payload| {
-        PayloadChange::Overwrite { path, payload }
-    });
-    Ok(ok(answer.await?, t))
-}
-
-/// A set or an overwrite: `change` makes the one from the key's path and the payload.
-async fn set_payloads(
-    state: &State,
-    name: &str,
-    params: &HashMap<String, String>,
-    request: SetPayloadRequest,
-    change: impl FnOnce(Vec<String>, Payload) -> PayloadChange,
-) -> Result<UpdateResult> {
-    request.refuse_unsupported()?;
-    let path = request
-        .key
-        .as_deref()
-        .map_or(Ok(Vec::new()), |k| key_path(k, "key"))?;
-    let selected = selection(request.points, request.filter, &state.limits)?;
-    let change = change(path, request.payload);
-    change_payloads(state, name, params, selected, change).await
+    write(
+        &state,
+        &name,
+        &params,
+        UpdateOperation::OverwritePayload(request),
+    )
+    .await
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/payload/delete", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePayloadRequest, responses((status = 200, description = "The keys are removed from every selected point.", body = cairn_api::Response<UpdateResult>)))]
@@ -189,20 +108,13 @@ pub(super) async fn delete_payload(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<DeletePayloadRequest>,
 ) -> Result<impl IntoResponse> {
-    let t = Instant::now();
-    request.refuse_unsupported()?;
-    let keys = request
-        .keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| key_path(k, &format!("keys[{i}]")))
-        .collect::<Result<Vec<_>>>()?;
-    let selected = selection(request.points, request.filter, &state.limits)?;
-    let change = PayloadChange::Delete { keys };
-    Ok(ok(
-        change_payloads(&state, &name, &params, selected, change).await?,
-        t,
-    ))
+    write(
+        &state,
+        &name,
+        &params,
+        UpdateOperation::DeletePayload(request),
+    )
+    .await
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/payload/clear", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeletePointsRequest, responses((status = 200, description = "Every selected point keeps its vector and loses its payload.", body = cairn_api::Response<UpdateResult>)))]
@@ -212,14 +124,164 @@ pub(super) async fn clear_payload(
     ApiQuery(params): ApiQuery<HashMap<String, String>>,
     ApiJson(request): ApiJson<DeletePointsRequest>,
 ) -> Result<impl IntoResponse> {
+    write(
+        &state,
+        &name,
+        &params,
+        UpdateOperation::ClearPayload(request),
+    )
+    .await
+}
+
+#[utoipa::path(put, path = "/collections/{collection}/points/vectors", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpdateVectorsRequest, responses((status = 200, description = "Every point has its new vector and keeps its payload; an id the collection lacks is a 404 and nothing is written.", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn update_vectors(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<UpdateVectorsRequest>,
+) -> Result<impl IntoResponse> {
+    write(
+        &state,
+        &name,
+        &params,
+        UpdateOperation::UpdateVectors(request),
+    )
+    .await
+}
+
+#[utoipa::path(post, path = "/collections/{collection}/points/batch", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpdateBatchRequest, responses((status = 200, description = "Each write's result, in order. The writes are applied one after another, not as one transaction: a failing one (its index is in the error) leaves those before it applied.", body = cairn_api::Response<Vec<UpdateResult>>)))]
+pub(super) async fn batch(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<UpdateBatchRequest>,
+) -> Result<impl IntoResponse> {
     let t = Instant::now();
+    // Every operation is checked for refused fields before any is applied.
     request.refuse_unsupported()?;
-    let selected = selection(request.points, request.filter, &state.limits)?;
-    let change = PayloadChange::Clear;
-    Ok(ok(
-        change_payloads(&state, &name, &params, selected, change).await?,
-        t,
-    ))
+    let wait = wait_flag(&params)?;
+    if request.operations.len() > state.limits.max_batch_queries {
+        return Err(ServerError::LimitExceeded(format!(
+            "operations: {} writes is above the maximum of {} per batch",
+            request.operations.len(),
+            state.limits.max_batch_queries
+        )));
+    }
+    let mut results = Vec::with_capacity(request.operations.len());
+    for (i, operation) in request.operations.into_iter().enumerate() {
+        // Each waits for its own durability (and, with `wait`, its application) before the
+        // next begins, so a later write of the batch is ordered after an earlier one.
+        let part = format!("operations[{i}].{}", operation.name());
+        let result = apply(&state, &name, operation, wait)
+            .await
+            .map_err(|e| e.within(&part))?;
+        results.push(result);
+    }
+    Ok(ok(results, t))
+}
+
+/// One write route: `?wait`, then the write.
+async fn write(
+    state: &State,
+    name: &str,
+    params: &HashMap<String, String>,
+    operation: UpdateOperation,
+) -> Result<axum::response::Response> {
+    let t = Instant::now();
+    operation.refuse_unsupported()?;
+    let wait = wait_flag(params)?;
+    Ok(ok(apply(state, name, operation, wait).await?, t).into_response())
+}
+
+/// Applies one write (validated here; refused fields were checked by the caller) and answers
+/// as its route does.
+async fn apply(
+    state: &State,
+    name: &str,
+    operation: UpdateOperation,
+    wait: bool,
+) -> Result<UpdateResult> {
+    let collection = state.catalog()?.get(name)?;
+    let limits = state.limits;
+    let c = collection.clone();
+    let ticket = match operation {
+        UpdateOperation::Upsert(request) => {
+            blocking(move || {
+                let points = prepare_points(c.settings(), request, &limits)?;
+                c.upsert_blocking(points)
+            })
+            .await?
+        }
+        UpdateOperation::Delete(request) => {
+            let selected = selection(request.points, request.filter, &limits)?;
+            blocking(move || match selected {
+                Selection::Ids(ids) => c.delete_blocking(ids),
+                // Matched where the delete is made, seeing every write acknowledged before it.
+                Selection::Filter(filter) => c.delete_matching(&filter),
+            })
+            .await?
+        }
+        UpdateOperation::SetPayload(request) => {
+            let (selected, path) = payload_target(&request, &limits)?;
+            let change = PayloadChange::Set {
+                path,
+                payload: request.payload,
+            };
+            blocking(move || c.update_payloads(&selected, &change)).await?
+        }
+        UpdateOperation::OverwritePayload(request) => {
+            let (selected, path) = payload_target(&request, &limits)?;
+            let change = PayloadChange::Overwrite {
+                path,
+                payload: request.payload,
+            };
+            blocking(move || c.update_payloads(&selected, &change)).await?
+        }
+        UpdateOperation::DeletePayload(request) => {
+            let keys = request
+                .keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| key_path(k, &format!("keys[{i}]")))
+                .collect::<Result<Vec<_>>>()?;
+            let selected = selection(request.points, request.filter, &limits)?;
+            let change = PayloadChange::Delete { keys };
+            blocking(move || c.update_payloads(&selected, &change)).await?
+        }
+        UpdateOperation::ClearPayload(request) => {
+            let selected = selection(request.points, request.filter, &limits)?;
+            blocking(move || c.update_payloads(&selected, &PayloadChange::Clear)).await?
+        }
+        UpdateOperation::UpdateVectors(request) => {
+            // Checking and normalising the vectors is work on every float, as for an upsert:
+            // off the async workers.
+            blocking(move || {
+                let points = prepare_vector_updates(c.settings(), request.points, &limits)?;
+                c.update_vectors(points)
+            })
+            .await?
+        }
+        // Refused by `refuse_unsupported` before any write is applied.
+        UpdateOperation::DeleteVectors(_) => {
+            return Err(ServerError::InvalidRequest(
+                "delete_vectors: not supported by Cairn".into(),
+            ))
+        }
+    };
+    finish_write(&collection, ticket, wait).await
+}
+
+/// The points a set or overwrite selects, and the path of its `key`.
+fn payload_target(
+    request: &SetPayloadRequest,
+    limits: &crate::config::Limits,
+) -> Result<(Selection, Vec<String>)> {
+    let path = request
+        .key
+        .as_deref()
+        .map_or(Ok(Vec::new()), |k| key_path(k, "key"))?;
+    let selected = selection(request.points.clone(), request.filter.clone(), limits)?;
+    Ok((selected, path))
 }
 
 #[utoipa::path(get, path = "/collections/{collection}/points/{id}", tag = "points", params(("collection" = String, Path, description = "Collection name."), ("id" = String, Path, description = "An unsigned integer or a UUID."), ReadQuery), responses((status = 200, description = "The point with its payload and vector.", body = cairn_api::Response<Record>)))]

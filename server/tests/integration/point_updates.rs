@@ -226,3 +226,84 @@ fn vector_updates_keep_payloads() {
 fn vector_updates_keep_payloads_in_a_partitioned_collection() {
     vectors_change_and_payloads_stay(json!({"shard_number": 2}));
 }
+
+/// `POST …/points/batch`: writes of every kind applied in order, each answered; a refused
+/// field anywhere stops the batch before any write; a failing write names its place and leaves
+/// the writes before it applied (Qdrant's semantics: a batch is not a transaction).
+#[test]
+fn a_batch_applies_its_writes_in_order() {
+    let (_dir, server) = loaded(json!({}));
+    let batch = json!({"operations": [
+        {"upsert": {"points": [{"id": 20, "vector": [20.0, 0.0], "payload": {"tag": "new"}}]}},
+        {"set_payload": {"payload": {"seen": true}, "points": [20, 1]}},
+        {"overwrite_payload": {"payload": {"only": 1}, "points": [2]}},
+        {"delete_payload": {"keys": ["tag"], "filter": {"must": {"key": "group", "match": {"value": 1}}}}},
+        {"clear_payload": {"points": [4]}},
+        {"update_vectors": {"points": [{"id": 20, "vector": [21.0, 0.0]}]}},
+        {"delete": {"points": [0]}},
+        // Ordered after the upsert above: it deletes the point the batch created.
+        {"delete": {"filter": {"must": {"key": "only", "match": {"value": 1}}}}},
+    ]});
+    let results = server.ok(
+        "POST",
+        "/collections/c/points/batch?wait=true",
+        Some(&batch),
+    );
+    let results = results.as_array().unwrap();
+    assert_eq!(results.len(), 8);
+    assert!(
+        results.iter().all(|r| r["status"] == "completed"),
+        "{results:?}"
+    );
+    assert_eq!(payload(&server, 20), json!({"tag": "new", "seen": true}));
+    assert_eq!(
+        payload(&server, 1),
+        json!({"group": 1, "m": {"x": 1}, "seen": true})
+    );
+    assert_eq!(payload(&server, 3), json!({"group": 1, "m": {"x": 3}}));
+    assert!(is_empty(&payload(&server, 4)));
+    let moved = server.ok("GET", "/collections/c/points/20", None);
+    assert_eq!(moved["vector"], json!([21.0, 0.0]));
+    let (status, _) = server.call("GET", "/collections/c/points/0", None);
+    assert_eq!(status, 404);
+    let (status, _) = server.call("GET", "/collections/c/points/2", None);
+    assert_eq!(status, 404);
+
+    // A refused field in the last operation: nothing of the batch is applied.
+    let refused = json!({"operations": [
+        {"delete": {"points": [5]}},
+        {"upsert": {"points": [{"id": 6, "vector": [6.0, 0.0]}], "update_filter": {"must": []}}},
+    ]});
+    let (status, answer) = server.call("POST", "/collections/c/points/batch", Some(&refused));
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["status"]["error"].as_str().unwrap();
+    assert!(
+        message.contains("operations[1].upsert.update_filter"),
+        "{message}"
+    );
+    assert_eq!(count(&server, json!({"must": {"has_id": [5]}})), 1);
+
+    // A failing write names its place; the one before it stays applied.
+    let failing = json!({"operations": [
+        {"delete": {"points": [5]}},
+        {"upsert": {"points": [{"id": 6, "vector": [1.0, 2.0, 3.0]}]}},
+    ]});
+    let (status, answer) = server.call(
+        "POST",
+        "/collections/c/points/batch?wait=true",
+        Some(&failing),
+    );
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["status"]["error"].as_str().unwrap();
+    assert!(
+        message.contains("operations[1].upsert.points[0].vector"),
+        "{message}"
+    );
+    assert_eq!(count(&server, json!({"must": {"has_id": [5]}})), 0);
+    let (status, answer) = server.call(
+        "POST",
+        "/collections/c/points/batch",
+        Some(&json!({"operations": [{"delete_vectors": {"points": [1], "vector": ["x"]}}]})),
+    );
+    assert_eq!(status, 400, "{answer}");
+}

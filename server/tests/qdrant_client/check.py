@@ -104,6 +104,21 @@ client.update_vectors(
 moved = client.retrieve(collection_name=name, ids=[2], with_vectors=True)[0]
 assert moved.vector == [0.5, 0.5, 0.5, 0.5] and moved.payload == {"city": "London", "n": 2}, moved
 
+# A batch of writes, applied in order.
+results = client.batch_update_points(
+    collection_name=name,
+    update_operations=[
+        models.UpsertOperation(
+            upsert=models.PointsList(points=[models.PointStruct(id=30, vector=[0.1, 0.2, 0.3, 0.4], payload={"n": 30})])
+        ),
+        models.SetPayloadOperation(set_payload=models.SetPayload(payload={"b": 1}, points=[30])),
+        models.DeleteOperation(delete=models.PointIdsList(points=[30])),
+    ],
+    wait=True,
+)
+assert [r.status for r in results] == [models.UpdateStatus.COMPLETED] * 3, results
+assert client.retrieve(collection_name=name, ids=[30]) == []
+
 # A payload index, reported in the info the client's models read.
 result = client.create_payload_index(
     collection_name=name, field_name="city", field_schema=models.PayloadSchemaType.KEYWORD
