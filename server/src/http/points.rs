@@ -10,9 +10,9 @@ use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult, SetPayloadRequest,
-    UpdateBatchRequest, UpdateOperation, UpdateResult, UpdateStatus, UpdateVectorsRequest,
-    UpsertRequest, WithVector, WriteQuery,
+    Payload, PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
+    SetPayloadRequest, UpdateBatchRequest, UpdateOperation, UpdateResult, UpdateStatus,
+    UpdateVectorsRequest, UpsertRequest, WithVector, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -222,19 +222,13 @@ async fn apply(
             .await?
         }
         UpdateOperation::SetPayload(request) => {
-            let (selected, path) = payload_target(&request, &limits)?;
-            let change = PayloadChange::Set {
-                path,
-                payload: request.payload,
-            };
+            let (selected, path, payload) = payload_target(request, &limits)?;
+            let change = PayloadChange::Set { path, payload };
             blocking(move || c.update_payloads(&selected, &change)).await?
         }
         UpdateOperation::OverwritePayload(request) => {
-            let (selected, path) = payload_target(&request, &limits)?;
-            let change = PayloadChange::Overwrite {
-                path,
-                payload: request.payload,
-            };
+            let (selected, path, payload) = payload_target(request, &limits)?;
+            let change = PayloadChange::Overwrite { path, payload };
             blocking(move || c.update_payloads(&selected, &change)).await?
         }
         UpdateOperation::DeletePayload(request) => {
@@ -271,17 +265,17 @@ async fn apply(
     finish_write(&collection, ticket, wait).await
 }
 
-/// The points a set or overwrite selects, and the path of its `key`.
+/// The points a set or overwrite selects, the path of its `key`, and its payload.
 fn payload_target(
-    request: &SetPayloadRequest,
+    request: SetPayloadRequest,
     limits: &crate::config::Limits,
-) -> Result<(Selection, Vec<String>)> {
+) -> Result<(Selection, Vec<String>, Payload)> {
     let path = request
         .key
         .as_deref()
         .map_or(Ok(Vec::new()), |k| key_path(k, "key"))?;
-    let selected = selection(request.points.clone(), request.filter.clone(), limits)?;
-    Ok((selected, path))
+    let selected = selection(request.points, request.filter, limits)?;
+    Ok((selected, path, request.payload))
 }
 
 #[utoipa::path(get, path = "/collections/{collection}/points/{id}", tag = "points", params(("collection" = String, Path, description = "Collection name."), ("id" = String, Path, description = "An unsigned integer or a UUID."), ReadQuery), responses((status = 200, description = "The point with its payload and vector.", body = cairn_api::Response<Record>)))]

@@ -408,7 +408,28 @@ fn a_query_over_prefetches_rescores_their_candidates() {
                      "query": {"rrf": {"k": 60}}, "limit": 25},
         "query": points[0].dense, "using": "dense", "limit": 5});
     let answer = query(&server, nested);
-    assert!(!ids(&answer).is_empty());
+    // Expected: the RRF (k = 60) of the two legs' own answers, its top 25 re-ranked by
+    // cosine to the outer query.
+    let legs = [
+        json!({"query": sparse_json(&words), "using": "words", "limit": 20}),
+        json!({"query": sparse_json(&words), "using": "idf-words", "limit": 20}),
+    ];
+    let mut rrf: HashMap<u64, f32> = HashMap::new();
+    for leg in legs {
+        for (rank, id) in ids(&query(&server, leg)).into_iter().enumerate() {
+            *rrf.entry(id).or_default() += 1.0 / (rank as f32 + 60.0);
+        }
+    }
+    let mut fused: Vec<(u64, f32)> = rrf.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut expected: Vec<(u64, f32)> = fused
+        .iter()
+        .take(25)
+        .map(|&(id, _)| (id, cosine(&points[id as usize].dense, &points[0].dense)))
+        .collect();
+    expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    expected.truncate(5);
+    assert_ranking(&answer, &expected, "nested rrf, re-scored");
 }
 
 /// A partitioned collection asks every partition a sparse query: the same exact answer.

@@ -469,17 +469,19 @@ fn encode_meta(point: &StoredPoint) -> Vec<u8> {
 }
 
 fn decode_meta(bytes: &[u8]) -> std::result::Result<PointMetaSparse, String> {
-    // Sparse first: bincode ignores trailing bytes, so a sparse record would also decode as
-    // the shorter `PointMeta`, losing its vectors.
-    if let Ok(meta) = bincode::deserialize::<PointMetaSparse>(bytes) {
-        return Ok(meta);
-    }
+    // Every record begins as a `PointMeta` (bincode ignores what follows). A dense point's
+    // record ends there: one decode, no failed attempt (this runs for every point a restart
+    // or a move reads). Only a longer record is read again as the sparse one.
     let meta: PointMeta = decode(bytes)?;
-    Ok(PointMetaSparse {
-        version: meta.version,
-        payload: meta.payload,
-        sparse: Vec::new(),
-    })
+    let dense_len = bincode::serialized_size(&meta).map_err(|e| e.to_string())?;
+    if dense_len == bytes.len() as u64 {
+        return Ok(PointMetaSparse {
+            version: meta.version,
+            payload: meta.payload,
+            sparse: Vec::new(),
+        });
+    }
+    decode(bytes)
 }
 
 fn vector_bytes(vector: &[f32]) -> Vec<u8> {
