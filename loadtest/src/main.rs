@@ -36,6 +36,7 @@ mod raw_wire;
 mod recall;
 mod routed_cluster;
 mod scale_sim;
+mod snapshot;
 mod socket_gap;
 mod standalone;
 mod stats;
@@ -68,6 +69,9 @@ enum Command {
     /// A hybrid query (dense and sparse prefetches fused by RRF) against the two searches it
     /// combines, end to end, in rounds.
     Hybrid(hybrid::Args),
+    /// Taking and recovering a collection snapshot against loading the collection again
+    /// through REST, in rounds; the copies must answer exactly as the original.
+    Snapshot(snapshot::Args),
     /// Open-loop load at half the node's capacity, then several times it, then half again:
     /// refusals, accepted latency, memory and recovery.
     Overload(overload::Args),
@@ -115,6 +119,7 @@ fn main() -> anyhow::Result<()> {
         | Command::Overload(_)
         | Command::AuthCost(_)
         | Command::Filtered(_)
+        | Command::Snapshot(_)
         | Command::RoutedCluster(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -128,6 +133,7 @@ fn main() -> anyhow::Result<()> {
             Command::Overload(args) => overload::run(&args).await.map(drop),
             Command::AuthCost(args) => auth_cost::run(&args).await.map(drop),
             Command::Filtered(args) => filtered::run(&args).await.map(drop),
+            Command::Snapshot(args) => snapshot::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
             Command::Standalone(_)
             | Command::Hybrid(_)

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn_api::{AliasDescription, AliasOperation, CreateCollection};
+use cairn_api::{AliasDescription, AliasOperation, CreateCollection, SnapshotDescription};
 use cairn_index::Trainers;
 use parking_lot::{Mutex, RwLock};
 
@@ -18,6 +18,7 @@ use crate::collection::{Collection, PartitionHost};
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
+use crate::snapshots::{self, Snapshots};
 
 /// Longest collection name.
 const MAX_NAME: usize = 255;
@@ -35,8 +36,10 @@ pub struct Catalog {
     /// Alias → collection name, stored in `aliases_file`.
     aliases: RwLock<BTreeMap<String, String>>,
     aliases_file: PathBuf,
-    /// Serialises create, delete and alias changes (reads never take it).
+    /// Serialises create, delete, recovery and alias changes (reads never take it).
     admin: Mutex<()>,
+    /// The snapshots folder.
+    snapshots: Snapshots,
 }
 
 /// Names are path components: letters, digits, `-`, `_`, `.`, not starting with a dot.
@@ -88,6 +91,39 @@ fn write_aliases(path: &Path, aliases: &BTreeMap<String, String>) -> Result<()> 
     Ok(())
 }
 
+/// Hidden name of a collection folder set aside while a recovery replaces it: the nonce
+/// first, so the name (which may hold `-`) is the rest.
+const REPLACED: &str = ".replaced-";
+
+/// Start-up: a collection set aside by a recovery that a crash cut short before the new
+/// folder took its place is put back (otherwise the leftover is removed with the others).
+fn put_back_replaced(root: &Path) -> Result<()> {
+    let io = |e: std::io::Error| ServerError::Internal(e.to_string());
+    for entry in fs_err::read_dir(root).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let Some(name) = file_name
+            .as_deref()
+            .and_then(|n| n.strip_prefix(REPLACED))
+            .and_then(|rest| rest.split_once('-'))
+            .map(|(_, name)| name.to_owned())
+        else {
+            continue;
+        };
+        if validate_name(&name).is_ok() && !root.join(&name).try_exists().map_err(io)? {
+            tracing::warn!(collection = %name, "a recovery was cut short: the collection it replaced is put back");
+            fs_err::rename(&path, root.join(&name)).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
 /// Refuses `name` for a new alias when an alias or a collection has it.
 fn name_free(
     aliases: &BTreeMap<String, String>,
@@ -111,12 +147,14 @@ impl Catalog {
     /// Opens every collection under `data_dir` (blocking; builds or loads indexes).
     pub fn open(
         data_dir: &Path,
+        snapshots_dir: &Path,
         limits: Limits,
         trainers: Trainers,
         host: Arc<dyn PartitionHost>,
     ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
+        put_back_replaced(&root)?;
         let mut collections = BTreeMap::new();
         for entry in fs_err::read_dir(&root).map_err(|e| ServerError::Internal(e.to_string()))? {
             let entry = entry.map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -145,6 +183,7 @@ impl Catalog {
             aliases: RwLock::new(aliases),
             aliases_file,
             admin: Mutex::new(()),
+            snapshots: Snapshots::open(snapshots_dir)?,
         })
     }
 
@@ -318,6 +357,149 @@ impl Catalog {
         fs_err::remove_dir_all(&trash).map_err(io)?;
         tracing::info!(collection = name, "collection deleted");
         Ok(())
+    }
+
+    /// The snapshots folder.
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
+    }
+
+    /// Takes a full-storage snapshot: every collection and the aliases (blocking).
+    pub fn create_full_snapshot(&self) -> Result<SnapshotDescription> {
+        let aliases = self.aliases.read().clone();
+        self.snapshots.create_full(&self.all(), aliases)
+    }
+
+    /// Recovers collection `name` from the collection snapshot in `file` (blocking): the
+    /// snapshot is unpacked and checked, its partitions restored into a staging folder, and
+    /// the result takes the place of the collection of that name, if there is one. A snapshot
+    /// that does not unpack, restore or open leaves everything as it was.
+    pub fn recover(&self, name: &str, file: &Path) -> Result<()> {
+        validate_name(name)?;
+        let nonce = nanos();
+        let unpacked = self.root.join(format!(".unpacking-{nonce}"));
+        let staging = self.root.join(format!(".restoring-{nonce}"));
+        let result = self.recover_via(name, file, &unpacked, &staging, nonce);
+        for leftover in [&unpacked, &staging] {
+            if leftover.is_dir() {
+                let _ = fs_err::remove_dir_all(leftover);
+            }
+        }
+        result
+    }
+
+    fn recover_via(
+        &self,
+        name: &str,
+        file: &Path,
+        unpacked: &Path,
+        staging: &Path,
+        nonce: u128,
+    ) -> Result<()> {
+        let io = |e: std::io::Error| ServerError::Internal(e.to_string());
+        let started = std::time::Instant::now();
+        let manifest = snapshots::unpack(file, unpacked)?;
+        self.host.check(&manifest.settings)?;
+        fs_err::create_dir_all(staging).map_err(io)?;
+        let restored = self.host.restore(staging, unpacked, &manifest.partitions);
+        // A table file that fails its CRC is the snapshot's fault, not this server's.
+        if let Err(ServerError::Storage(cairn_storage::StorageError::Corrupt { comment, .. })) =
+            &restored
+        {
+            return Err(ServerError::InvalidRequest(format!(
+                "the snapshot cannot be recovered: {comment}"
+            )));
+        }
+        restored?;
+        let _admin = self.admin.lock();
+        if self.aliases.read().contains_key(name) {
+            return Err(ServerError::NameTaken(format!(
+                "`{name}` is an alias; recover into the collection's own name"
+            )));
+        }
+        let dir = self.root.join(name);
+        let aside = self.root.join(format!("{REPLACED}{nonce}-{name}"));
+        let previous = self.collections.write().remove(name);
+        if let Some(previous) = previous {
+            previous.close();
+            // Requests that hold it finish (its writes now fail); its stores must be closed
+            // before the folder's new stores open.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while Arc::strong_count(&previous) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        let sync_root = || {
+            fs_err::File::open(&self.root)
+                .and_then(|d| d.sync_all())
+                .map_err(io)
+        };
+        if dir.is_dir() {
+            fs_err::rename(&dir, &aside).map_err(io)?;
+        }
+        fs_err::rename(staging, &dir).map_err(io)?;
+        sync_root()?;
+        let opened = self
+            .host
+            .open(name, &dir)
+            .and_then(|opened| Collection::open(name, opened, self.trainers.clone()));
+        match opened {
+            Ok(collection) => {
+                self.collections.write().insert(name.to_owned(), collection);
+                if aside.is_dir() {
+                    fs_err::remove_dir_all(&aside).map_err(io)?;
+                }
+                tracing::info!(collection = name, from = %manifest.collection,
+                    ms = started.elapsed().as_millis() as u64, "collection recovered from a snapshot");
+                Ok(())
+            }
+            Err(e) => {
+                // Put the previous collection back as it was.
+                fs_err::rename(&dir, staging).map_err(io)?;
+                if aside.is_dir() {
+                    fs_err::rename(&aside, &dir).map_err(io)?;
+                    sync_root()?;
+                    let previous =
+                        Collection::open(name, self.host.open(name, &dir)?, self.trainers.clone())?;
+                    self.collections.write().insert(name.to_owned(), previous);
+                }
+                Err(ServerError::InvalidRequest(format!(
+                    "the snapshot cannot be recovered: it does not open: {e}"
+                )))
+            }
+        }
+    }
+
+    /// Recovers every collection and the aliases of a full-storage snapshot (blocking;
+    /// `cairn serve --storage-snapshot`): each collection replaces the one of its name, and the
+    /// snapshot's aliases are added to those there are.
+    pub fn recover_full(&self, file: &Path) -> Result<()> {
+        let unpacked = self.root.join(format!(".unpacking-{}", nanos()));
+        let result = (|| {
+            let manifest = snapshots::unpack_full(file, &unpacked)?;
+            for name in &manifest.collections {
+                let archive = unpacked
+                    .join("collections")
+                    .join(format!("{name}.snapshot"));
+                self.recover(name, &archive)?;
+            }
+            let actions: Vec<AliasOperation> = manifest
+                .aliases
+                .into_iter()
+                .filter(|(alias, _)| !self.aliases.read().contains_key(alias))
+                .map(|(alias_name, collection_name)| {
+                    AliasOperation::CreateAlias(cairn_api::CreateAlias {
+                        alias_name,
+                        collection_name,
+                    })
+                })
+                .collect();
+            self.change_aliases(&actions)
+        })();
+        if unpacked.is_dir() {
+            let _ = fs_err::remove_dir_all(&unpacked);
+        }
+        result
     }
 
     /// Stops every applier after a final snapshot (graceful shutdown).

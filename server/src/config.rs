@@ -169,6 +169,19 @@ impl std::fmt::Debug for Secret {
 pub struct NodeConfig {
     /// Folder holding every collection.
     pub data_dir: PathBuf,
+    /// Folder of snapshots; empty: `<data_dir>/snapshots` (see [`Self::snapshots`]).
+    pub snapshots_dir: PathBuf,
+}
+
+impl NodeConfig {
+    /// Where snapshots are kept.
+    pub fn snapshots(&self) -> PathBuf {
+        if self.snapshots_dir.as_os_str().is_empty() {
+            self.data_dir.join("snapshots")
+        } else {
+            self.snapshots_dir.clone()
+        }
+    }
 }
 
 /// The REST API.

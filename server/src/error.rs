@@ -20,6 +20,9 @@ pub enum ServerError {
     /// No alias of that name.
     #[error("alias `{0}` not found")]
     AliasNotFound(String),
+    /// No snapshot of that name.
+    #[error("snapshot `{0}` not found")]
+    SnapshotNotFound(String),
     /// A name taken by an alias or a collection.
     #[error("{0}")]
     NameTaken(String),
@@ -105,6 +108,7 @@ impl ServerError {
             | ServerError::PointNotFound(_)
             | ServerError::CollectionExists(_)
             | ServerError::AliasNotFound(_)
+            | ServerError::SnapshotNotFound(_)
             | ServerError::NameTaken(_)
             | ServerError::Overloaded(_)
             | ServerError::Timeout(_)
@@ -127,7 +131,7 @@ impl ServerError {
             ServerError::CollectionExists(_) | ServerError::NameTaken(_) => {
                 ErrorCode::AlreadyExists
             }
-            ServerError::AliasNotFound(_) => ErrorCode::NotFound,
+            ServerError::AliasNotFound(_) | ServerError::SnapshotNotFound(_) => ErrorCode::NotFound,
             ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
             ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,
             ServerError::InvalidVector(_) => ErrorCode::InvalidVector,

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!   roles ──▶ http ──▶ catalog ──▶ collection ──▶ PartitionHandle ──▶ partition
-//!               │                      ▲      (the seam)
+//!               │         │            ▲      (the seam)
+//!               │         └──▶ snapshots (files of a collection's moment, read by recovery)
 //!               └──▶ node ─────────────┘  implements the seam for replicated partitions
 //!   request (the request vocabulary), config and error sit below them all.
 //! ```
@@ -22,3 +23,4 @@ pub mod node;
 pub mod partition;
 pub mod request;
 pub mod roles;
+pub mod snapshots;

@@ -44,6 +44,19 @@ enum Command {
         #[arg(long)]
         join: Option<String>,
     },
+    /// Restore every collection and alias of a full-storage snapshot (`POST /snapshots`) into
+    /// the data folder of a standalone server that is not running, then exit.
+    Restore {
+        /// The full-storage snapshot file.
+        #[arg(long)]
+        snapshot: PathBuf,
+        /// TOML file overriding the embedded defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Data folder (`node.data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// Exit 0 when `GET <url>` answers 200 (container health checks: the runtime image has
     /// no curl).
     Health {
@@ -97,6 +110,19 @@ fn main() -> anyhow::Result<()> {
                 .build()
                 .context("cannot start tokio")?;
             runtime.block_on(cairn_server::roles::run(config))
+        }
+        Command::Restore {
+            snapshot,
+            config,
+            data_dir,
+        } => {
+            let overrides = CliOverrides {
+                data_dir,
+                ..CliOverrides::default()
+            };
+            let config = Config::load(config.as_deref(), &overrides)?;
+            init_logging(&config);
+            cairn_server::roles::restore_storage(&config, &snapshot)
         }
         Command::Health { url } => health(&url),
         Command::Config { config } => {

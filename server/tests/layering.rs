@@ -262,7 +262,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("request", &["config", "error"]),
     ("partition", &["request", "config", "error"]),
     ("collection", &["partition", "request", "config", "error"]),
-    ("catalog", &["collection", "request", "config", "error"]),
+    // Snapshot files of collections: below the catalog, which recovers from them.
+    (
+        "snapshots",
+        &["collection", "partition", "request", "config", "error"],
+    ),
+    (
+        "catalog",
+        &["snapshots", "collection", "request", "config", "error"],
+    ),
     // A peer node of the Raft-replicated cluster, above `collection`: it hosts partition
     // replicas.
     (
@@ -273,6 +281,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "http",
         &[
             "catalog",
+            "snapshots",
             "node",
             "collection",
             "partition",
@@ -286,6 +295,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "http",
             "catalog",
+            "snapshots",
             "node",
             "collection",
             "partition",

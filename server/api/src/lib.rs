@@ -19,6 +19,7 @@ mod filter;
 pub mod internal;
 mod points;
 mod search;
+mod snapshots;
 mod sparse;
 mod unsupported;
 
@@ -28,6 +29,9 @@ pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use filter::*;
 pub use points::*;
 pub use search::*;
+pub use snapshots::{
+    SnapshotDescription, SnapshotPriority, SnapshotRecover, SnapshotUploadForm, SnapshotUploadQuery,
+};
 pub use sparse::{SparseVector, VectorValue};
 pub use unsupported::{RefuseUnsupported, Unsupported};
 

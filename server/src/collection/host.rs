@@ -9,6 +9,7 @@ use cairn_api::internal::{CollectionWrite, WriteReceipt};
 
 use super::handle::PartitionHandle;
 use crate::error::Result;
+use crate::partition::export::PartitionFiles;
 use crate::partition::Partition;
 use crate::request::CollectionSettings;
 
@@ -39,6 +40,18 @@ pub trait PartitionHost: Send + Sync {
     /// it now and leaves the folder be (a peer node whose cluster no longer lists it).
     fn open_at_start(&self, name: &str, dir: &Path) -> Result<Option<Opened>> {
         self.open(name, dir).map(Some)
+    }
+
+    /// Makes a collection folder `dir` (an empty staging folder, as for [`Self::create`]) from
+    /// an unpacked snapshot in `from` (blocking). Standalone only: a cluster's replicas take
+    /// state from each other through Raft, so a peer node refuses.
+    fn restore(&self, dir: &Path, from: &Path, partitions: &[PartitionFiles]) -> Result<()> {
+        let _ = (dir, from, partitions);
+        Err(crate::error::ServerError::InvalidRequest(
+            "snapshots are recovered on standalone servers only for now: a cluster's replicas \
+             take state from each other through Raft"
+                .into(),
+        ))
     }
 
     /// Releases what a deleted collection holds outside its folder (best effort: remote

@@ -12,6 +12,7 @@ use super::handle::{HandleFuture, PartitionHandle, ReadTrace};
 use super::host::{MetaStore, Opened, PartitionHost};
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
+use crate::partition::export::PartitionFiles;
 use crate::partition::Partition;
 use crate::request::CollectionSettings;
 
@@ -184,6 +185,18 @@ impl PartitionHost for LocalHost {
             partitions,
             meta: MetaStore::Partition(first),
         })
+    }
+
+    fn restore(&self, dir: &Path, from: &Path, partitions: &[PartitionFiles]) -> Result<()> {
+        for (i, files) in partitions.iter().enumerate() {
+            Partition::restore(
+                &partition_dir(dir, i),
+                &from.join(format!("p{i}")),
+                files,
+                self.storage,
+            )?;
+        }
+        Ok(())
     }
 
     fn release(&self, _name: &str, _settings: &CollectionSettings) {}

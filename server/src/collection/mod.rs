@@ -68,6 +68,7 @@ use cairn_index::Trainers;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{Result, ServerError};
+use crate::partition::export::PartitionFiles;
 use crate::partition::{LoadReport, Partition, SlotStats};
 use crate::request::payload::{PayloadChange, Selection};
 use crate::request::CollectionSettings;
@@ -284,16 +285,41 @@ impl Collection {
     /// its own (not a cluster's): what payload indexes need for now, since an index is
     /// built in each partition and a cluster would have to tell every replica.
     fn own_partitions(&self) -> Result<Vec<&Partition>> {
+        self.local_partitions("payload indexes are built")
+    }
+
+    /// Every partition, when they are all in this process and the collection is not a
+    /// cluster's; otherwise a 400 saying that `what` happens on standalone collections only.
+    fn local_partitions(&self, what: &str) -> Result<Vec<&Partition>> {
         let clustered = matches!(self.meta, MetaStore::Shared(_));
         let locals: Option<Vec<&Partition>> = self.partitions.iter().map(|p| p.local()).collect();
         match (clustered, locals) {
             (false, Some(locals)) => Ok(locals),
             _ => Err(ServerError::InvalidRequest(format!(
-                "collection `{}` is replicated across a cluster; payload indexes are built on \
-                 standalone collections only for now",
+                "collection `{}` is replicated across a cluster; {what} on standalone \
+                 collections only for now",
                 self.name
             ))),
         }
+    }
+
+    /// Writes one moment of every partition into `dir/p{i}/` (blocking): the partitions'
+    /// moments are taken while the collection's writes are held, so a point moving between
+    /// partitions is in exactly one of them, then written out while writes go on.
+    pub fn export(&self, dir: &std::path::Path) -> Result<Vec<PartitionFiles>> {
+        let partitions = self.local_partitions("snapshots are taken")?;
+        let frozen = {
+            let _writes = match partitions.len() {
+                1 => None,
+                _ => self.lead()?,
+            };
+            partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.freeze(&dir.join(format!("p{i}"))))
+                .collect::<Result<Vec<_>>>()?
+        };
+        frozen.into_iter().map(|f| f.export()).collect()
     }
 
     /// Indexes payload `key` as `kind` in every partition (blocking: builds the index).

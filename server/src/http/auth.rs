@@ -249,6 +249,13 @@ fn refusal(access: &Access, method: &Method, path: &str) -> Option<String> {
         Access::ReadOnly => Some(format!(
             "this key or token may only read: not {method} {path}"
         )),
+        Access::Collections(_) if path.trim_end_matches('/').ends_with("/snapshots/recover") => {
+            Some(format!(
+                "recovering from a location reads the server's files or fetches a URL: it needs \
+                 a key or a token for everything, not {method} {path} (a collection's token \
+                 may upload its snapshot instead)"
+            ))
+        }
         Access::Collections(list) => {
             let Some(name) = collection_of(path) else {
                 return Some(format!(

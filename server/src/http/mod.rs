@@ -22,6 +22,7 @@ mod points;
 mod query;
 pub mod searchers;
 mod service;
+mod snapshots;
 pub mod tls;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -166,6 +167,12 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(query::query_batch))
         .routes(routes!(query::search))
         .routes(routes!(query::search_batch))
+        .routes(routes!(snapshots::create, snapshots::list))
+        .routes(routes!(snapshots::download, snapshots::delete))
+        .routes(routes!(snapshots::recover))
+        .routes(routes!(snapshots::upload))
+        .routes(routes!(snapshots::create_full, snapshots::list_full))
+        .routes(routes!(snapshots::download_full, snapshots::delete_full))
 }
 
 /// The router with every route and layer.

@@ -32,6 +32,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         (name = "collections", description = "Create, inspect and drop collections."),
         (name = "points", description = "Write, read, scroll and count points."),
         (name = "search", description = "Nearest-neighbour queries."),
+        (name = "snapshots", description = "A collection, or the whole storage, in one checksummed file: take, list, download, delete, recover."),
         (name = "cluster", description = "Peer nodes and where partitions live.")
     )
 )]

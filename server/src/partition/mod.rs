@@ -25,6 +25,7 @@
 //! ```
 
 mod applier;
+pub mod export;
 pub mod keys;
 pub mod live;
 pub mod payload_index;

@@ -81,3 +81,35 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     serve::serve(config, wiring).await
 }
+
+/// `cairn restore`: recovers every collection and alias of a full-storage snapshot into the
+/// configured data folder of a standalone server that is not running (blocking), then stops.
+/// Each collection replaces the one of its name; others stay.
+pub fn restore_storage(config: &Config, snapshot: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if config.cluster.role != Role::Standalone {
+        anyhow::bail!(
+            "a full-storage snapshot is restored into a standalone server's data folder; a \
+             cluster's nodes take their replicas from each other"
+        );
+    }
+    let trainers = cairn_faiss::trainers();
+    let host = Arc::new(LocalHost {
+        storage: config.storage,
+        trainers: trainers.clone(),
+    });
+    let catalog = crate::catalog::Catalog::open(
+        &config.node.data_dir,
+        &config.node.snapshots(),
+        config.limits,
+        trainers,
+        host,
+    )
+    .context("cannot open the data folder")?;
+    catalog
+        .recover_full(snapshot)
+        .with_context(|| format!("cannot restore {}", snapshot.display()))?;
+    tracing::info!(collections = catalog.names().len(), "restored");
+    catalog.close_all();
+    Ok(())
+}

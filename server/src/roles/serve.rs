@@ -113,8 +113,9 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
     };
 
     let data_dir = config.node.data_dir.clone();
+    let snapshots_dir = config.node.snapshots();
     let catalog = tokio::task::spawn_blocking(move || {
-        Catalog::open(&data_dir, config.limits, trainers, host)
+        Catalog::open(&data_dir, &snapshots_dir, config.limits, trainers, host)
     })
     .await?
     .context("cannot load collections")?;

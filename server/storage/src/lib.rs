@@ -35,7 +35,7 @@ mod error;
 mod store;
 
 pub use error::{Result, StorageError};
-pub use store::transfer::{StateExport, StateFile};
+pub use store::transfer::{StateExport, StateFile, StateView};
 pub use store::{
     MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, StoredSparse,
     WriteOp,

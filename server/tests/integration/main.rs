@@ -32,6 +32,7 @@ mod recall;
 mod refused_fields;
 mod restart;
 mod routed;
+mod snapshots;
 mod sparse;
 mod tls;
 mod vacuum;

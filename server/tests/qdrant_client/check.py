@@ -4,6 +4,8 @@ Usage: check.py URL [API_KEY [CA_FILE]] — exits non-zero on the first wrong an
 With an API key, the client sends it, and a client without it is first shown to be refused.
 With a CA file (an https:// URL), the client trusts the server's certificate through it.
 """
+import hashlib
+import io
 import ssl
 import sys
 import warnings
@@ -160,6 +162,41 @@ created = httpx.put(
 assert created.status_code == 200, created.text
 assert client.get_collection(collection_name=name + "_neq").config.quantization_config is None
 assert client.delete_collection(collection_name=name + "_neq")
+
+# Snapshots: taken, listed and downloaded; recovered over the changed collection by upload
+# and (over plain HTTP, where the server can fetch its own URL) from a location; deleted. A
+# full-storage snapshot: taken, listed, deleted.
+keyed = {"api-key": api_key} if api_key else {}
+snapshot = client.create_snapshot(collection_name=name, wait=True)
+assert snapshot.name.endswith(".snapshot") and len(snapshot.checksum) == 64, snapshot
+assert [s.name for s in client.list_snapshots(collection_name=name)] == [snapshot.name]
+file = httpx.get(
+    f"{url}/collections/{name}/snapshots/{snapshot.name}", headers=keyed, verify=tls.get("verify", True)
+)
+assert file.status_code == 200 and hashlib.sha256(file.content).hexdigest() == snapshot.checksum
+client.delete(collection_name=name, points_selector=models.PointIdsList(points=[2]), wait=True)
+assert client.count(collection_name=name, exact=True).count == 3
+client.http.snapshots_api.recover_from_uploaded_snapshot(
+    collection_name=name, wait=True, checksum=snapshot.checksum, snapshot=io.BytesIO(file.content)
+)
+assert client.count(collection_name=name, exact=True).count == 4
+assert [str(r.id) for r in client.retrieve(collection_name=name, ids=[2])] == ["2"]
+if not tls:
+    assert client.recover_snapshot(
+        collection_name=name + "_copy",
+        location=f"{url}/collections/{name}/snapshots/{snapshot.name}",
+        checksum=snapshot.checksum,
+        api_key=api_key,
+        wait=True,
+    )
+    assert client.count(collection_name=name + "_copy", exact=True).count == 4
+    assert client.delete_collection(collection_name=name + "_copy")
+assert client.delete_snapshot(collection_name=name, snapshot_name=snapshot.name, wait=True)
+assert client.list_snapshots(collection_name=name) == []
+full = client.create_full_snapshot(wait=True)
+assert [s.name for s in client.list_full_snapshots()] == [full.name], full
+assert client.delete_full_snapshot(snapshot_name=full.name, wait=True)
+assert client.list_full_snapshots() == []
 
 assert client.delete_collection(collection_name=name)
 assert not client.collection_exists(name)

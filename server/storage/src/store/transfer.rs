@@ -39,20 +39,43 @@ pub struct StateExport {
     pub meta: BTreeMap<String, Vec<u8>>,
 }
 
+/// The state families of one store as of one moment: taken in microseconds, exported at
+/// leisure. A collection of several partitions takes every partition's view while its writes
+/// are held, then exports them one by one, so its snapshot is one moment of the whole.
+pub struct StateView<'a> {
+    store: &'a PartitionStore,
+    view: rocksdb::Snapshot<'a>,
+}
+
 impl PartitionStore {
+    /// The state as of now (writers go on; they are not part of the view).
+    pub fn view(&self) -> StateView<'_> {
+        StateView {
+            store: self,
+            view: self.db.snapshot(),
+        }
+    }
+
     /// Writes the state families (points, vectors, op log, meta), as of one point in time, into
     /// table files of at most about `max_file_bytes` each in `dir` (which must exist). Writers
     /// may go on meanwhile; they are not part of the export.
     pub fn export_state(&self, dir: &Path, max_file_bytes: u64) -> Result<StateExport> {
-        let view = self.db.snapshot();
+        self.view().export(dir, max_file_bytes)
+    }
+}
+
+impl StateView<'_> {
+    /// Writes the view's state families into table files of at most about `max_file_bytes`
+    /// each in `dir` (which must exist), as [`PartitionStore::export_state`] does.
+    pub fn export(&self, dir: &Path, max_file_bytes: u64) -> Result<StateExport> {
         let mut files = Vec::new();
         let mut meta = BTreeMap::new();
         let options = Options::default();
         for family in STATE_FAMILIES {
-            let cf = self.cf(family)?;
+            let cf = self.store.cf(family)?;
             let mut writer: Option<(SstFileWriter<'_>, String)> = None;
-            for item in view.iterator_cf(cf, IteratorMode::Start) {
-                let (key, value) = item.map_err(|e| self.rocks(e))?;
+            for item in self.view.iterator_cf(cf, IteratorMode::Start) {
+                let (key, value) = item.map_err(|e| self.store.rocks(e))?;
                 if family == super::CF_META {
                     meta.insert(String::from_utf8_lossy(&key).into_owned(), value.to_vec());
                 }
@@ -61,26 +84,28 @@ impl PartitionStore {
                     .is_some_and(|(w, _)| w.file_size() >= max_file_bytes)
                 {
                     if let Some((w, name)) = writer.take() {
-                        files.push(self.finish_file(w, dir, family, name)?);
+                        files.push(self.store.finish_file(w, dir, family, name)?);
                     }
                 }
                 if writer.is_none() {
                     let name = format!("{family}-{:04}.sst", files.len());
                     let w = SstFileWriter::create(&options);
-                    w.open(dir.join(&name)).map_err(|e| self.rocks(e))?;
+                    w.open(dir.join(&name)).map_err(|e| self.store.rocks(e))?;
                     writer = Some((w, name));
                 }
                 if let Some((w, _)) = writer.as_mut() {
-                    w.put(&key, &value).map_err(|e| self.rocks(e))?;
+                    w.put(&key, &value).map_err(|e| self.store.rocks(e))?;
                 }
             }
             if let Some((w, name)) = writer {
-                files.push(self.finish_file(w, dir, family, name)?);
+                files.push(self.store.finish_file(w, dir, family, name)?);
             }
         }
         Ok(StateExport { files, meta })
     }
+}
 
+impl PartitionStore {
     fn finish_file(
         &self,
         mut writer: SstFileWriter<'_>,
