@@ -284,11 +284,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         queries: queries.len(),
         variants,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    println!("{json}");
-    if let Some(path) = &args.json {
-        std::fs::write(path, &json)?;
-    }
+    crate::stats::emit_json(&report, args.json.as_deref())?;
     drop(process);
     Ok(report)
 }

@@ -227,11 +227,7 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
         hybrid_over_dense: median(rounds.iter().map(|r| r[2].0 / r[0].0).collect()),
         hybrid_over_both: median(rounds.iter().map(|r| r[2].0 / (r[0].0 + r[1].0)).collect()),
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    println!("{json}");
-    if let Some(path) = &args.json {
-        std::fs::write(path, &json)?;
-    }
+    crate::stats::emit_json(&report, args.json.as_deref())?;
     drop(process);
     Ok(report)
 }

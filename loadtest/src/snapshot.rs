@@ -20,7 +20,7 @@ use cairn_testkit::CairnProcess;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::stats::{median, recall_of};
+use crate::stats::{answer_ids, median, recall_of};
 use crate::workload::{Source, Workload};
 
 /// Options of `snapshot`.
@@ -92,24 +92,14 @@ async fn answers(
     workload: &Workload,
     k: usize,
     ef: usize,
-) -> anyhow::Result<Vec<Vec<u64>>> {
+) -> anyhow::Result<Vec<Vec<u32>>> {
     let mut out = Vec::with_capacity(workload.queries.len());
     for q in workload.queries.rows() {
         let query = QueryPoints::new(collection)
             .vector(q.to_vec())
             .limit(k)
             .ef(ef);
-        let response = client.query(query).await?;
-        out.push(
-            response
-                .points
-                .iter()
-                .map(|p| match p.id {
-                    cairn_client::api::PointId::Num(n) => n,
-                    cairn_client::api::PointId::Uuid(_) => u64::MAX,
-                })
-                .collect(),
-        );
+        out.push(answer_ids(&client.query(query).await?));
     }
     Ok(out)
 }
@@ -179,10 +169,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let recall = original
         .iter()
         .zip(&workload.truth)
-        .map(|(a, t)| {
-            let a: Vec<u32> = a.iter().map(|&id| id as u32).collect();
-            recall_of(&a, t, args.k)
-        })
+        .map(|(a, t)| recall_of(a, t, args.k))
         .sum::<f64>()
         / original.len() as f64;
 
@@ -262,11 +249,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
             / rebuild_secs,
         rounds,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    println!("{json}");
-    if let Some(path) = &args.json {
-        std::fs::write(path, &json)?;
-    }
+    crate::stats::emit_json(&report, args.json.as_deref())?;
     drop(process);
     Ok(report)
 }

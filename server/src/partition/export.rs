@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cairn_storage::{PartitionStore, StateFile, StateView, StoreOptions};
+use cairn_storage::{StateFile, StateView};
 use serde::{Deserialize, Serialize};
 
 use super::{paths, Partition};
@@ -78,13 +78,7 @@ impl Partition {
         files: &PartitionFiles,
         storage: StorageConfig,
     ) -> Result<()> {
-        let store = PartitionStore::open(
-            &paths::db(dir),
-            StoreOptions {
-                sync_writes: storage.sync_writes,
-                ..StoreOptions::default()
-            },
-        )?;
+        let store = Self::own_store(dir, storage)?;
         store.replace_state(from, &files.state)?;
         drop(store);
         if let Some(name) = &files.index {

@@ -194,13 +194,7 @@ impl Partition {
         storage: StorageConfig,
         trainers: &Trainers,
     ) -> Result<Self> {
-        let store = PartitionStore::open(
-            &paths::db(dir),
-            StoreOptions {
-                sync_writes: storage.sync_writes,
-                ..StoreOptions::default()
-            },
-        )?;
+        let store = Self::own_store(dir, storage)?;
         let settings: CollectionSettings = match store.get_meta(settings::META_KEY)? {
             Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 ServerError::Internal(format!("settings of `{name}` do not parse: {e}"))
@@ -354,19 +348,24 @@ impl Partition {
         Ok(())
     }
 
+    /// The store of a partition that is not a replica (it writes its own log), in `dir`.
+    fn own_store(dir: &Path, storage: StorageConfig) -> Result<PartitionStore> {
+        Ok(PartitionStore::open(
+            &paths::db(dir),
+            StoreOptions {
+                sync_writes: storage.sync_writes,
+                ..StoreOptions::default()
+            },
+        )?)
+    }
+
     /// Writes the settings of a new collection into an empty partition directory.
     pub fn initialise(
         dir: &Path,
         settings: &CollectionSettings,
         storage: StorageConfig,
     ) -> Result<()> {
-        let store = PartitionStore::open(
-            &paths::db(dir),
-            StoreOptions {
-                sync_writes: storage.sync_writes,
-                ..StoreOptions::default()
-            },
-        )?;
+        let store = Self::own_store(dir, storage)?;
         let bytes =
             serde_json::to_vec(settings).map_err(|e| ServerError::Internal(e.to_string()))?;
         store.put_meta(settings::META_KEY, &bytes)?;
