@@ -89,6 +89,41 @@ pub enum QueryInput {
         /// The parameters.
         rrf: Rrf,
     },
+    /// `{"recommend": {"positive", "negative", "strategy"}}`: points like the positive
+    /// examples and unlike the negative ones; the examples given by id are left out of the
+    /// results.
+    Recommend {
+        /// The examples.
+        recommend: RecommendInput,
+    },
+}
+
+/// Examples to recommend from (Qdrant's `RecommendInput`): each a dense vector or a point id.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecommendInput {
+    /// Points the results should be like.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positive: Option<Vec<NearestTarget>>,
+    /// Points the results should be unlike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negative: Option<Vec<NearestTarget>>,
+    /// How the examples become a ranking (default `average_vector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<RecommendStrategy>,
+}
+
+/// Qdrant's recommendation strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecommendStrategy {
+    /// One search near `2·mean(positive) − mean(negative)` (near `mean(positive)` without
+    /// negatives).
+    AverageVector,
+    /// Each point scored by its best positive and best negative similarity: refused for now.
+    BestScore,
+    /// Each point scored by its summed positive minus negative similarities: refused for now.
+    SumScores,
 }
 
 /// How prefetch results are merged (Qdrant's `Fusion`).
@@ -164,7 +199,8 @@ impl<'de> Deserialize<'de> for NearestTarget {
             QueryInput::Nearest { nearest, mmr: None } => Ok(nearest),
             QueryInput::Nearest { mmr: Some(_), .. }
             | QueryInput::Fusion { .. }
-            | QueryInput::Rrf { .. } => Err(D::Error::invalid_type(
+            | QueryInput::Rrf { .. }
+            | QueryInput::Recommend { .. } => Err(D::Error::invalid_type(
                 Unexpected::Map,
                 &"a vector, a sparse vector or a point id",
             )),
@@ -183,7 +219,7 @@ impl<'de> Visitor<'de> for TargetVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an array of numbers (a vector), a sparse vector or a point id")?;
         if self.nearest {
-            f.write_str(", or {\"nearest\": …} or {\"fusion\": …}")?;
+            f.write_str(", or {\"nearest\": …}, {\"recommend\": …} or {\"fusion\": …}")?;
         }
         Ok(())
     }
@@ -221,6 +257,10 @@ impl<'de> Visitor<'de> for TargetVisitor {
                 let rrf = map.next_value()?;
                 return only(map, "rrf").map(|()| QueryInput::Rrf { rrf });
             }
+            "recommend" => {
+                let recommend = map.next_value()?;
+                return only(map, "recommend").map(|()| QueryInput::Recommend { recommend });
+            }
             _ => {}
         }
         let (mut nearest, mut mmr) = (None, None);
@@ -235,7 +275,8 @@ impl<'de> Visitor<'de> for TargetVisitor {
                 other => {
                     return Err(A::Error::custom(format!(
                         "unsupported query `{other}`: Cairn answers a vector, a sparse vector, \
-                         a point id, {{\"nearest\": …}}, {{\"fusion\": …}} or {{\"rrf\": …}}"
+                         a point id, {{\"nearest\": …}}, {{\"recommend\": …}}, \
+                         {{\"fusion\": …}} or {{\"rrf\": …}}"
                     )))
                 }
             }
@@ -647,8 +688,22 @@ mod tests {
         assert!(err.contains("vector element 1"), "{err}");
         let err = parse("-3").unwrap_err();
         assert!(err.contains("unsigned integer"), "{err}");
-        let err = parse(r#"{"recommend": {"positive": [1]}}"#).unwrap_err();
-        assert!(err.contains("unsupported query `recommend`"), "{err}");
+        let err = parse(r#"{"discover": {"target": [1]}}"#).unwrap_err();
+        assert!(err.contains("unsupported query `discover`"), "{err}");
+        assert_eq!(
+            parse(r#"{"recommend": {"positive": [1, [0.5]], "strategy": "average_vector"}}"#)
+                .unwrap(),
+            QueryInput::Recommend {
+                recommend: RecommendInput {
+                    positive: Some(vec![
+                        NearestTarget::Point(PointId::Num(1)),
+                        NearestTarget::Vector(vec![0.5])
+                    ]),
+                    negative: None,
+                    strategy: Some(RecommendStrategy::AverageVector),
+                }
+            }
+        );
         let err = parse(r#"{"nearest": {"nearest": [1]}}"#).unwrap_err();
         assert!(err.contains("a point id"), "{err}");
         let err = parse("{}").unwrap_err();

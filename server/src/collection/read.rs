@@ -238,8 +238,40 @@ impl Collection {
             .collect()
     }
 
-    /// Runs a k-NN query (blocking).
+    /// Runs a k-NN query (blocking). A recommendation first reads its examples' vectors and
+    /// searches near their average, with room for the examples, which it then leaves out.
     pub fn query_blocking(
+        &self,
+        plan: &QueryPlan,
+        consistency: &ReadConsistency,
+    ) -> Result<QueryResponse> {
+        let Some(examples) = &plan.examples else {
+            return self.search_blocking(plan, consistency);
+        };
+        let ids = examples.ids();
+        let stored = self
+            .get_points(&ids, &PayloadSelection::None, true, consistency)?
+            .into_iter()
+            .filter_map(|r| Some((r.id, r.vector.and_then(VectorOutput::into_dense)?)))
+            .collect();
+        let mut resolved = plan.clone();
+        resolved.examples = None;
+        resolved.search.target = QueryTarget::Vector(examples.average(&self.settings, &stored)?);
+        resolved.search.offset = 0;
+        resolved.search.limit = plan.search.offset + plan.search.limit + ids.len();
+        let mut answer = self.search_blocking(&resolved, consistency)?;
+        answer.points = answer
+            .points
+            .into_iter()
+            .filter(|p| ids.binary_search(&p.id).is_err())
+            .skip(plan.search.offset)
+            .take(plan.search.limit)
+            .collect();
+        Ok(answer)
+    }
+
+    /// Runs a k-NN query whose target is known (blocking).
+    fn search_blocking(
         &self,
         plan: &QueryPlan,
         consistency: &ReadConsistency,

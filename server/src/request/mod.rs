@@ -16,6 +16,7 @@ pub mod mmr;
 pub mod payload;
 pub mod points;
 pub mod query;
+pub mod recommend;
 pub mod settings;
 
 pub use hybrid::QueryTree;

@@ -11,6 +11,7 @@ use cairn_index::IndexParams;
 use super::filter::validate;
 use super::mmr::{mmr_plan, pick, MmrPlan};
 use super::points::check_vector;
+use super::recommend::{examples, Examples};
 use super::CollectionSettings;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
@@ -38,6 +39,10 @@ pub struct QueryPlan {
     /// The vectors the caller named, when it named some: partitions return all of a point's
     /// vectors, and [`QueryPlan::finish`] keeps these.
     pub vectors: Option<WithVector>,
+    /// A recommendation's examples: the collection reads the ids' vectors, makes the query
+    /// vector from them into `search.target` (which holds an empty vector until then) and
+    /// leaves the ids out of the results.
+    pub examples: Option<Examples>,
 }
 
 impl QueryPlan {
@@ -147,6 +152,7 @@ enum Asked {
     Dense(Vec<f32>),
     Point(PointId),
     Sparse(SparseVector),
+    Recommend,
     Fusion,
     Nothing,
 }
@@ -175,6 +181,7 @@ impl From<Option<QueryInput>> for Asked {
                     ..
                 },
             ) => Asked::Sparse(v),
+            Some(QueryInput::Recommend { .. }) => Asked::Recommend,
             Some(QueryInput::Fusion { .. } | QueryInput::Rrf { .. }) => Asked::Fusion,
             None => Asked::Nothing,
         }
@@ -202,6 +209,12 @@ fn target(
             &vector_field,
         )?)),
         (Asked::Point(id), false) => Ok(QueryTarget::Point(id)),
+        // Made from the examples by the collection (`QueryPlan::examples`).
+        (Asked::Recommend, false) => Ok(QueryTarget::Vector(Vec::new())),
+        (Asked::Recommend, true) => refused(format!(
+            "{vector_field}: recommendations are made from dense vectors, and `using` names \
+             the sparse vector `{using}`"
+        )),
         (Asked::Sparse(v), true) => Ok(QueryTarget::Sparse {
             name: using.to_owned(),
             vector: v
@@ -301,6 +314,14 @@ pub fn plan(
         Some(QueryInput::Nearest { mmr: Some(m), .. }) => Some(*m),
         _ => None,
     };
+    let examples = match &request.query {
+        Some(QueryInput::Recommend { recommend }) => Some(examples(
+            settings,
+            recommend.clone(),
+            &format!("{field}query.recommend"),
+        )?),
+        _ => None,
+    };
     let target = target(settings, request.query, &using, field)?;
     if mmr.is_some() && matches!(target, QueryTarget::Sparse { .. }) {
         return Err(ServerError::InvalidRequest(format!(
@@ -350,6 +371,7 @@ pub fn plan(
         },
         mmr,
         vectors,
+        examples,
     })
 }
 

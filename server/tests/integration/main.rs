@@ -29,6 +29,7 @@ mod peers;
 mod point_updates;
 mod qdrant_client;
 mod recall;
+mod recommend;
 mod refused_fields;
 mod restart;
 mod routed;

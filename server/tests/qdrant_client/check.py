@@ -150,6 +150,30 @@ client.update_collection_aliases(
 )
 assert client.get_aliases().aliases == []
 
+# Recommendation from examples (average_vector): the client's RecommendQuery, ranked as
+# computed here, the example points left out.
+reco = name + "_reco"
+assert client.create_collection(
+    collection_name=reco, vectors_config=models.VectorParams(size=2, distance=models.Distance.EUCLID)
+)
+grid = {i: [float(i % 5), float(i // 5)] for i in range(25)}
+client.upsert(
+    collection_name=reco, points=[models.PointStruct(id=i, vector=v) for i, v in grid.items()], wait=True
+)
+target = [2 * (grid[6][d] + grid[7][d]) / 2 - grid[24][d] for d in range(2)]
+ranked = sorted(
+    (i for i in grid if i not in (6, 7, 24)),
+    key=lambda i: ((grid[i][0] - target[0]) ** 2 + (grid[i][1] - target[1]) ** 2, i),
+)
+hits = client.query_points(
+    collection_name=reco,
+    query=models.RecommendQuery(recommend=models.RecommendInput(positive=[6, 7], negative=[24])),
+    limit=3,
+    search_params=models.SearchParams(exact=True),
+).points
+assert [h.id for h in hits] == ranked[:3], ([h.id for h in hits], ranked[:3])
+assert client.delete_collection(collection_name=reco)
+
 # The server's version as the client reads it; a Cairn-quantized collection's info still
 # validates against the client's models.
 assert client.info().version.startswith("1."), client.info()

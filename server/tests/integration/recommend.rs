@@ -1,0 +1,181 @@
+//! `{"recommend": …}` queries (Qdrant's `average_vector` strategy): the ranking checked
+//! against a brute-force one computed here, examples by id left out, vectors as examples,
+//! paging, a partitioned collection, and the refusals.
+
+use serde_json::{json, Value};
+
+use crate::harness::{ids, Server};
+
+fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            (0..dim)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The ids nearest (Euclidean) to `2·mean(positive) − mean(negative)`, without `skip`.
+fn expected(
+    points: &[Vec<f32>],
+    positive: &[usize],
+    negative: &[usize],
+    skip: &[usize],
+) -> Vec<u64> {
+    let dim = points[0].len();
+    let mean = |of: &[usize]| -> Vec<f32> {
+        (0..dim)
+            .map(|d| of.iter().map(|&i| points[i][d]).sum::<f32>() / of.len() as f32)
+            .collect()
+    };
+    let p = mean(positive);
+    let query: Vec<f32> = if negative.is_empty() {
+        p
+    } else {
+        let n = mean(negative);
+        p.iter().zip(&n).map(|(p, n)| 2.0 * p - n).collect()
+    };
+    let mut ranked: Vec<(f32, u64)> = points
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !skip.contains(i))
+        .map(|(i, v)| {
+            let d: f32 = v.iter().zip(&query).map(|(a, b)| (a - b) * (a - b)).sum();
+            (d, i as u64)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ranked.into_iter().map(|(_, id)| id).collect()
+}
+
+fn load(server: &Server, name: &str, points: &[Vec<f32>]) {
+    for (b, chunk) in points.chunks(500).enumerate() {
+        let batch: Vec<Value> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"id": b * 500 + i, "vector": v}))
+            .collect();
+        server.ok(
+            "PUT",
+            &format!("/collections/{name}/points?wait=true"),
+            Some(&json!({ "points": batch })),
+        );
+    }
+}
+
+fn recommend(server: &Server, name: &str, body: Value) -> Vec<u64> {
+    ids(&server.ok(
+        "POST",
+        &format!("/collections/{name}/points/query"),
+        Some(&body),
+    ))
+}
+
+#[test]
+fn recommend_ranks_near_the_examples_average_and_leaves_the_examples_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let points = vectors(1_000, 8, 21);
+    server.create("items", 8, "Euclid", json!({}));
+    load(&server, "items", &points);
+    let exact = json!({"exact": true});
+
+    let got = recommend(
+        &server,
+        "items",
+        json!({"query": {"recommend": {"positive": [1, 2], "negative": [3]}}, "limit": 10, "params": exact}),
+    );
+    let want = expected(&points, &[1, 2], &[3], &[1, 2, 3]);
+    assert_eq!(got, want[..10]);
+
+    // The next page, and the default strategy named.
+    let got = recommend(
+        &server,
+        "items",
+        json!({"query": {"recommend": {"positive": [1, 2], "negative": [3], "strategy": "average_vector"}},
+               "limit": 5, "offset": 5, "params": exact}),
+    );
+    assert_eq!(got, want[5..10]);
+
+    // A vector as an example is not a point to leave out; without negatives the query is the
+    // positives' mean.
+    let got = recommend(
+        &server,
+        "items",
+        json!({"query": {"recommend": {"positive": [points[7].clone(), 8]}}, "limit": 10, "params": exact}),
+    );
+    let want = expected(&points, &[7, 8], &[], &[8]);
+    assert_eq!(got, want[..10]);
+
+    // The graph search agrees with the exact one on most of the top 10.
+    let got = recommend(
+        &server,
+        "items",
+        json!({"query": {"recommend": {"positive": [10, 11]}}, "limit": 10}),
+    );
+    let want = expected(&points, &[10, 11], &[], &[10, 11]);
+    let hits = got.iter().filter(|id| want[..10].contains(id)).count();
+    assert!(hits >= 9, "graph search found {hits} of the exact top 10");
+
+    for (query, status, says) in [
+        (
+            json!({"recommend": {"positive": [1], "strategy": "best_score"}}),
+            400,
+            "best_score",
+        ),
+        (json!({"recommend": {"negative": [1]}}), 400, "positive"),
+        (json!({"recommend": {"positive": [424242]}}), 404, "424242"),
+        (
+            json!({"recommend": {"positive": [[1.0, 2.0]]}}),
+            400,
+            "positive[0]",
+        ),
+        (
+            json!({"recommend": {"positive": [{"indices": [1], "values": [1.0]}]}}),
+            400,
+            "sparse",
+        ),
+        (
+            json!({"recommend": {"positive": [1], "typo": 2}}),
+            400,
+            "typo",
+        ),
+    ] {
+        let (got, body) = server.call(
+            "POST",
+            "/collections/items/points/query",
+            Some(&json!({ "query": query })),
+        );
+        assert_eq!(got, status, "{query}: {body}");
+        let error = body["status"]["error"].as_str().unwrap();
+        assert!(
+            error.contains(says),
+            "{query}: {error:?} should say {says:?}"
+        );
+    }
+}
+
+#[test]
+fn recommend_works_across_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let points = vectors(3_000, 16, 22);
+    server.create("parts", 16, "Euclid", json!({"partitions": 3}));
+    load(&server, "parts", &points);
+    server.wait_routed("parts");
+    let got = recommend(
+        &server,
+        "parts",
+        json!({"query": {"recommend": {"positive": [5, 6, 7], "negative": [8]}}, "limit": 10,
+               "params": {"exact": true}}),
+    );
+    let want = expected(&points, &[5, 6, 7], &[8], &[5, 6, 7, 8]);
+    assert_eq!(got, want[..10]);
+}
