@@ -287,3 +287,17 @@ pub fn venv(name: &str, requirements: &[&str]) -> PathBuf {
     }
     python
 }
+
+/// `n` deterministic vectors of `dim` components in [-0.5, 0.5), row after row (a xorshift
+/// generator), so every run sees the same data.
+pub fn seeded_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n * dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}

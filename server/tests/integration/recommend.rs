@@ -4,21 +4,12 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{ids, Server};
+use crate::harness::{ids, seeded_vectors, Server};
 
 fn vectors(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            (0..dim)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-                })
-                .collect()
-        })
+    seeded_vectors(n, dim, seed)
+        .chunks(dim)
+        .map(<[f32]>::to_vec)
         .collect()
 }
 

@@ -10,20 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{ids, Server};
-
-/// Deterministic vectors (a xorshift generator), so every run sees the same data.
-fn vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n * dim)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
-}
+use crate::harness::{ids, seeded_vectors as vectors, Server};
 
 fn sha256(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
