@@ -26,6 +26,9 @@ pub enum ServerError {
     /// A name taken by an alias or a collection.
     #[error("{0}")]
     NameTaken(String),
+    /// Credentials that do not reach what the request names (a 403).
+    #[error("{0}")]
+    Forbidden(String),
     /// A request that does not make sense; the message names the field.
     #[error("{0}")]
     InvalidRequest(String),
@@ -109,6 +112,7 @@ impl ServerError {
             | ServerError::CollectionExists(_)
             | ServerError::AliasNotFound(_)
             | ServerError::SnapshotNotFound(_)
+            | ServerError::Forbidden(_)
             | ServerError::NameTaken(_)
             | ServerError::Overloaded(_)
             | ServerError::Timeout(_)
@@ -133,6 +137,7 @@ impl ServerError {
             }
             ServerError::AliasNotFound(_) | ServerError::SnapshotNotFound(_) => ErrorCode::NotFound,
             ServerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            ServerError::Forbidden(_) => ErrorCode::Forbidden,
             ServerError::WrongDimension { .. } => ErrorCode::WrongDimension,
             ServerError::InvalidVector(_) => ErrorCode::InvalidVector,
             ServerError::LimitExceeded(_) => ErrorCode::LimitExceeded,

@@ -16,6 +16,7 @@ mod collections;
 mod consistency;
 mod error;
 mod filter;
+mod groups;
 pub mod internal;
 mod points;
 mod search;
@@ -27,6 +28,7 @@ pub use collections::*;
 pub use consistency::{ReadConsistency, ReadQuery, ReadToken};
 pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use filter::*;
+pub use groups::{GroupId, GroupsResult, PointGroup, QueryGroupsRequest, WithLookup};
 pub use points::*;
 pub use search::*;
 pub use snapshots::{

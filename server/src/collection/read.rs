@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
-    Filter, PartitionsExplain, PointId, QueryExplain, QueryResponse, ReadConsistency, Record,
-    VectorOutput,
+    Filter, PartitionsExplain, PointGroup, PointId, QueryExplain, QueryResponse, ReadConsistency,
+    Record, VectorOutput,
 };
 use cairn_index::Metric;
 
@@ -19,6 +19,7 @@ use super::merge::{scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
 use crate::error::{Result, ServerError};
+use crate::request::groups::{group, GroupPlan};
 use crate::request::hybrid::{among, fuse, higher_is_better, Ranked, Then};
 use crate::request::{QueryPlan, QueryTree};
 
@@ -268,6 +269,29 @@ impl Collection {
             .take(plan.search.limit)
             .collect();
         Ok(answer)
+    }
+
+    /// Runs a grouped query (blocking): the query again with four times the hits while its
+    /// groups are not full and more hits may come, up to `limits.max_limit` hits.
+    pub fn query_groups_blocking(
+        &self,
+        plan: &GroupPlan,
+        consistency: &ReadConsistency,
+    ) -> Result<Vec<PointGroup>> {
+        let wanted = plan.groups * plan.size;
+        let mut fetch = wanted.saturating_mul(2).min(plan.max_hits).max(wanted);
+        loop {
+            let mut query = plan.query.clone();
+            query.search.limit = fetch;
+            let answer = self.query_blocking(&query, consistency)?;
+            let exhausted = answer.points.len() < fetch;
+            let answer = query.finish(answer, &self.settings);
+            let (groups, full) = group(answer.points, plan);
+            if full || exhausted || fetch >= plan.max_hits {
+                return Ok(groups);
+            }
+            fetch = fetch.saturating_mul(4).min(plan.max_hits);
+        }
     }
 
     /// Runs a k-NN query whose target is known (blocking).

@@ -39,6 +39,7 @@ const OPEN_PATHS: &[&str] = &["/healthz", "/readyz"];
 const SEARCH_POSTS: &[&str] = &[
     "points/query",
     "points/query/batch",
+    "points/query/groups",
     "points/search",
     "points/search/batch",
 ];
@@ -62,6 +63,28 @@ enum Access {
     ReadOnly,
     /// These collections only: (name, may write).
     Collections(Vec<(String, bool)>),
+}
+
+/// The collections a request's key or token may read, for a handler whose body names another
+/// collection than its path (`with_lookup`): put in the request's extensions by
+/// [`require_key`]; absent when the API is open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach(Option<Vec<String>>);
+
+impl Reach {
+    fn of(access: &Access) -> Self {
+        match access {
+            Access::ReadWrite | Access::ReadOnly => Reach(None),
+            Access::Collections(list) => Reach(Some(list.iter().map(|(c, _)| c.clone()).collect())),
+        }
+    }
+
+    /// Whether `collection` may be read.
+    pub fn reads(&self, collection: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|c| c == collection))
+    }
 }
 
 /// Why a presented credential lets nothing through (a 401).
@@ -306,7 +329,11 @@ pub async fn require_key(AxState(state): AxState<State>, request: Request, next:
                      later"
                         .into(),
                 ),
-                _ => next.run(request).await,
+                _ => {
+                    let mut request = request;
+                    request.extensions_mut().insert(Reach::of(&access));
+                    next.run(request).await
+                }
             },
             Some(why) => error_response(ErrorCode::Forbidden, why),
         },
@@ -327,6 +354,13 @@ pub async fn require_key(AxState(state): AxState<State>, request: Request, next:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scoped_token_reaches_only_its_collections_in_a_body_too() {
+        let scoped = Reach::of(&Access::Collections(vec![("a".into(), false)]));
+        assert!(scoped.reads("a") && !scoped.reads("b"));
+        assert!(Reach::of(&Access::ReadOnly).reads("b"));
+    }
 
     #[test]
     fn searches_are_the_query_and_search_posts() {

@@ -165,6 +165,7 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(points::count))
         .routes(routes!(query::query))
         .routes(routes!(query::query_batch))
+        .routes(routes!(query::query_groups))
         .routes(routes!(query::search))
         .routes(routes!(query::search_batch))
         .routes(routes!(snapshots::create, snapshots::list))

@@ -4,15 +4,22 @@ use std::time::Instant;
 
 use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
+use axum::Extension;
+use std::collections::HashMap;
+
+use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    QueryBatchRequest, QueryRequest, QueryResponse, ReadQuery, RefuseUnsupported, ScoredPoint,
-    SearchBatchRequest, SearchRequest,
+    GroupsResult, PointId, QueryBatchRequest, QueryGroupsRequest, QueryRequest, QueryResponse,
+    ReadQuery, Record, RefuseUnsupported, ScoredPoint, SearchBatchRequest, SearchRequest,
+    WithLookup,
 };
 
+use super::auth::Reach;
 use super::json::{ApiJson, ApiQuery};
 use super::searchers::Work;
 use super::{ok, read_consistency, State};
 use crate::error::{Result, ServerError};
+use crate::request::groups::groups_plan;
 use crate::request::hybrid::plan_tree;
 use crate::request::query::{check_batch, plan};
 use crate::request::QueryTree;
@@ -99,6 +106,64 @@ pub(super) async fn query(
         .pop()
         .ok_or_else(|| ServerError::Internal("query produced no response".into()))?;
     Ok(ok(response, t))
+}
+
+/// `POST /collections/{c}/points/query/groups`: the query's hits grouped by a payload value,
+/// and each group's point in the `with_lookup` collection.
+#[utoipa::path(post, path = "/collections/{collection}/points/query/groups", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryGroupsRequest, responses((status = 200, description = "Groups, ordered by their best hit, each with its best `group_size` hits.", body = cairn_api::Response<GroupsResult>)))]
+pub(super) async fn query_groups(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
+    reach: Option<Extension<Reach>>,
+    ApiJson(request): ApiJson<QueryGroupsRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let consistency = read_consistency(&read)?;
+    let catalog = state.catalog()?.clone();
+    let collection = catalog.get(&name)?;
+    let with_lookup = request.with_lookup.clone();
+    if let (Some(lookup), Some(Extension(reach))) = (&with_lookup, &reach) {
+        let other = match lookup {
+            WithLookup::Collection(c) | WithLookup::Options { collection: c, .. } => c,
+        };
+        if !reach.reads(other) {
+            return Err(ServerError::Forbidden(format!(
+                "with_lookup: this token grants no access to collection `{other}`"
+            )));
+        }
+    }
+    let plan = groups_plan(collection.settings(), request, &state.limits)?;
+    let groups = state
+        .searchers
+        .run(Work::Long, move || {
+            let mut groups = collection.query_groups_blocking(&plan, &consistency)?;
+            if let Some(lookup) = with_lookup {
+                let (other, payload, vectors) = match lookup {
+                    WithLookup::Collection(c) => (c, None, false),
+                    WithLookup::Options {
+                        collection,
+                        with_payload,
+                        with_vectors,
+                    } => (collection, with_payload, with_vectors.unwrap_or(false)),
+                };
+                let other = catalog.get(&other)?;
+                let ids: Vec<PointId> = groups.iter().filter_map(|g| g.id.point_id()).collect();
+                let selection = PayloadSelection::from_wire(payload, true);
+                let found: HashMap<PointId, Record> = other
+                    .get_points(&ids, &selection, vectors, &consistency)?
+                    .into_iter()
+                    .map(|r| (r.id, r))
+                    .collect();
+                for group in &mut groups {
+                    group.lookup = group.id.point_id().and_then(|id| found.get(&id).cloned());
+                }
+            }
+            Ok(groups)
+        })
+        .await?;
+    Ok(ok(GroupsResult { groups }, t))
 }
 
 #[utoipa::path(post, path = "/collections/{collection}/points/query/batch", tag = "search", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = QueryBatchRequest, responses((status = 200, description = "One answer per query, in order.", body = cairn_api::Response<Vec<QueryResponse>>)))]

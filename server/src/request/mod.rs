@@ -11,6 +11,7 @@
 //! engine crates.
 
 pub mod filter;
+pub mod groups;
 pub mod hybrid;
 pub mod mmr;
 pub mod payload;

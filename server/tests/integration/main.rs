@@ -15,6 +15,7 @@ mod durability;
 mod filtered_recall;
 mod frameworks;
 mod fuzz;
+mod groups;
 mod harness;
 mod membership;
 mod mips;

@@ -172,6 +172,29 @@ hits = client.query_points(
     search_params=models.SearchParams(exact=True),
 ).points
 assert [h.id for h in hits] == ranked[:3], ([h.id for h in hits], ranked[:3])
+
+# Groups: the grid's rows (payload `row`), the nearest two rows with their two nearest points.
+client.set_payload(
+    collection_name=reco, payload={"row": 0}, points=[i for i in grid if i // 5 == 0], wait=True
+)
+for row in range(1, 5):
+    client.set_payload(
+        collection_name=reco, payload={"row": row}, points=[i for i in grid if i // 5 == row], wait=True
+    )
+near = [3.2, 0.9]
+by_distance = sorted(grid, key=lambda i: ((grid[i][0] - near[0]) ** 2 + (grid[i][1] - near[1]) ** 2, i))
+want = []
+for i in by_distance:
+    row = [g for g in want if g[0] == i // 5]
+    if row and len(row[0][1]) < 2:
+        row[0][1].append(i)
+    elif not row and len(want) < 2:
+        want.append((i // 5, [i]))
+groups = client.query_points_groups(
+    collection_name=reco, query=near, group_by="row", limit=2, group_size=2,
+    search_params=models.SearchParams(exact=True),
+).groups
+assert [(g.id, [h.id for h in g.hits]) for g in groups] == want, (groups, want)
 assert client.delete_collection(collection_name=reco)
 
 # The server's version as the client reads it; a Cairn-quantized collection's info still
