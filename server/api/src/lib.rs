@@ -15,6 +15,7 @@
 mod collections;
 mod consistency;
 mod error;
+mod facet;
 mod filter;
 mod groups;
 pub mod internal;
@@ -27,6 +28,7 @@ mod unsupported;
 pub use collections::*;
 pub use consistency::{ReadConsistency, ReadQuery, ReadToken};
 pub use error::{ErrorBody, ErrorCode, ErrorStatus};
+pub use facet::{FacetHit, FacetRequest, FacetResponse};
 pub use filter::*;
 pub use groups::{GroupId, GroupsResult, PointGroup, QueryGroupsRequest, WithLookup};
 pub use points::*;

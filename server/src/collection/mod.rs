@@ -106,6 +106,21 @@ pub struct Collection {
     rebalancer: Mutex<Option<rebalance::Handle>>,
 }
 
+/// Facet values of equal counts in Qdrant's order: numbers by value, strings and booleans
+/// as they compare, values of different kinds by their JSON text.
+fn value_order(a: &serde_json::Value, b: &serde_json::Value) -> std::cmp::Ordering {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x
+            .as_f64()
+            .unwrap_or(0.0)
+            .total_cmp(&y.as_f64().unwrap_or(0.0)),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (x, y) => x.to_string().cmp(&y.to_string()),
+    }
+}
+
 /// Most ids in one write of a delete by filter: the matches are deleted in writes of at most
 /// this many, so no single write (a Raft entry, a RocksDB batch) grows with the collection.
 /// Each write is atomic; the delete as a whole is not (a crash part-way leaves the matches
@@ -301,6 +316,50 @@ impl Collection {
                 self.name
             ))),
         }
+    }
+
+    /// The `limit` most frequent values of `key`'s payload index among the points matching
+    /// `filter`, with their counts (blocking). A point stored in several partitions (spilled)
+    /// counts once: their ids are merged.
+    pub fn facet(
+        &self,
+        key: &str,
+        filter: Option<&cairn_api::Filter>,
+        limit: usize,
+    ) -> Result<Vec<cairn_api::FacetHit>> {
+        let partitions = self.local_partitions("facets are counted")?;
+        let mut counts: Vec<(serde_json::Value, u64)> = match partitions.as_slice() {
+            [only] => only
+                .facet_blocking(key, filter)?
+                .into_iter()
+                .map(|(value, ids)| (value, ids.len() as u64))
+                .collect(),
+            many => {
+                let mut merged: HashMap<
+                    String,
+                    (serde_json::Value, std::collections::HashSet<PointId>),
+                > = HashMap::new();
+                for partition in many {
+                    for (value, ids) in partition.facet_blocking(key, filter)? {
+                        merged
+                            .entry(value.to_string())
+                            .or_insert_with(|| (value, Default::default()))
+                            .1
+                            .extend(ids);
+                    }
+                }
+                merged
+                    .into_values()
+                    .map(|(value, ids)| (value, ids.len() as u64))
+                    .collect()
+            }
+        };
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| value_order(&a.0, &b.0)));
+        counts.truncate(limit);
+        Ok(counts
+            .into_iter()
+            .map(|(value, count)| cairn_api::FacetHit { value, count })
+            .collect())
     }
 
     /// Writes one moment of every partition into `dir/p{i}/` (blocking): the partitions'

@@ -45,7 +45,7 @@ const SEARCH_POSTS: &[&str] = &[
 ];
 
 /// The other `POST` routes under `/collections/{collection}/` that only read.
-const OTHER_READ_POSTS: &[&str] = &["points", "points/scroll", "points/count"];
+const OTHER_READ_POSTS: &[&str] = &["points", "points/scroll", "points/count", "facet"];
 
 /// The keys a server accepts.
 #[derive(Clone)]

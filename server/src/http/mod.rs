@@ -163,6 +163,7 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(points::batch))
         .routes(routes!(points::scroll))
         .routes(routes!(points::count))
+        .routes(routes!(points::facet))
         .routes(routes!(query::query))
         .routes(routes!(query::query_batch))
         .routes(routes!(query::query_groups))

@@ -9,10 +9,10 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, GetPointsRequest,
-    Payload, PointId, ReadQuery, Record, RefuseUnsupported, ScrollRequest, ScrollResult,
-    SetPayloadRequest, UpdateBatchRequest, UpdateOperation, UpdateResult, UpdateStatus,
-    UpdateVectorsRequest, UpsertRequest, WithVector, WriteQuery,
+    CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, FacetRequest,
+    FacetResponse, GetPointsRequest, Payload, PointId, ReadQuery, Record, RefuseUnsupported,
+    ScrollRequest, ScrollResult, SetPayloadRequest, UpdateBatchRequest, UpdateOperation,
+    UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WithVector, WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -378,4 +378,31 @@ pub(super) async fn count(
     let count =
         blocking(move || collection.count_blocking(request.filter.as_ref(), &consistency)).await?;
     Ok(ok(CountResult { count }, t))
+}
+
+/// `POST /collections/{c}/facet`: counts of the values of an indexed payload key. Standalone
+/// collections only for now, like payload indexes.
+#[utoipa::path(post, path = "/collections/{collection}/facet", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = FacetRequest, responses((status = 200, description = "The most frequent values, each with its exact count.", body = cairn_api::Response<FacetResponse>)))]
+pub(super) async fn facet(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(read): ApiQuery<ReadQuery>,
+    ApiJson(request): ApiJson<FacetRequest>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    read_consistency(&read)?;
+    let collection = state.catalog()?.get(&name)?;
+    if let Some(f) = &request.filter {
+        validate(f, "filter", state.limits.max_filter_depth)?;
+    }
+    let limit = request.limit.unwrap_or(10);
+    if limit == 0 || limit > state.limits.max_limit {
+        return Err(ServerError::LimitExceeded(format!(
+            "limit must be from 1 to {}, not {limit}",
+            state.limits.max_limit
+        )));
+    }
+    let hits =
+        blocking(move || collection.facet(&request.key, request.filter.as_ref(), limit)).await?;
+    Ok(ok(FacetResponse { hits }, t))
 }

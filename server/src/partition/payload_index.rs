@@ -358,6 +358,46 @@ impl PayloadIndexes {
         }
     }
 
+    /// Each value of the index of `key` with the slots holding it that `accept` takes, for
+    /// facet counts; `None` when `key` has no keyword, bool, uuid or integer index (a float's
+    /// values are not categories, a text index holds words).
+    pub fn facet(
+        &self,
+        key: &str,
+        accept: impl Fn(Slot) -> bool,
+    ) -> Option<Vec<(Value, Vec<Slot>)>> {
+        let index = self.fields.get(key)?;
+        let kept = |slots: &Vec<Slot>| slots.iter().copied().filter(|&s| accept(s)).collect();
+        let values: Vec<(Value, Vec<Slot>)> = match (&index.postings, index.kind) {
+            (Postings::Exact(map), PayloadSchemaType::Bool) => map
+                .iter()
+                .map(|(v, slots)| (Value::Bool(v == "true"), kept(slots)))
+                .collect(),
+            (Postings::Exact(map), PayloadSchemaType::Keyword | PayloadSchemaType::Uuid) => map
+                .iter()
+                .map(|(v, slots)| (Value::String(v.clone()), kept(slots)))
+                .collect(),
+            // Whole numbers only: an integer index also lists fractions (see `number`).
+            (Postings::Numeric(map), PayloadSchemaType::Integer) => map
+                .iter()
+                .filter(|(n, _)| n.0.fract() == 0.0 && n.0.abs() < 9.0e15)
+                .map(|(n, slots)| (Value::from(n.0 as i64), kept(slots)))
+                .collect(),
+            (
+                Postings::Exact(_) | Postings::Numeric(_) | Postings::Words(_),
+                PayloadSchemaType::Keyword
+                | PayloadSchemaType::Integer
+                | PayloadSchemaType::Float
+                | PayloadSchemaType::Bool
+                | PayloadSchemaType::Uuid
+                | PayloadSchemaType::Datetime
+                | PayloadSchemaType::Geo
+                | PayloadSchemaType::Text,
+            ) => return None,
+        };
+        Some(values.into_iter().filter(|(_, s)| !s.is_empty()).collect())
+    }
+
     /// Keys whose `match.text` compares words (a text index) rather than substrings.
     pub fn is_text(&self, key: &str) -> bool {
         self.fields

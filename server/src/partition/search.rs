@@ -107,6 +107,36 @@ fn estimated_work(
 }
 
 impl Partition {
+    /// The values of `key`'s payload index, each with the live points holding it that pass
+    /// `filter` (blocking: one hold of the table's read lock).
+    pub fn facet_blocking(
+        &self,
+        key: &str,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<(serde_json::Value, Vec<PointId>)>> {
+        let live = self.shared.live();
+        let table = live.table.read();
+        let values = table
+            .payload_index
+            .facet(key, |slot| passes(&table, filter, slot))
+            .ok_or_else(|| {
+                ServerError::InvalidRequest(format!(
+                    "key: `{key}` has no keyword, integer, bool or uuid payload index; facets \
+                     count an index's values (PUT /collections/{{c}}/index makes one)"
+                ))
+            })?;
+        Ok(values
+            .into_iter()
+            .map(|(value, slots)| {
+                let ids = slots
+                    .into_iter()
+                    .filter_map(|s| table.entry(s).map(|e| e.id))
+                    .collect();
+                (value, ids)
+            })
+            .collect())
+    }
+
     /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
     pub fn is_short(&self, plan: &SearchPlan) -> bool {
         let settings = self.settings();

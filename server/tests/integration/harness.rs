@@ -301,3 +301,14 @@ pub fn seeded_vectors(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+/// Copies of points a partitioned collection stores, over its partitions (from its info's
+/// `routing.partition_points`): above its point count when points are spilled.
+pub fn stored_copies(info: &Value) -> u64 {
+    info["routing"]["partition_points"]
+        .as_array()
+        .expect("a partitioned collection's info lists its partitions' points")
+        .iter()
+        .filter_map(Value::as_u64)
+        .sum()
+}

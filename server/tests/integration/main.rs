@@ -12,6 +12,7 @@ mod auth;
 mod bad_input;
 mod consistency;
 mod durability;
+mod facet;
 mod filtered_recall;
 mod frameworks;
 mod fuzz;

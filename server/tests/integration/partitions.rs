@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use cairn_index::dataset::{load_dataset, recall_at_k, shared_data_dir, Dataset};
 use serde_json::{json, Value};
 
-use crate::harness::{ids, Server};
+use crate::harness::{ids, stored_copies, Server};
 
 /// Routed recall@10 over every query, mean partitions touched, and each partition's share of
 /// the queries.
@@ -400,12 +400,7 @@ fn kill_during_re_homing(spill: f64) {
     server.kill9();
     server.restart();
     let info = server.wait_routed("sift");
-    let stored: u64 = info["routing"]["partition_points"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let stored = stored_copies(&info);
     if spill == 0.0 {
         assert_eq!(
             stored, n as u64,

@@ -195,6 +195,13 @@ groups = client.query_points_groups(
     search_params=models.SearchParams(exact=True),
 ).groups
 assert [(g.id, [h.id for h in g.hits]) for g in groups] == want, (groups, want)
+
+# Facet counts of an indexed key: five rows of five points.
+client.create_payload_index(
+    collection_name=reco, field_name="row", field_schema=models.PayloadSchemaType.INTEGER
+)
+facets = client.facet(collection_name=reco, key="row", limit=3)
+assert [(h.value, h.count) for h in facets.hits] == [(0, 5), (1, 5), (2, 5)], facets
 assert client.delete_collection(collection_name=reco)
 
 # The server's version as the client reads it; a Cairn-quantized collection's info still
