@@ -91,31 +91,108 @@ fn write_aliases(path: &Path, aliases: &BTreeMap<String, String>) -> Result<()> 
     Ok(())
 }
 
-/// Hidden name of a collection folder set aside while a recovery replaces it: the nonce
-/// first, so the name (which may hold `-`) is the rest.
-const REPLACED: &str = ".replaced-";
+/// A recovery's swap of a collection folder, crash-safe in both directions. A marker file
+/// `.recovering-<nonce>-<name>` is written (synced) before anything moves and removed only
+/// once the new collection has opened; the collection it replaces waits beside it as
+/// `.replaced-<nonce>-<name>` until then. Start-up rolls back every swap whose marker is
+/// still there ([`Swap::roll_back_all`]): the unconfirmed folder goes, the replaced one comes
+/// back. The nonce comes first in both names, so the name (which may hold `-`) is the rest.
+struct Swap {
+    marker: PathBuf,
+    dir: PathBuf,
+    aside: PathBuf,
+    root: PathBuf,
+    /// Whether a collection of that name was there (the marker holds `1` or `0`): rolling
+    /// back then removes the folder at the name only once the old one is safely aside.
+    had_previous: bool,
+}
 
-/// Start-up: a collection set aside by a recovery that a crash cut short before the new
-/// folder took its place is put back (otherwise the leftover is removed with the others).
-fn put_back_replaced(root: &Path) -> Result<()> {
-    let io = |e: std::io::Error| ServerError::Internal(e.to_string());
-    for entry in fs_err::read_dir(root).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let Some(name) = file_name
-            .as_deref()
-            .and_then(|n| n.strip_prefix(REPLACED))
-            .and_then(|rest| rest.split_once('-'))
-            .map(|(_, name)| name.to_owned())
-        else {
-            continue;
-        };
-        if validate_name(&name).is_ok() && !root.join(&name).try_exists().map_err(io)? {
-            tracing::warn!(collection = %name, "a recovery was cut short: the collection it replaced is put back");
-            fs_err::rename(&path, root.join(&name)).map_err(io)?;
+impl Swap {
+    fn new(root: &Path, name: &str, nonce: u128, had_previous: bool) -> Self {
+        Self {
+            marker: root.join(format!(".recovering-{nonce}-{name}")),
+            dir: root.join(name),
+            aside: root.join(format!(".replaced-{nonce}-{name}")),
+            root: root.to_path_buf(),
+            had_previous,
         }
     }
-    Ok(())
+
+    fn sync_root(&self) -> Result<()> {
+        fs_err::File::open(&self.root)
+            .and_then(|d| d.sync_all())
+            .map_err(internal)
+    }
+
+    /// Marks the swap, sets the current folder aside and moves `staging` into its place.
+    fn forward(&self, staging: &Path) -> Result<()> {
+        let mut marker = fs_err::File::create(&self.marker).map_err(internal)?;
+        std::io::Write::write_all(&mut marker, if self.had_previous { b"1" } else { b"0" })
+            .and_then(|()| marker.sync_all())
+            .map_err(internal)?;
+        self.sync_root()?;
+        if self.dir.is_dir() {
+            fs_err::rename(&self.dir, &self.aside).map_err(internal)?;
+        }
+        fs_err::rename(staging, &self.dir).map_err(internal)?;
+        self.sync_root()
+    }
+
+    /// The new folder opened: the marker goes first (from then on start-up keeps it), then the
+    /// replaced folder.
+    fn confirm(&self) -> Result<()> {
+        fs_err::remove_file(&self.marker).map_err(internal)?;
+        self.sync_root()?;
+        if self.aside.is_dir() {
+            fs_err::remove_dir_all(&self.aside).map_err(internal)?;
+        }
+        Ok(())
+    }
+
+    /// Undoes the swap: the unconfirmed folder is removed, the replaced one put back.
+    fn roll_back(&self) -> Result<()> {
+        // With a previous collection not yet set aside, the folder at the name is still it.
+        let unconfirmed = self.dir.is_dir() && (!self.had_previous || self.aside.is_dir());
+        if unconfirmed {
+            let trash = self.root.join(format!(".deleted-recovery-{}", nanos()));
+            fs_err::rename(&self.dir, &trash).map_err(internal)?;
+            fs_err::remove_dir_all(&trash).map_err(internal)?;
+        }
+        if self.aside.is_dir() {
+            fs_err::rename(&self.aside, &self.dir).map_err(internal)?;
+        }
+        match fs_err::remove_file(&self.marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(internal(e)),
+            _ => {}
+        }
+        self.sync_root()
+    }
+
+    /// Start-up: rolls back every recovery a crash cut short (its marker is still there).
+    fn roll_back_all(root: &Path) -> Result<()> {
+        for entry in fs_err::read_dir(root).map_err(internal)? {
+            let path = entry.map_err(internal)?.path();
+            let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some((nonce, name)) = file_name
+                .as_deref()
+                .and_then(|n| n.strip_prefix(".recovering-"))
+                .and_then(|rest| rest.split_once('-'))
+            else {
+                continue;
+            };
+            let (Ok(nonce), Ok(())) = (nonce.parse::<u128>(), validate_name(name)) else {
+                continue;
+            };
+            let had_previous = fs_err::read(&path).map_err(internal)? != b"0";
+            tracing::warn!(collection = %name, "a recovery from a snapshot was cut short: the collection is put back as it was");
+            Swap::new(root, name, nonce, had_previous).roll_back()?;
+        }
+        Ok(())
+    }
+}
+
+fn internal(e: std::io::Error) -> ServerError {
+    ServerError::Internal(e.to_string())
 }
 
 fn nanos() -> u128 {
@@ -154,7 +231,7 @@ impl Catalog {
     ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
-        put_back_replaced(&root)?;
+        Swap::roll_back_all(&root)?;
         let mut collections = BTreeMap::new();
         for entry in fs_err::read_dir(&root).map_err(|e| ServerError::Internal(e.to_string()))? {
             let entry = entry.map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -402,12 +479,15 @@ impl Catalog {
         self.host.check(&manifest.settings)?;
         fs_err::create_dir_all(staging).map_err(io)?;
         let restored = self.host.restore(staging, unpacked, &manifest.partitions);
-        // A table file that fails its CRC is the snapshot's fault, not this server's.
-        if let Err(ServerError::Storage(cairn_storage::StorageError::Corrupt { comment, .. })) =
-            &restored
+        // A table file that fails its CRC, or that RocksDB will not ingest, is the snapshot's
+        // fault, not this server's.
+        if let Err(ServerError::Storage(
+            e @ (cairn_storage::StorageError::Corrupt { .. }
+            | cairn_storage::StorageError::Rocks { .. }),
+        )) = &restored
         {
             return Err(ServerError::InvalidRequest(format!(
-                "the snapshot cannot be recovered: {comment}"
+                "the snapshot cannot be recovered: {e}"
             )));
         }
         restored?;
@@ -417,50 +497,49 @@ impl Catalog {
                 "`{name}` is an alias; recover into the collection's own name"
             )));
         }
-        let dir = self.root.join(name);
-        let aside = self.root.join(format!("{REPLACED}{nonce}-{name}"));
         let previous = self.collections.write().remove(name);
-        if let Some(previous) = previous {
-            previous.close();
-            // Requests that hold it finish (its writes now fail); its stores must be closed
-            // before the folder's new stores open.
+        if let Some(held) = &previous {
+            // Requests that hold it finish first (a snapshot being taken of it included): its
+            // stores must be closed before the folder's new stores open at the same path.
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while Arc::strong_count(&previous) > 1 && std::time::Instant::now() < deadline {
+            while Arc::strong_count(held) > 1 && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
+            if Arc::strong_count(held) > 1 {
+                self.collections
+                    .write()
+                    .insert(name.to_owned(), held.clone());
+                return Err(ServerError::Unavailable(format!(
+                    "collection `{name}` stayed busy for 30 s (a snapshot or long request holds \
+                     it); retry the recovery"
+                )));
+            }
         }
-        let sync_root = || {
-            fs_err::File::open(&self.root)
-                .and_then(|d| d.sync_all())
-                .map_err(io)
-        };
-        if dir.is_dir() {
-            fs_err::rename(&dir, &aside).map_err(io)?;
-        }
-        fs_err::rename(staging, &dir).map_err(io)?;
-        sync_root()?;
-        let opened = self
-            .host
-            .open(name, &dir)
-            .and_then(|opened| Collection::open(name, opened, self.trainers.clone()));
+        let had_previous = previous.is_some();
+        drop(previous);
+        let swap = Swap::new(&self.root, name, nonce, had_previous);
+        let opened = swap.forward(staging).and_then(|()| {
+            self.host
+                .open(name, &swap.dir)
+                .and_then(|opened| Collection::open(name, opened, self.trainers.clone()))
+        });
         match opened {
             Ok(collection) => {
                 self.collections.write().insert(name.to_owned(), collection);
-                if aside.is_dir() {
-                    fs_err::remove_dir_all(&aside).map_err(io)?;
-                }
+                swap.confirm()?;
                 tracing::info!(collection = name, from = %manifest.collection,
                     ms = started.elapsed().as_millis() as u64, "collection recovered from a snapshot");
                 Ok(())
             }
             Err(e) => {
                 // Put the previous collection back as it was.
-                fs_err::rename(&dir, staging).map_err(io)?;
-                if aside.is_dir() {
-                    fs_err::rename(&aside, &dir).map_err(io)?;
-                    sync_root()?;
-                    let previous =
-                        Collection::open(name, self.host.open(name, &dir)?, self.trainers.clone())?;
+                swap.roll_back()?;
+                if had_previous {
+                    let previous = Collection::open(
+                        name,
+                        self.host.open(name, &swap.dir)?,
+                        self.trainers.clone(),
+                    )?;
                     self.collections.write().insert(name.to_owned(), previous);
                 }
                 Err(ServerError::InvalidRequest(format!(

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
     GroupsResult, PointId, QueryBatchRequest, QueryGroupsRequest, QueryRequest, QueryResponse,
-    ReadQuery, Record, RefuseUnsupported, ScoredPoint, SearchBatchRequest, SearchRequest,
-    WithLookup,
+    ReadConsistency, ReadQuery, Record, RefuseUnsupported, ScoredPoint, SearchBatchRequest,
+    SearchRequest, WithLookup,
 };
 
 use super::auth::Reach;
@@ -48,7 +48,8 @@ async fn run(
     let work = if collection.may_wait(&consistency) {
         Work::MayWait
     } else if let [QueryTree::Search(only)] = plans.as_slice() {
-        if collection.is_short(only, &consistency) {
+        // A recommendation reads its examples before it searches: never on an async worker.
+        if only.examples.is_none() && collection.is_short(only, &consistency) {
             Work::Short
         } else {
             Work::Long
@@ -151,8 +152,13 @@ pub(super) async fn query_groups(
                 let other = catalog.get(&other)?;
                 let ids: Vec<PointId> = groups.iter().filter_map(|g| g.id.point_id()).collect();
                 let selection = PayloadSelection::from_wire(payload, true);
+                // A read token names positions of the queried collection, not of this one.
+                let lookup_consistency = match &consistency {
+                    ReadConsistency::After(_) => ReadConsistency::Any,
+                    ReadConsistency::Any | ReadConsistency::Linearizable => consistency.clone(),
+                };
                 let found: HashMap<PointId, Record> = other
-                    .get_points(&ids, &selection, vectors, &consistency)?
+                    .get_points(&ids, &selection, vectors, &lookup_consistency)?
                     .into_iter()
                     .map(|r| (r.id, r))
                     .collect();

@@ -106,17 +106,12 @@ pub(super) async fn recover(
     let catalog = state.catalog()?.clone();
     let location = request.location.trim();
     if location.starts_with("http://") || location.starts_with("https://") {
-        let path = catalog.snapshots().scratch(Some(&name), "download")?;
-        let received = fetch(location, request.api_key.as_deref(), &path).await;
-        let result = match received {
-            Ok(()) => recover_file(catalog, name, path.clone(), request.checksum).await,
-            Err(e) => Err(e),
-        };
-        let _ = tokio::fs::remove_file(&path).await;
-        result?;
+        let scratch = Scratch(catalog.snapshots().scratch(Some(&name), "download")?);
+        fetch(location, request.api_key.as_deref(), &scratch.0).await?;
+        recover_file(catalog, name, Source::Received(scratch), request.checksum).await?;
     } else if location.starts_with("file://") {
         let path = catalog.snapshots().local_file(location)?;
-        recover_file(catalog, name, path, request.checksum).await?;
+        recover_file(catalog, name, Source::Kept(path), request.checksum).await?;
     } else {
         return Err(ServerError::InvalidRequest(format!(
             "location: {location:?} is neither a file:// path nor an http(s):// URL"
@@ -135,13 +130,9 @@ pub(super) async fn upload(
     let t = Instant::now();
     validate_name(&name)?;
     let catalog = state.catalog()?.clone();
-    let path = catalog.snapshots().scratch(Some(&name), "upload")?;
-    let result = match receive(request, &path).await {
-        Ok(()) => recover_file(catalog, name, path.clone(), query.checksum).await,
-        Err(e) => Err(e),
-    };
-    let _ = tokio::fs::remove_file(&path).await;
-    result?;
+    let scratch = Scratch(catalog.snapshots().scratch(Some(&name), "upload")?);
+    receive(request, &scratch.0).await?;
+    recover_file(catalog, name, Source::Received(scratch), query.checksum).await?;
     Ok(ok(true, t))
 }
 
@@ -182,18 +173,39 @@ pub(super) async fn delete_full(
     Ok(ok(true, t))
 }
 
-/// Checks the file's SHA-256 when one was given, then recovers the collection from it.
+/// A file received for a recovery, removed when dropped: when the recovery is done, and when
+/// the request is given up half-way (a client gone, a `timeout`), so none is left behind.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Where a recovery reads its snapshot: a file kept in the snapshots folder, or one received
+/// for it.
+enum Source {
+    Kept(PathBuf),
+    Received(Scratch),
+}
+
+/// Checks the file's SHA-256 when one was given, then recovers the collection from it (a
+/// received file goes with the blocking task, which removes it when done).
 async fn recover_file(
     catalog: std::sync::Arc<Catalog>,
     name: String,
-    path: PathBuf,
+    source: Source,
     checksum: Option<String>,
 ) -> Result<()> {
     blocking(move || {
+        let path = match &source {
+            Source::Kept(path) | Source::Received(Scratch(path)) => path,
+        };
         if let Some(expected) = &checksum {
-            check_sha256(&path, expected)?;
+            check_sha256(path, expected)?;
         }
-        catalog.recover(&name, &path)
+        catalog.recover(&name, path)
     })
     .await
 }

@@ -242,7 +242,13 @@ impl Snapshots {
     ) -> Result<SnapshotDescription> {
         let folder = self.folder(collection);
         let part = self.scratch(collection, "part")?;
-        let (size, checksum) = archive::write(&part, manifest, files).map_err(io)?;
+        let (size, checksum) = match archive::write(&part, manifest, files) {
+            Ok(written) => written,
+            Err(e) => {
+                let _ = fs_err::remove_file(&part);
+                return Err(io(e));
+            }
+        };
         let _naming = self.naming.lock();
         let stem = collection.unwrap_or("full");
         let time = utc_time(now_secs());
@@ -254,10 +260,17 @@ impl Snapshots {
             n += 1;
         }
         let sum = folder.join(format!("{name}.checksum"));
-        let mut file = fs_err::File::create(&sum).map_err(io)?;
-        std::io::Write::write_all(&mut file, checksum.as_bytes()).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        fs_err::rename(&part, folder.join(&name)).map_err(io)?;
+        let sealed = fs_err::File::create(&sum)
+            .and_then(|mut file| {
+                std::io::Write::write_all(&mut file, checksum.as_bytes())?;
+                file.sync_all()
+            })
+            .and_then(|()| fs_err::rename(&part, folder.join(&name)));
+        if let Err(e) = sealed {
+            let _ = fs_err::remove_file(&part);
+            let _ = fs_err::remove_file(&sum);
+            return Err(io(e));
+        }
         fs_err::File::open(&folder)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
@@ -344,7 +357,12 @@ impl Snapshots {
         };
         let file = std::fs::canonicalize(path).map_err(|_| outside())?;
         let root = std::fs::canonicalize(&self.root).map_err(io)?;
-        if file.starts_with(&root) && file.is_file() {
+        // A finished snapshot only: not a file being received or written, nor a checksum.
+        let finished = file.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            !n.starts_with('.') && n.ends_with(&format!(".{EXTENSION}"))
+        });
+        if file.starts_with(&root) && file.is_file() && finished {
             Ok(file)
         } else {
             Err(outside())

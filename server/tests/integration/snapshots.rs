@@ -457,3 +457,33 @@ fn a_full_snapshot_restores_every_collection_and_alias_into_an_empty_folder() {
         json!([{"alias_name": "prod", "collection_name": "b"}])
     );
 }
+
+/// A crash between a recovery's folder swap and the new collection opening: the marker left
+/// behind makes start-up put the replaced collection back, and drop a half-recovered new one.
+#[test]
+fn a_recovery_cut_short_by_a_crash_is_rolled_back_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    server.create("kept", 4, "Euclid", json!({}));
+    load(&server, "kept", 4, 200, 12);
+    let before = answers(&server, "kept", 4);
+    server.terminate();
+    let root = dir.path().join("data/collections");
+    // Replacing `kept`: the old folder set aside, an unopenable new one in its place.
+    std::fs::rename(root.join("kept"), root.join(".replaced-77-kept")).unwrap();
+    std::fs::create_dir_all(root.join("kept/partitions/0/db")).unwrap();
+    std::fs::write(root.join(".recovering-77-kept"), b"1").unwrap();
+    // Recovering `fresh`, a new name: its unconfirmed folder.
+    std::fs::create_dir_all(root.join("fresh/partitions/0/db")).unwrap();
+    std::fs::write(root.join(".recovering-78-fresh"), b"0").unwrap();
+    server.restart();
+    assert_eq!(answers(&server, "kept", 4), before);
+    assert_eq!(count(&server, "kept"), 200);
+    let (status, _) = server.call("GET", "/collections/fresh", None);
+    assert_eq!(status, 404);
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["kept"], "nothing else is left");
+}
