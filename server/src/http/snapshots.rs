@@ -62,9 +62,11 @@ pub(super) async fn list(
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let catalog = state.catalog()?;
-    let owner = owner(catalog, &name)?;
-    Ok(ok(catalog.snapshots().list(Some(&owner))?, t))
+    let catalog = state.catalog()?.clone();
+    let owner = owner(&catalog, &name)?;
+    // Reads the folder and each checksum file: off the async workers.
+    let list = blocking(move || catalog.snapshots().list(Some(&owner))).await?;
+    Ok(ok(list, t))
 }
 
 #[utoipa::path(get, path = "/collections/{collection}/snapshots/{snapshot_name}", operation_id = "get_snapshot", tag = "snapshots", params(("collection" = String, Path, description = "Collection name."), ("snapshot_name" = String, Path, description = "The snapshot's file name.")), responses((status = 200, description = "The snapshot file.", body = Vec<u8>, content_type = "application/octet-stream")))]
@@ -85,9 +87,9 @@ pub(super) async fn delete(
     ApiQuery(_wait): ApiQuery<WriteQuery>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    let catalog = state.catalog()?;
-    let owner = owner(catalog, &name)?;
-    catalog.snapshots().delete(Some(&owner), &snapshot)?;
+    let catalog = state.catalog()?.clone();
+    let owner = owner(&catalog, &name)?;
+    blocking(move || catalog.snapshots().delete(Some(&owner), &snapshot)).await?;
     Ok(ok(true, t))
 }
 
@@ -150,7 +152,9 @@ pub(super) async fn create_full(
 #[utoipa::path(get, path = "/snapshots", operation_id = "list_full_snapshots", tag = "snapshots", responses((status = 200, description = "The full-storage snapshots, by name.", body = cairn_api::Response<Vec<SnapshotDescription>>)))]
 pub(super) async fn list_full(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    Ok(ok(state.catalog()?.snapshots().list(None)?, t))
+    let catalog = state.catalog()?.clone();
+    let list = blocking(move || catalog.snapshots().list(None)).await?;
+    Ok(ok(list, t))
 }
 
 #[utoipa::path(get, path = "/snapshots/{snapshot_name}", operation_id = "get_full_snapshot", tag = "snapshots", params(("snapshot_name" = String, Path, description = "The snapshot's file name.")), responses((status = 200, description = "The snapshot file.", body = Vec<u8>, content_type = "application/octet-stream")))]
@@ -169,7 +173,8 @@ pub(super) async fn delete_full(
     ApiQuery(_wait): ApiQuery<WriteQuery>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    state.catalog()?.snapshots().delete(None, &snapshot)?;
+    let catalog = state.catalog()?.clone();
+    blocking(move || catalog.snapshots().delete(None, &snapshot)).await?;
     Ok(ok(true, t))
 }
 
