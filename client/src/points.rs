@@ -142,6 +142,7 @@ mod tests {
             id: point.id,
             payload: point.payload,
             vector: None,
+            order_value: None,
         };
         assert_eq!(record.payload_as::<Movie>().unwrap(), movie);
     }
@@ -154,6 +155,7 @@ mod tests {
             id: PointId::Num(3),
             payload: None,
             vector: None,
+            order_value: None,
         };
         let err = record.payload_as::<Movie>().unwrap_err();
         assert!(err.to_string().contains("with_payload(true)"), "{err}");

@@ -37,7 +37,7 @@ pub struct HnswConfigDiff {
 }
 
 /// The vector space of a collection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VectorParams {
     /// Dimension.
     pub size: usize,
@@ -46,6 +46,11 @@ pub struct VectorParams {
     /// Per-vector HNSW overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hnsw_config: Option<HnswConfigDiff>,
+    /// This vector's index (a Cairn addition): as the collection's `index`, for one named
+    /// vector. Absent: the collection's `index` for the main vector, and for the others
+    /// `ip_nsw_plus` when their distance is `Dot`, `hnsw` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexConfig>,
     /// Qdrant's per-vector quantization: refused (Cairn's is the collection's
     /// `quantization_config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +81,7 @@ impl VectorParams {
             size,
             distance,
             hnsw_config: None,
+            index: None,
             quantization_config: None,
             datatype: None,
             on_disk: None,
@@ -178,7 +184,7 @@ impl RefuseUnsupported for SparseIndexParams {
 
 /// `vectors` at creation and in collection info: one unnamed vector space, or Qdrant's map of
 /// named ones (`{"": {…}}` is the unnamed vector in map form, which LangChain sends).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum VectorsConfig {
     /// One unnamed vector per point.
@@ -311,8 +317,9 @@ impl IndexConfig {
 /// `PUT /collections/{c}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CreateCollection {
-    /// The vector space: one unnamed, or a map with one named vector (several named vectors
-    /// per point are refused for now).
+    /// The vector spaces: one unnamed, or a map of named ones. With several, the first name
+    /// in byte order is the collection's **main** vector, which every point must carry and
+    /// partitions are routed by; a point may leave the others out.
     pub vectors: VectorsConfig,
     /// Collection-wide HNSW settings (overridden by `vectors.hnsw_config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -725,8 +732,12 @@ pub struct CollectionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub cairn_quantization_config: Option<serde_json::Value>,
-    /// Cairn's index choice.
+    /// Cairn's index choice (the main vector's, when there are several).
     pub index: IndexConfig,
+    /// The index of each named vector beside the main one (a Cairn addition; absent when
+    /// there is none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vector_indexes: BTreeMap<String, IndexConfig>,
 }
 
 /// `GET /collections/{c}`.

@@ -37,10 +37,20 @@ pub struct Filter {
         skip_serializing_if = "Option::is_none"
     )]
     pub must_not: Option<Vec<Condition>>,
-    /// Qdrant's "at least `min_count` of these": refused.
+    /// At least `min_count` of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub min_should: Option<Value>,
+    pub min_should: Option<MinShould>,
+}
+
+/// `min_should`: at least `min_count` of the conditions hold.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MinShould {
+    /// The conditions.
+    #[schema(no_recursion)]
+    pub conditions: Vec<Condition>,
+    /// How many must hold.
+    pub min_count: usize,
 }
 
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Condition>>, D::Error> {
@@ -79,6 +89,11 @@ pub enum Condition {
     IsNull {
         /// `{"key": …}`.
         is_null: KeyRef,
+    },
+    /// The point holds the named vector (`""`: the unnamed one), dense or sparse.
+    HasVector {
+        /// The vector's name.
+        has_vector: String,
     },
     /// A nested filter.
     #[schema(no_recursion)]
@@ -129,6 +144,11 @@ impl<'de> Deserialize<'de> for Condition {
             Ok(Condition::IsNull {
                 is_null: from::<_, D::Error>(key.clone())?,
             })
+        } else if let Some(name) = map.get("has_vector") {
+            alone("has_vector")?;
+            Ok(Condition::HasVector {
+                has_vector: from::<_, D::Error>(name.clone())?,
+            })
         } else if ["must", "should", "must_not", "min_should"]
             .iter()
             .any(|k| map.contains_key(*k))
@@ -141,7 +161,7 @@ impl<'de> Deserialize<'de> for Condition {
                 nested.must = Some(Vec::new());
             }
             Ok(Condition::Nested(Box::new(nested)))
-        } else if let Some(qdrant_only) = ["has_vector", "nested", "slice"]
+        } else if let Some(qdrant_only) = ["nested", "slice"]
             .into_iter()
             .find(|k| map.contains_key(*k))
         {
@@ -150,7 +170,7 @@ impl<'de> Deserialize<'de> for Condition {
             let keys: Vec<String> = map.keys().map(|k| format!("`{k}`")).collect();
             Err(D::Error::custom(format!(
                 "unknown filter condition {{{}}}: expected one of `key`, `has_id`, `is_empty`, \
-                 `is_null` or a nested `must`/`should`/`must_not`",
+                 `is_null`, `has_vector` or a nested `must`/`should`/`must_not`",
                 keys.join(", ")
             )))
         }
@@ -182,10 +202,10 @@ pub struct FieldCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub geo_polygon: Option<Value>,
-    /// Refused.
+    /// Bounds on how many values the key holds (an array's elements each count; a missing
+    /// key or a null holds none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub values_count: Option<Value>,
+    pub values_count: Option<ValuesCount>,
     /// Refused (use the `{"is_empty": {"key": …}}` condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
@@ -244,6 +264,34 @@ pub struct Range {
     /// Less than or equal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lte: Option<f64>,
+}
+
+/// `values_count` bounds; at least one given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesCount {
+    /// More than this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gt: Option<usize>,
+    /// At least this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gte: Option<usize>,
+    /// Fewer than this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lt: Option<usize>,
+    /// At most this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lte: Option<usize>,
+}
+
+impl ValuesCount {
+    /// Whether `n` values are within the bounds.
+    pub fn holds(&self, n: usize) -> bool {
+        self.gt.is_none_or(|b| n > b)
+            && self.gte.is_none_or(|b| n >= b)
+            && self.lt.is_none_or(|b| n < b)
+            && self.lte.is_none_or(|b| n <= b)
+    }
 }
 
 impl Filter {
@@ -319,13 +367,15 @@ impl Condition {
 
 impl RefuseUnsupported for Filter {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[("min_should", &self.min_should)])?;
         for (name, list) in [
             ("must", &self.must),
             ("should", &self.should),
             ("must_not", &self.must_not),
         ] {
             refuse_each(name, list.as_deref().unwrap_or_default())?;
+        }
+        if let Some(min) = &self.min_should {
+            refuse_each("conditions", &min.conditions).map_err(|e| e.within("min_should"))?;
         }
         Ok(())
     }
@@ -336,9 +386,10 @@ impl RefuseUnsupported for Condition {
         match self {
             Condition::Field(field) => field.refuse_unsupported(),
             Condition::Nested(filter) => filter.refuse_unsupported(),
-            Condition::HasId { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => {
-                Ok(())
-            }
+            Condition::HasId { .. }
+            | Condition::IsEmpty { .. }
+            | Condition::IsNull { .. }
+            | Condition::HasVector { .. } => Ok(()),
         }
     }
 }
@@ -349,7 +400,6 @@ impl RefuseUnsupported for FieldCondition {
             ("geo_bounding_box", &self.geo_bounding_box),
             ("geo_radius", &self.geo_radius),
             ("geo_polygon", &self.geo_polygon),
-            ("values_count", &self.values_count),
             ("is_empty", &self.is_empty),
             ("is_null", &self.is_null),
         ])?;
@@ -434,12 +484,8 @@ mod tests {
     fn qdrant_tests_cairn_lacks_are_refused_with_their_path() {
         let cases = [
             (
-                r#"{"min_should": {"conditions": [], "min_count": 1}}"#,
-                "min_should",
-            ),
-            (
-                r#"{"must": [{"must": [], "min_should": {"conditions": [], "min_count": 1}}]}"#,
-                "must[0].min_should",
+                r#"{"min_should": {"conditions": [{"key": "a", "geo_polygon": {}}], "min_count": 1}}"#,
+                "min_should.conditions[0].geo_polygon",
             ),
             (
                 r#"{"must_not": {"key": "a", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1}}}"#,
@@ -452,10 +498,6 @@ mod tests {
             (
                 r#"{"must": [{"key": "a", "geo_polygon": {}}]}"#,
                 "must[0].geo_polygon",
-            ),
-            (
-                r#"{"must": [{"key": "a", "values_count": {"gt": 1}}]}"#,
-                "must[0].values_count",
             ),
             (
                 r#"{"must": [{"key": "a", "is_empty": true}]}"#,
@@ -536,8 +578,8 @@ mod tests {
                 "nested: not supported by Cairn",
             ),
             (
-                r#"{"must": [{"has_vector": "image"}]}"#,
-                "has_vector: not supported by Cairn",
+                r#"{"must": [{"has_vector": "image", "x": 1}]}"#,
+                "unknown field `x` in a `has_vector` condition",
             ),
             (
                 r#"{"must": [{"slice": {}}]}"#,

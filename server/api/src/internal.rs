@@ -28,6 +28,10 @@ pub struct NewPoint {
     /// Its sparse vectors by name, each sorted by index ([`SparseVector::checked`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sparse: BTreeMap<String, SparseVector>,
+    /// Its dense vectors beside the main one (`vector`), by name, each checked and
+    /// preprocessed for its own distance.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<f32>>,
 }
 
 /// A write to a partitioned collection that a peer node sends the collection's writer (the
@@ -68,6 +72,10 @@ pub struct WriteReceipt {
 pub struct SearchPlan {
     /// What to search near (already checked and preprocessed), or a point whose vector to use.
     pub target: QueryTarget,
+    /// The named dense vector beside the main one that a `Vector` or `Point` target is
+    /// scored against; `None`: the main vector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub using: Option<String>,
     /// Only points passing this filter.
     pub filter: Option<Filter>,
     /// Results to return.
@@ -126,6 +134,20 @@ pub struct ScrollPlan {
     pub with_payload: PayloadSelection,
     /// Vector in results.
     pub with_vector: bool,
+    /// In the order of a payload key's index instead of by id (`offset` is then unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_by: Option<OrderPlan>,
+}
+
+/// A scroll's order by a numeric payload index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderPlan {
+    /// The indexed payload key.
+    pub key: String,
+    /// Largest first.
+    pub descending: bool,
+    /// The first value, inclusive, in the order's direction.
+    pub start_from: Option<f64>,
 }
 
 /// Which payload keys a response carries.
@@ -365,6 +387,7 @@ mod tests {
         let call = PartitionCall::Query {
             plan: SearchPlan {
                 target: QueryTarget::Vector(vec![0.25, -1.0e-7, f32::MAX, 3.0]),
+                using: Some("image".into()),
                 filter: Some(filter.clone()),
                 limit: 10,
                 offset: 2,
@@ -395,6 +418,7 @@ mod tests {
         );
         assert_eq!((plan.limit, plan.offset, plan.ef), (10, 2, Some(64)));
         assert_eq!(plan.among, Some(vec![PointId::Num(3), PointId::Num(9)]));
+        assert_eq!(plan.using.as_deref(), Some("image"));
     }
 
     #[test]
@@ -444,6 +468,7 @@ mod tests {
                         values: vec![1.0],
                     },
                 )]),
+                extra: BTreeMap::from([("image".to_owned(), vec![0.25; 2])]),
             }],
             fence: 12,
         };
@@ -452,6 +477,7 @@ mod tests {
         };
         assert_eq!((points.len(), fence), (1, 12));
         assert_eq!(points[0].sparse["w"].indices, [2]);
+        assert_eq!(points[0].extra["image"], [0.25; 2]);
         let write = CollectionWrite::Delete {
             ids: vec![PointId::Num(4)],
         };

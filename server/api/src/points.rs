@@ -288,10 +288,9 @@ pub struct UpsertRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
-    /// Qdrant's "update existing points only where this filter holds": refused.
+    /// Replace a stored point only where it passes this filter (new points are inserted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub update_filter: Option<serde_json::Value>,
+    pub update_filter: Option<Filter>,
     /// Qdrant's `upsert` / `insert_only` / `update_only`: only `upsert`, what Cairn does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
@@ -300,10 +299,8 @@ pub struct UpsertRequest {
 
 impl RefuseUnsupported for UpsertRequest {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[
-            ("shard_key", &self.shard_key),
-            ("update_filter", &self.update_filter),
-        ])?;
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("update_filter", self.update_filter.as_ref())?;
         refuse_other_than(
             "update_mode",
             &self.update_mode,
@@ -411,6 +408,17 @@ impl VectorOutput {
         }
     }
 
+    /// The dense vector called `name` (`""`: the unnamed one), if returned.
+    pub fn dense(&self, name: &str) -> Option<&[f32]> {
+        match self {
+            VectorOutput::Dense(v) => name.is_empty().then_some(v.as_slice()),
+            VectorOutput::Named(named) => match named.get(name) {
+                Some(VectorValue::Dense(v)) => Some(v),
+                Some(VectorValue::Sparse(_)) | None => None,
+            },
+        }
+    }
+
     /// The sparse vector called `name`, if returned.
     pub fn sparse(&self, name: &str) -> Option<&SparseVector> {
         match self {
@@ -465,6 +473,9 @@ pub struct Record {
     /// Its vector, when requested.
     #[serde(default)]
     pub vector: Option<VectorOutput>,
+    /// The value it was ordered by (a scroll with `order_by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_value: Option<f64>,
 }
 
 /// `POST /collections/{c}/points`: get many by id.
@@ -508,18 +519,15 @@ pub struct UpdateVectorsRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
-    /// Qdrant's "only where this filter holds": refused.
+    /// Change only the points that pass this filter (the others are left as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub update_filter: Option<serde_json::Value>,
+    pub update_filter: Option<Filter>,
 }
 
 impl RefuseUnsupported for UpdateVectorsRequest {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[
-            ("shard_key", &self.shard_key),
-            ("update_filter", &self.update_filter),
-        ])
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("update_filter", self.update_filter.as_ref())
     }
 }
 
@@ -602,6 +610,31 @@ impl RefuseUnsupported for DeletePointsRequest {
     }
 }
 
+/// `POST /collections/{c}/points/vectors/delete`: remove named vectors (beside the main one,
+/// or sparse) from the points given by id or by filter.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeleteVectorsRequest {
+    /// The names of the vectors to remove.
+    pub vector: Vec<String>,
+    /// These points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points: Option<Vec<PointId>>,
+    /// Every point matching this filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
+    /// Refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub shard_key: Option<serde_json::Value>,
+}
+
+impl RefuseUnsupported for DeleteVectorsRequest {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[("shard_key", &self.shard_key)])?;
+        refuse_within("filter", self.filter.as_ref())
+    }
+}
+
 /// `POST /collections/{c}/points/batch`: writes applied one after another, in order (as in
 /// Qdrant, not as one transaction: a failing operation leaves those before it applied).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -634,9 +667,8 @@ pub enum UpdateOperation {
     ClearPayload(DeletePointsRequest),
     /// New vectors for existing points.
     UpdateVectors(UpdateVectorsRequest),
-    /// Qdrant's removal of named vectors from points: refused (a point keeps its vectors).
-    #[schema(value_type = Object)]
-    DeleteVectors(serde_json::Value),
+    /// Remove named vectors from points.
+    DeleteVectors(DeleteVectorsRequest),
 }
 
 impl UpdateOperation {
@@ -665,7 +697,7 @@ impl RefuseUnsupported for UpdateOperation {
             }
             UpdateOperation::DeletePayload(r) => r.refuse_unsupported(),
             UpdateOperation::UpdateVectors(r) => r.refuse_unsupported(),
-            UpdateOperation::DeleteVectors(_) => return Err(Unsupported::field("delete_vectors")),
+            UpdateOperation::DeleteVectors(r) => r.refuse_unsupported(),
         };
         refused.map_err(|e| e.within(self.name()))
     }
@@ -693,15 +725,76 @@ pub struct ScrollRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub shard_key: Option<serde_json::Value>,
-    /// Qdrant's ordering by a payload key: refused (pages are in id order).
+    /// Order by a payload key with an `integer` or `float` index instead of by id (one page:
+    /// the next starts from the last value, with `start_from`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub order_by: Option<serde_json::Value>,
+    pub order_by: Option<OrderBy>,
+}
+
+/// Scroll's `order_by`: a payload key, or `{"key", "direction", "start_from"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct OrderBy {
+    /// The payload key, which needs an `integer` or `float` index.
+    pub key: String,
+    /// `asc` (the default) or `desc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// The first value (inclusive) in the direction of the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_from: Option<f64>,
+}
+
+/// An order's direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+impl<'de> Deserialize<'de> for OrderBy {
+    /// A string is the key alone; an object is read strictly (a misspelt field would change
+    /// the order).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            key: String,
+            #[serde(default)]
+            direction: Option<Direction>,
+            #[serde(default)]
+            start_from: Option<f64>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Shape {
+            Key(String),
+            Object(serde_json::Map<String, serde_json::Value>),
+        }
+        match Shape::deserialize(d)? {
+            Shape::Key(key) => Ok(OrderBy {
+                key,
+                direction: None,
+                start_from: None,
+            }),
+            Shape::Object(map) => {
+                let full: Full = serde_json::from_value(serde_json::Value::Object(map))
+                    .map_err(serde::de::Error::custom)?;
+                Ok(OrderBy {
+                    key: full.key,
+                    direction: full.direction,
+                    start_from: full.start_from,
+                })
+            }
+        }
+    }
 }
 
 impl RefuseUnsupported for ScrollRequest {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[("shard_key", &self.shard_key), ("order_by", &self.order_by)])?;
+        refuse_set(&[("shard_key", &self.shard_key)])?;
         refuse_within("filter", self.filter.as_ref())
     }
 }
@@ -790,8 +883,9 @@ mod tests {
             Some("shard_key")
         );
         assert_eq!(
-            upsert(r#"{"points": [], "update_filter": {"must": []}}"#).as_deref(),
-            Some("update_filter")
+            upsert(r#"{"points": [], "update_filter": {"must": {"key": "a", "geo_radius": {}}}}"#)
+                .as_deref(),
+            Some("update_filter.must[0].geo_radius")
         );
         assert_eq!(
             upsert(r#"{"batch": {"ids": [], "vectors": []}, "update_mode": "insert_only"}"#)
@@ -810,18 +904,14 @@ mod tests {
         );
         assert_eq!(
             refused_path::<DeletePointsRequest>(
-                r#"{"filter": {"min_should": {"conditions": [], "min_count": 1}}}"#
+                r#"{"filter": {"min_should": {"conditions": [{"key": "a", "geo_radius": {}}], "min_count": 1}}}"#
             )
             .as_deref(),
-            Some("filter.min_should")
+            Some("filter.min_should.conditions[0].geo_radius")
         );
         assert_eq!(
             refused_path::<GetPointsRequest>(r#"{"ids": [1], "shard_key": "eu"}"#).as_deref(),
             Some("shard_key")
-        );
-        assert_eq!(
-            refused_path::<ScrollRequest>(r#"{"order_by": "n"}"#).as_deref(),
-            Some("order_by")
         );
         assert_eq!(
             refused_path::<ScrollRequest>(r#"{"shard_key": ["a"]}"#).as_deref(),
@@ -829,10 +919,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<ScrollRequest>(
-                r#"{"filter": {"must": {"key": "a", "values_count": {"gt": 1}}}}"#
+                r#"{"filter": {"must": {"key": "a", "geo_polygon": {"exterior": {}}}}}"#
             )
             .as_deref(),
-            Some("filter.must[0].values_count")
+            Some("filter.must[0].geo_polygon")
         );
         assert_eq!(
             refused_path::<CountRequest>(r#"{"shard_key": "eu", "exact": false}"#).as_deref(),

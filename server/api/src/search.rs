@@ -808,10 +808,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<QueryBatchRequest>(
-                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"prefetch": {"filter": {"min_should": {}}}}]}]}"#
+                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"prefetch": {"filter": {"must": {"key": "a", "geo_radius": {}}}}}]}]}"#
             )
             .as_deref(),
-            Some("searches[1].prefetch[0].prefetch[0].filter.min_should")
+            Some("searches[1].prefetch[0].prefetch[0].filter.must[0].geo_radius")
         );
         assert_eq!(
             refused_path::<SearchRequest>(r#"{"vector": [1], "limit": 1, "shard_key": 1}"#)
@@ -820,10 +820,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<SearchBatchRequest>(
-                r#"{"searches": [{"vector": [1], "limit": 1, "filter": {"min_should": {}}}]}"#
+                r#"{"searches": [{"vector": [1], "limit": 1, "filter": {"must_not": {"key": "a", "geo_radius": {}}}}]}"#
             )
             .as_deref(),
-            Some("searches[0].filter.min_should")
+            Some("searches[0].filter.must_not[0].geo_radius")
         );
     }
 

@@ -106,8 +106,10 @@ impl PartitionCommand {
                                     version: index,
                                     vector: row.vector.clone(),
                                     payload: row.payload.clone(),
-                                    // Cluster collections refuse sparse vectors (for now).
+                                    // Cluster collections refuse sparse and extra
+                                    // vectors (for now).
                                     sparse: Vec::new(),
+                                    extra: Vec::new(),
                                 },
                             )
                         })

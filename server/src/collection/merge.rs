@@ -47,6 +47,26 @@ pub fn scroll_page(
     (all, next)
 }
 
+/// Merges partitions' pages of a scroll ordered by a payload value: by value (largest first
+/// when `descending`), then id, each id once (a spilled point comes from two partitions).
+pub fn ordered_page(pages: Vec<Vec<Record>>, limit: usize, descending: bool) -> Vec<Record> {
+    let mut all: Vec<Record> = pages.into_iter().flatten().collect();
+    let value = |r: &Record| r.order_value.unwrap_or(f64::NAN);
+    all.sort_by(|a, b| {
+        let by_value = value(a).total_cmp(&value(b));
+        let by_value = if descending {
+            by_value.reverse()
+        } else {
+            by_value
+        };
+        by_value.then(a.id.cmp(&b.id))
+    });
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|r| seen.insert(r.id));
+    all.truncate(limit);
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use cairn_api::PointId;
@@ -92,6 +112,7 @@ mod tests {
             id: PointId::Num(id),
             payload: None,
             vector: None,
+            order_value: None,
         };
         let pages = vec![vec![rec(1), rec(4), rec(5)], vec![rec(2), rec(4), rec(7)]];
         let (page, next) = scroll_page(pages, 3);

@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::{PayloadIndexInfo, PayloadSchemaType, PointId, ReadToken};
+use cairn_api::{Filter, PayloadIndexInfo, PayloadSchemaType, PointId, ReadToken};
 use cairn_index::pyramid::Assignment;
 use cairn_index::Trainers;
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -70,7 +70,8 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::error::{Result, ServerError};
 use crate::partition::export::PartitionFiles;
 use crate::partition::{LoadReport, Partition, SlotStats};
-use crate::request::payload::{PayloadChange, Selection};
+use crate::request::payload::{PointChange, Selection};
+use crate::request::points::merge_vectors;
 use crate::request::CollectionSettings;
 use cairn_api::internal::{CollectionWrite, WriteReceipt};
 pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
@@ -412,13 +413,21 @@ impl Collection {
         schema
     }
 
-    /// Changes the payloads of the selected points (blocking): in every partition that holds
-    /// them, each point read and written back under the partition's write lock; a filter is
-    /// matched again there. Standalone collections only for now, like payload indexes.
-    pub fn update_payloads(
+    /// The type of `key`'s payload index, if it has one (read from the schema alone, without
+    /// counting the indexed points as [`Self::payload_schema`] does).
+    pub fn payload_index_type(&self, key: &str) -> Option<PayloadSchemaType> {
+        let partitions = self.own_partitions().ok()?;
+        partitions.first()?.payload_index_type(key)
+    }
+
+    /// Changes the selected points' payloads or removes some of their vectors (blocking): in
+    /// every partition that holds them, each point read and written back under the
+    /// partition's write lock; a filter is matched again there. Standalone collections only
+    /// for now, like payload indexes.
+    pub fn update_points(
         &self,
         selection: &Selection,
-        change: &PayloadChange,
+        change: &PointChange,
     ) -> Result<WriteTicket> {
         let partitions = self.own_partitions()?;
         // A partitioned collection's writes go one at a time (a point may be moving).
@@ -436,7 +445,7 @@ impl Collection {
         let mut waits = std::collections::BTreeMap::new();
         for chunk in ids.chunks(DELETE_BATCH) {
             for (q, partition) in partitions.iter().enumerate() {
-                if let Some(seq) = partition.update_payloads(chunk, filter, change)? {
+                if let Some(seq) = partition.update_points(chunk, filter, change)? {
                     let seq = writer.as_mut().map_or(seq, |w| w.wrote(q, seq));
                     waits.insert(PartitionId(q), seq);
                 }
@@ -451,13 +460,14 @@ impl Collection {
     /// Gives existing points new vectors (checked), keeping their payloads (blocking); an id
     /// the collection lacks is a 404 and nothing is written. In a partitioned collection a
     /// new vector may move its point: the points go through placement like an upsert.
-    pub fn update_vectors(&self, points: Vec<NewPoint>) -> Result<WriteTicket> {
-        self.own_partitions()?;
-        if let [only] = self.partitions.as_slice() {
-            let local = only.local().ok_or_else(|| {
-                ServerError::Internal("a standalone partition is not local".into())
-            })?;
-            return Ok(match local.update_vectors(points)? {
+    pub fn update_vectors(
+        &self,
+        points: Vec<NewPoint>,
+        only_where: Option<&Filter>,
+    ) -> Result<WriteTicket> {
+        let partitions = self.own_partitions()?;
+        if let [only] = partitions.as_slice() {
+            return Ok(match only.update_vectors(points, only_where)? {
                 Some(seq) => WriteTicket::single(seq),
                 None => self.ticket(Vec::new()),
             });
@@ -468,17 +478,7 @@ impl Collection {
             ));
         };
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
-        let mut stored: HashMap<PointId, NewPoint> = HashMap::new();
-        for q in 0..self.partitions.len() {
-            for point in self
-                .committed(&writer, q)?
-                .stored(&ids)?
-                .into_iter()
-                .flatten()
-            {
-                stored.entry(point.id).or_insert(point);
-            }
-        }
+        let stored = self.stored_locked(&writer, &ids)?;
         // As in one partition: payloads are kept, and so are the vectors not given.
         let mut rewritten = Vec::with_capacity(points.len());
         for point in points {
@@ -486,10 +486,10 @@ impl Collection {
                 .get(&point.id)
                 .cloned()
                 .ok_or(ServerError::PointNotFound(point.id))?;
-            if !point.vector.is_empty() {
-                old.vector = point.vector;
+            if only_where.is_some_and(|f| !partitions[0].point_matches(&old, f)) {
+                continue;
             }
-            old.sparse.extend(point.sparse);
+            merge_vectors(&mut old, point);
             rewritten.push(old);
         }
         let routing = self.routing();
@@ -542,6 +542,59 @@ impl Collection {
         };
         let routing = self.routing();
         self.place_locked(&mut writer, &routing, points)
+    }
+
+    /// The committed values of those of `ids` the collection holds, read under the write lock
+    /// from copies that hold every acknowledged write (a spilled point from either copy).
+    fn stored_locked(
+        &self,
+        writer: &Writer,
+        ids: &[PointId],
+    ) -> Result<HashMap<PointId, NewPoint>> {
+        let mut stored = HashMap::new();
+        for q in 0..self.partitions.len() {
+            for point in self
+                .committed(writer, q)?
+                .stored(ids)?
+                .into_iter()
+                .flatten()
+            {
+                stored.entry(point.id).or_insert(point);
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Upserts `points` with Qdrant's `update_filter` (blocking): a point stored already is
+    /// replaced only if it passes `filter`, a new one is inserted. The stored points are read
+    /// and the rest written under the write lock. Standalone collections only for now, like
+    /// payload updates.
+    pub fn upsert_where(&self, points: Vec<NewPoint>, filter: &Filter) -> Result<WriteTicket> {
+        let partitions = self.own_partitions()?;
+        if let [only] = partitions.as_slice() {
+            return Ok(match only.upsert_where(points, filter)? {
+                Some(seq) => WriteTicket::single(seq),
+                None => self.ticket(Vec::new()),
+            });
+        }
+        let Some(mut writer) = self.lead()? else {
+            return Err(ServerError::Internal(
+                "a standalone collection has no writer elsewhere".into(),
+            ));
+        };
+        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
+        let stored = self.stored_locked(&writer, &ids)?;
+        let judge = partitions[0];
+        let kept: Vec<NewPoint> = points
+            .into_iter()
+            .filter(|p| {
+                stored
+                    .get(&p.id)
+                    .is_none_or(|old| judge.point_matches(old, filter))
+            })
+            .collect();
+        let routing = self.routing();
+        self.place_locked(&mut writer, &routing, kept)
     }
 
     /// Commits a delete durably (blocking).

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
     Filter, PartitionsExplain, PointGroup, PointId, QueryExplain, QueryResponse, ReadConsistency,
-    Record, VectorOutput,
+    Record,
 };
 use cairn_index::Metric;
 
 use super::handle::{PartitionHandle, ReadTrace};
-use super::merge::{scroll_page, top_hits};
+use super::merge::{ordered_page, scroll_page, top_hits};
 use super::routing::Phase;
 use super::Collection;
 use crate::error::{Result, ServerError};
@@ -250,14 +250,15 @@ impl Collection {
             return self.search_blocking(plan, consistency);
         };
         let ids = examples.ids();
+        let space = self.settings.searched_space(plan.search.using.as_deref());
         let stored = self
             .get_points(&ids, &PayloadSelection::None, true, consistency)?
             .into_iter()
-            .filter_map(|r| Some((r.id, r.vector.and_then(VectorOutput::into_dense)?)))
+            .filter_map(|r| Some((r.id, r.vector?.dense(space.name)?.to_vec())))
             .collect();
         let mut resolved = plan.clone();
         resolved.examples = None;
-        resolved.search.target = QueryTarget::Vector(examples.average(&self.settings, &stored)?);
+        resolved.search.target = QueryTarget::Vector(examples.average(space, &stored)?);
         resolved.search.offset = 0;
         resolved.search.limit = plan.search.offset + plan.search.limit + ids.len();
         let mut answer = self.search_blocking(&resolved, consistency)?;
@@ -308,19 +309,34 @@ impl Collection {
                 .search(search, fan_out.hedge)
                 .map(|(answer, _)| answer);
         }
+        // Partitions are routed by the main vector; a search on another asks them all.
+        let space = self.settings.searched_space(search.using.as_deref());
         let dense = |vector: Vec<f32>| -> Result<_> {
-            let route = self.route(&vector, plan)?;
-            Ok((route, QueryTarget::Vector(vector), self.settings.metric()))
+            let route = match space.extra {
+                None => self.route(&vector, plan)?,
+                Some(_) => self.route_everywhere(),
+            };
+            Ok((route, QueryTarget::Vector(vector), space.metric()))
         };
         let (route, target, metric) = match &search.target {
             QueryTarget::Vector(v) => dense(v.clone())?,
-            QueryTarget::Point(id) => dense(
-                self.get_points(&[*id], &PayloadSelection::None, true, consistency)?
+            QueryTarget::Point(id) => {
+                let record = self
+                    .get_points(&[*id], &PayloadSelection::None, true, consistency)?
                     .pop()
-                    .and_then(|r| r.vector)
-                    .and_then(VectorOutput::into_dense)
-                    .ok_or(ServerError::PointNotFound(*id))?,
-            )?,
+                    .ok_or(ServerError::PointNotFound(*id))?;
+                let vector = record.vector.as_ref().and_then(|v| v.dense(space.name));
+                dense(
+                    vector
+                        .ok_or_else(|| {
+                            ServerError::InvalidRequest(format!(
+                                "point {id} has no vector `{}` to search near",
+                                space.name
+                            ))
+                        })?
+                        .to_vec(),
+                )?
+            }
             // Sparse vectors do not route: every partition that may hold points is asked, and
             // their dot products merge like inner products (higher is better).
             QueryTarget::Sparse { .. } => (
@@ -498,7 +514,10 @@ impl Collection {
                 Ok(page)
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(scroll_page(pages, plan.limit))
+        Ok(match &plan.order_by {
+            Some(order) => (ordered_page(pages, plan.limit, order.descending), None),
+            None => scroll_page(pages, plan.limit),
+        })
     }
 
     /// Points passing `filter` (all points without one).

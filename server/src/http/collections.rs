@@ -7,8 +7,8 @@ use axum::response::IntoResponse;
 use cairn_api::{
     ChangeAliases, ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists,
     CollectionInfo, CollectionParams, CollectionsAliases, CollectionsList, CreateCollection,
-    CreateFieldIndex, HnswConfig, IndexConfig, OptimizersConfig, PayloadSchemaType,
-    RefuseUnsupported, UpdateResult, UpdateStatus, WalConfig, WriteQuery,
+    CreateFieldIndex, HnswConfig, OptimizersConfig, PayloadSchemaType, RefuseUnsupported,
+    UpdateResult, UpdateStatus, WalConfig, WriteQuery,
 };
 use cairn_index::IndexParams;
 
@@ -17,6 +17,7 @@ use super::{blocking, ok, State};
 use crate::collection::{Collection, PartitionHealth};
 use crate::error::{Result, ServerError};
 use crate::node::placement::Move;
+use crate::request::settings::index_config;
 
 #[utoipa::path(get, path = "/collections", tag = "collections", responses((status = 200, description = "Every collection by name.", body = cairn_api::Response<CollectionsList>)))]
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
@@ -323,7 +324,6 @@ fn quantization_json(p: &cairn_index::quant::QuantizedParams) -> serde_json::Val
 fn describe(collection: &Collection) -> CollectionInfo {
     let s = collection.settings();
     let points = collection.points() as u64;
-    let no_hnsw = cairn_index::hnsw::HnswParams::default();
     let quantization_config = match s.index {
         IndexParams::Quantized(p) => Some(quantization_json(&p)),
         IndexParams::Flat
@@ -333,40 +333,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
         | IndexParams::SimpleLsh(_)
         | IndexParams::RangeLsh(_) => None,
     };
-    let (index, hnsw) = match s.index {
-        // A quantized collection scans its codes: reported as `flat` plus its quantization.
-        IndexParams::Quantized(_) => (IndexConfig::Flat, no_hnsw),
-        IndexParams::Flat => (IndexConfig::Flat, no_hnsw),
-        IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
-        IndexParams::IpNsw(p) => (IndexConfig::IpNsw, p),
-        IndexParams::IpNswPlus(p) => (
-            IndexConfig::IpNswPlus {
-                m: Some(p.m),
-                ef_construction: Some(p.ef_construction),
-                ef_search: Some(p.ef_search),
-                cos_m: Some(p.cos_m),
-                cos_ef_construction: Some(p.cos_ef_construction),
-                cos_ef_search: Some(p.cos_ef_search),
-            },
-            no_hnsw,
-        ),
-        IndexParams::SimpleLsh(p) => (
-            IndexConfig::SimpleLsh {
-                bits: Some(p.bits),
-                probe_items: Some(p.probe_items),
-            },
-            no_hnsw,
-        ),
-        IndexParams::RangeLsh(p) => (
-            IndexConfig::RangeLsh {
-                bits: Some(p.bits),
-                ranges: Some(p.ranges),
-                shift: Some(p.shift),
-                probe_items: Some(p.probe_items),
-            },
-            no_hnsw,
-        ),
-    };
+    let (index, hnsw) = index_config(&s.index);
     // Qdrant's colours: green serves fully, yellow serves with a partition under-replicated,
     // red has a partition that cannot serve at all.
     let status = match collection.health() {
@@ -415,6 +382,11 @@ fn describe(collection: &Collection) -> CollectionInfo {
             quantization_config: None,
             cairn_quantization_config: quantization_config,
             index,
+            vector_indexes: s
+                .extra_vectors
+                .iter()
+                .map(|(name, extra)| (name.clone(), index_config(&extra.index).0))
+                .collect(),
         },
         payload_schema: collection.payload_schema(),
         routing: collection.routing_info(),

@@ -160,6 +160,7 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(points::delete_payload))
         .routes(routes!(points::clear_payload))
         .routes(routes!(points::update_vectors))
+        .routes(routes!(points::delete_vectors))
         .routes(routes!(points::batch))
         .routes(routes!(points::scroll))
         .routes(routes!(points::count))

@@ -9,10 +9,11 @@ use axum::extract::{Path, State as AxState};
 use axum::response::IntoResponse;
 use cairn_api::internal::PayloadSelection;
 use cairn_api::{
-    CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, FacetRequest,
-    FacetResponse, GetPointsRequest, Payload, PointId, ReadQuery, Record, RefuseUnsupported,
-    ScrollRequest, ScrollResult, SetPayloadRequest, UpdateBatchRequest, UpdateOperation,
-    UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WithVector, WriteQuery,
+    CountRequest, CountResult, DeletePayloadRequest, DeletePointsRequest, DeleteVectorsRequest,
+    FacetRequest, FacetResponse, GetPointsRequest, Payload, PayloadSchemaType, PointId, ReadQuery,
+    Record, RefuseUnsupported, ScrollRequest, ScrollResult, SetPayloadRequest, UpdateBatchRequest,
+    UpdateOperation, UpdateResult, UpdateStatus, UpdateVectorsRequest, UpsertRequest, WithVector,
+    WriteQuery,
 };
 
 use super::json::{ApiJson, ApiQuery, OptionalJson};
@@ -20,9 +21,11 @@ use super::{blocking, ok, read_consistency, State};
 use crate::collection::{Collection, WriteTicket};
 use crate::error::{Result, ServerError};
 use crate::request::filter::validate;
-use crate::request::payload::{key_path, selection, PayloadChange, Selection};
+use crate::request::payload::{key_path, selection, PayloadChange, PointChange, Selection};
 use crate::request::query::scroll_plan;
-use crate::request::{prepare_delete_ids, prepare_points, prepare_vector_updates};
+use crate::request::{
+    check_vector_deletion, prepare_delete_ids, prepare_points, prepare_vector_updates,
+};
 
 /// `?wait=true|false` (anything else is a 400).
 fn wait_flag(params: &HashMap<String, String>) -> Result<bool> {
@@ -149,6 +152,22 @@ pub(super) async fn update_vectors(
     .await
 }
 
+#[utoipa::path(post, path = "/collections/{collection}/points/vectors/delete", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = DeleteVectorsRequest, responses((status = 200, description = "Every selected point loses the named vectors it has (the main vector cannot be deleted: every point carries it).", body = cairn_api::Response<UpdateResult>)))]
+pub(super) async fn delete_vectors(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiQuery(params): ApiQuery<HashMap<String, String>>,
+    ApiJson(request): ApiJson<DeleteVectorsRequest>,
+) -> Result<impl IntoResponse> {
+    write(
+        &state,
+        &name,
+        &params,
+        UpdateOperation::DeleteVectors(request),
+    )
+    .await
+}
+
 #[utoipa::path(post, path = "/collections/{collection}/points/batch", tag = "points", params(("collection" = String, Path, description = "Collection name."), WriteQuery), request_body = UpdateBatchRequest, responses((status = 200, description = "Each write's result, in order. The writes are applied one after another, not as one transaction: a failing one (its index is in the error) leaves those before it applied.", body = cairn_api::Response<Vec<UpdateResult>>)))]
 pub(super) async fn batch(
     AxState(state): AxState<State>,
@@ -205,10 +224,17 @@ async fn apply(
     let limits = state.limits;
     let c = collection.clone();
     let ticket = match operation {
-        UpdateOperation::Upsert(request) => {
+        UpdateOperation::Upsert(mut request) => {
+            let only_where = request.update_filter.take();
+            if let Some(filter) = &only_where {
+                validate(filter, "update_filter", limits.max_filter_depth)?;
+            }
             blocking(move || {
                 let points = prepare_points(c.settings(), request, &limits)?;
-                c.upsert_blocking(points)
+                match &only_where {
+                    None => c.upsert_blocking(points),
+                    Some(filter) => c.upsert_where(points, filter),
+                }
             })
             .await?
         }
@@ -223,13 +249,13 @@ async fn apply(
         }
         UpdateOperation::SetPayload(request) => {
             let (selected, path, payload) = payload_target(request, &limits)?;
-            let change = PayloadChange::Set { path, payload };
-            blocking(move || c.update_payloads(&selected, &change)).await?
+            let change = PointChange::Payload(PayloadChange::Set { path, payload });
+            blocking(move || c.update_points(&selected, &change)).await?
         }
         UpdateOperation::OverwritePayload(request) => {
             let (selected, path, payload) = payload_target(request, &limits)?;
-            let change = PayloadChange::Overwrite { path, payload };
-            blocking(move || c.update_payloads(&selected, &change)).await?
+            let change = PointChange::Payload(PayloadChange::Overwrite { path, payload });
+            blocking(move || c.update_points(&selected, &change)).await?
         }
         UpdateOperation::DeletePayload(request) => {
             let keys = request
@@ -239,27 +265,31 @@ async fn apply(
                 .map(|(i, k)| key_path(k, &format!("keys[{i}]")))
                 .collect::<Result<Vec<_>>>()?;
             let selected = selection(request.points, request.filter, &limits)?;
-            let change = PayloadChange::Delete { keys };
-            blocking(move || c.update_payloads(&selected, &change)).await?
+            let change = PointChange::Payload(PayloadChange::Delete { keys });
+            blocking(move || c.update_points(&selected, &change)).await?
         }
         UpdateOperation::ClearPayload(request) => {
             let selected = selection(request.points, request.filter, &limits)?;
-            blocking(move || c.update_payloads(&selected, &PayloadChange::Clear)).await?
+            let change = PointChange::Payload(PayloadChange::Clear);
+            blocking(move || c.update_points(&selected, &change)).await?
         }
         UpdateOperation::UpdateVectors(request) => {
             // Checking and normalising the vectors is work on every float, as for an upsert:
             // off the async workers.
+            if let Some(filter) = &request.update_filter {
+                validate(filter, "update_filter", limits.max_filter_depth)?;
+            }
             blocking(move || {
                 let points = prepare_vector_updates(c.settings(), request.points, &limits)?;
-                c.update_vectors(points)
+                c.update_vectors(points, request.update_filter.as_ref())
             })
             .await?
         }
-        // Refused by `refuse_unsupported` before any write is applied.
-        UpdateOperation::DeleteVectors(_) => {
-            return Err(ServerError::InvalidRequest(
-                "delete_vectors: not supported by Cairn".into(),
-            ))
+        UpdateOperation::DeleteVectors(request) => {
+            check_vector_deletion(collection.settings(), &request.vector, "vector")?;
+            let selected = selection(request.points, request.filter, &limits)?;
+            let change = PointChange::DeleteVectors(request.vector);
+            blocking(move || c.update_points(&selected, &change)).await?
         }
     };
     finish_write(&collection, ticket, wait).await
@@ -335,6 +365,20 @@ pub(super) async fn scroll(
     let collection = state.catalog()?.get(&name)?;
     let names = request.with_vector.clone();
     let plan = scroll_plan(collection.settings(), request, &state.limits)?;
+    if let Some(order) = &plan.order_by {
+        // As in Qdrant: an order needs an index that holds the key's values in order.
+        let numeric = matches!(
+            collection.payload_index_type(&order.key),
+            Some(PayloadSchemaType::Integer | PayloadSchemaType::Float)
+        );
+        if !numeric {
+            return Err(ServerError::InvalidRequest(format!(
+                "order_by.key: `{}` has no integer or float payload index; create one \
+                 (PUT /collections/{{c}}/index) to order by it",
+                order.key
+            )));
+        }
+    }
     let c = collection.clone();
     let (mut points, next_page_offset) =
         blocking(move || c.scroll_blocking(&plan, &consistency)).await?;

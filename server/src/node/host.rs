@@ -280,6 +280,14 @@ impl<T: Transport> PartitionHost for NodeHost<T> {
                     .into(),
             ));
         }
+        // Likewise the dense vectors beside the main one.
+        if !settings.extra_vectors.is_empty() {
+            return Err(ServerError::InvalidRequest(
+                "vectors: several named vectors per point are served by standalone servers only \
+                 for now; a cluster's replicated log carries one dense vector per point"
+                    .into(),
+            ));
+        }
         // Raft commits a write once a majority of the replicas hold it; a larger factor makes
         // the leader wait for that many (`Group::propose_held_by`). More than there are
         // replicas could never be met.

@@ -79,8 +79,10 @@ impl Feed {
             id,
             vector: row.vector.clone(),
             payload,
-            // A replica's log carries dense points only (cluster nodes refuse sparse vectors).
+            // A replica's log carries the main vector only (cluster nodes refuse sparse and
+            // extra vectors).
             sparse: Default::default(),
+            extra: Default::default(),
         })
     }
 }
@@ -415,6 +417,7 @@ mod tests {
             vector: vec![i as f32, 1.0, 2.0, 3.0],
             payload: None,
             sparse: Default::default(),
+            extra: Default::default(),
         }
     }
 

@@ -65,15 +65,15 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
     match job.op {
         ApplyOp::Upsert(points) => {
             // Link first, publish once durable (see the module docs).
-            let first = live.add(&points);
+            let added = live.add(&points);
             if !job.durable.wait() {
-                if let Some(first) = first {
-                    live.table.write().abandon(first, points.len());
+                if let Some(added) = added {
+                    live.table.write().abandon(added.first(), points.len());
                 }
                 return false;
             }
-            if let Some(first) = first {
-                live.publish_slots(first, job.seq, points);
+            if let Some(added) = added {
+                live.publish_slots(added, job.seq, points);
             }
         }
         ApplyOp::Delete(ids) => {
@@ -103,17 +103,21 @@ fn vacuum_due(shared: &Shared) -> bool {
 fn vacuum(shared: &Shared) -> bool {
     let started = Instant::now();
     let old = shared.live();
-    let (entries, vectors): (Vec<SlotEntry>, Vec<f32>) = {
+    let (entries, vectors, extra) = {
         let table = old.table.read();
         let mut vectors = Vec::with_capacity(table.live() * shared.settings.dim);
-        let mut entries = Vec::with_capacity(table.live());
+        let mut entries: Vec<SlotEntry> = Vec::with_capacity(table.live());
+        let mut extra = Vec::new();
         for &slot in table.by_id.values() {
             if let (Some(entry), Some(v)) = (table.entry(slot), old.index.vector(slot)) {
+                if !old.extras.is_empty() {
+                    extra.push(old.extra_vectors(entry));
+                }
                 entries.push(entry.clone());
                 vectors.extend_from_slice(&v);
             }
         }
-        (entries, vectors)
+        (entries, vectors, extra)
     };
     let dead = old.table.read().dead;
     let schema = shared.payload_schema.read().clone();
@@ -123,6 +127,7 @@ fn vacuum(shared: &Shared) -> bool {
         &shared.trainers,
         entries,
         &vectors,
+        &extra,
     ) {
         Ok(fresh) => {
             *shared.live.write() = Arc::new(fresh);

@@ -1,11 +1,12 @@
 //! How a point is encoded in RocksDB. Ids are keys, order-preserving, so a key scan is an
 //! id-ordered scroll: `0x00 ‖ u64 BE` for numbers, `0x01 ‖ 16 UUID bytes` for UUIDs (numbers
-//! sort first, as in Qdrant). Payloads are stored as JSON text, sparse vectors beside them.
+//! sort first, as in Qdrant). Payloads are stored as JSON text, sparse vectors and the dense
+//! vectors beside the main one next to them.
 
 use std::collections::BTreeMap;
 
 use cairn_api::{Payload, PointId, SparseVector};
-use cairn_storage::StoredSparse;
+use cairn_storage::{StoredDense, StoredSparse};
 
 use crate::error::{Result, ServerError};
 
@@ -44,6 +45,22 @@ pub fn sparse_from_stored(stored: Vec<StoredSparse>) -> BTreeMap<String, SparseV
             )
         })
         .collect()
+}
+
+/// A point's dense vectors beside its main one as the store keeps them.
+pub fn extra_to_stored(extra: &BTreeMap<String, Vec<f32>>) -> Vec<StoredDense> {
+    extra
+        .iter()
+        .map(|(name, values)| StoredDense {
+            name: name.clone(),
+            values: values.clone(),
+        })
+        .collect()
+}
+
+/// Stored dense vectors beside the main one back by name.
+pub fn extra_from_stored(stored: Vec<StoredDense>) -> BTreeMap<String, Vec<f32>> {
+    stored.into_iter().map(|d| (d.name, d.values)).collect()
 }
 
 /// Encodes an id.

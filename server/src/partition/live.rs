@@ -5,6 +5,11 @@
 //! Adding points is two steps, so that the applier can link vectors while their RocksDB
 //! batch syncs: [`LiveIndex::add`] links them into the index (invisible: no table entry),
 //! [`LiveIndex::publish_slots`] makes them visible. [`LiveIndex::publish`] does both.
+//!
+//! A collection with dense vectors beside its main one keeps one more index per such vector.
+//! Slots are the main index's: an entry lists where its other vectors sit in theirs
+//! ([`SlotEntry::extra`]), and the table maps each of their slots back to the main one
+//! ([`PointTable::owner`]), so a search on another vector filters and answers by main slot.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +26,9 @@ use crate::request::CollectionSettings;
 /// Points added per `index.add` call when building (each call links in parallel).
 const BUILD_CHUNK: usize = 8192;
 
+/// An extra vector's slot that no published point holds (or a point's lack of that vector).
+pub const NO_SLOT: Slot = Slot::MAX;
+
 /// What a live slot holds besides its vector.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlotEntry {
@@ -32,6 +40,10 @@ pub struct SlotEntry {
     pub payload: Option<Payload>,
     /// Sparse vectors by name.
     pub sparse: BTreeMap<String, SparseVector>,
+    /// The point's slot in the index of each dense vector beside the main one (in the
+    /// collection's `extra_vectors` order; [`NO_SLOT`] where it has none). Empty when the
+    /// collection has none.
+    pub extra: Vec<Slot>,
 }
 
 /// Slot ↔ id mapping. Slots of deleted or overwritten points are `None` ("dead"): they stay
@@ -48,6 +60,9 @@ pub struct PointTable {
     pub payload_index: PayloadIndexes,
     /// The sparse vectors' inverted indexes.
     pub sparse_index: SparseIndexes,
+    /// For the index of each dense vector beside the main one: its slot → the main slot of
+    /// the point that holds it ([`NO_SLOT`] until published).
+    extra_owners: Vec<Vec<Slot>>,
     /// One bit per slot, set while the slot is live. Unfiltered searches test this instead of
     /// `slots`: 100k slots fit in 12.5 KB of cache, where touching a 64-byte entry per
     /// candidate cost a cache miss each (measured ~60 µs per query at 100k points).
@@ -81,6 +96,26 @@ impl PointTable {
         }
     }
 
+    /// The main slot of the live point holding slot `slot` of extra vector `extra`'s index.
+    #[inline]
+    pub fn owner(&self, extra: usize, slot: Slot) -> Option<Slot> {
+        let owner = *self.extra_owners.get(extra)?.get(slot as usize)?;
+        (owner != NO_SLOT && self.is_live(owner)).then_some(owner)
+    }
+
+    /// Records that extra vector `extra`'s slot `slot` belongs to the point at main slot
+    /// `owner`.
+    fn own(&mut self, extra: usize, slot: Slot, owner: Slot) {
+        if self.extra_owners.len() <= extra {
+            self.extra_owners.resize_with(extra + 1, Vec::new);
+        }
+        let owners = &mut self.extra_owners[extra];
+        if owners.len() <= slot as usize {
+            owners.resize(slot as usize + 1, NO_SLOT);
+        }
+        owners[slot as usize] = owner;
+    }
+
     /// The live entry of `id`.
     pub fn get(&self, id: &PointId) -> Option<(Slot, &SlotEntry)> {
         let slot = *self.by_id.get(id)?;
@@ -103,6 +138,11 @@ impl PointTable {
         }
         self.payload_index.add(slot, entry.payload.as_ref());
         self.sparse_index.add(slot, &entry.sparse);
+        for (extra, &own) in entry.extra.iter().enumerate() {
+            if own != NO_SLOT {
+                self.own(extra, own, slot);
+            }
+        }
         self.slots[index] = Some(entry);
         self.set_live(index, true);
     }
@@ -154,6 +194,24 @@ impl PointTable {
         }
     }
 
+    /// The owners of each extra vector's slots (what a snapshot keeps of them).
+    pub fn extra_owners(&self) -> &[Vec<Slot>] {
+        &self.extra_owners
+    }
+
+    /// Gives the live point at main slot `owner` slot `slot` of extra vector `extra`'s index
+    /// (a snapshot's mapping, read back).
+    pub fn attach_extra(&mut self, extra: usize, slot: Slot, owner: Slot) {
+        let Some(Some(entry)) = self.slots.get_mut(owner as usize) else {
+            return;
+        };
+        let Some(cell) = entry.extra.get_mut(extra) else {
+            return;
+        };
+        *cell = slot;
+        self.own(extra, slot, owner);
+    }
+
     fn kill(&mut self, slot: Slot) {
         if let Some(cell) = self.slots.get_mut(slot as usize) {
             if let Some(entry) = cell.take() {
@@ -167,59 +225,137 @@ impl PointTable {
 
 /// An index and its table, swapped as one when a vacuum rebuilds the index.
 pub struct LiveIndex {
-    /// The vectors and graph.
+    /// The main vectors and graph.
     pub index: Box<dyn VectorIndex>,
+    /// The index of each dense vector beside the main one, by name, in the collection's
+    /// `extra_vectors` order.
+    pub extras: Vec<(String, Box<dyn VectorIndex>)>,
     /// Slot ↔ point mapping.
     pub table: RwLock<PointTable>,
 }
 
+/// Where [`LiveIndex::add`] linked a batch: the main slots from `first`, and each point's
+/// slot in every extra vector's index ([`NO_SLOT`] where it has none).
+pub struct Added {
+    first: Slot,
+    extra: Vec<Vec<Slot>>,
+}
+
+impl Added {
+    /// The first new main slot.
+    pub fn first(&self) -> Slot {
+        self.first
+    }
+}
+
 impl LiveIndex {
-    /// A fresh index over `entries` (in order) and their row-major `vectors`.
+    /// Empty indexes of the collection's main vector and of each beside it.
+    pub fn empty(settings: &CollectionSettings, trainers: &Trainers) -> Result<Self> {
+        let index =
+            cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
+        let extras = settings
+            .dense_spaces()
+            .skip(1)
+            .map(|space| {
+                cairn_index::new_index(space.index, space.metric(), space.dim, trainers)
+                    .map(|index| (space.name.to_owned(), index))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(Self {
+            index,
+            extras,
+            table: RwLock::new(PointTable::default()),
+        })
+    }
+
+    /// Fresh indexes over `entries` (in order), their row-major main `vectors` and their
+    /// other dense vectors (`extra`: one map per entry, or none at all when the collection
+    /// has no vectors beside the main one).
     pub fn build(
         settings: &CollectionSettings,
         schema: &PayloadSchema,
         trainers: &Trainers,
-        entries: Vec<SlotEntry>,
+        mut entries: Vec<SlotEntry>,
         vectors: &[f32],
+        extra: &[BTreeMap<String, Vec<f32>>],
     ) -> Result<Self> {
-        let index =
-            cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
-        let mut table = PointTable::default();
+        let live = Self::empty(settings, trainers)?;
+        // The other vectors first: each entry learns its slots before it is published.
+        for entry in &mut entries {
+            entry.extra = vec![NO_SLOT; live.extras.len()];
+        }
+        for (position, (name, index)) in live.extras.iter().enumerate() {
+            let holders: Vec<(usize, &Vec<f32>)> = extra
+                .iter()
+                .enumerate()
+                .filter_map(|(k, vectors)| vectors.get(name).map(|v| (k, v)))
+                .collect();
+            for chunk in holders.chunks(BUILD_CHUNK) {
+                let rows: Vec<f32> = chunk.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+                let first = index.add(&rows)?;
+                for (offset, &(k, _)) in chunk.iter().enumerate() {
+                    entries[k].extra[position] = first + offset as Slot;
+                }
+            }
+        }
+        let mut table = live.table.write();
         // Empty indexes first: publishing the points fills them.
         table.sync_payload_schema(schema);
         let dim = settings.dim;
         let mut entries = entries.into_iter();
         for chunk in vectors.chunks(BUILD_CHUNK * dim) {
-            let first = index.add(chunk)?;
+            let first = live.index.add(chunk)?;
             for (offset, entry) in entries.by_ref().take(chunk.len() / dim).enumerate() {
-                table.publish(first + offset as u32, entry);
+                table.publish(first + offset as Slot, entry);
             }
         }
-        Ok(Self {
-            index,
-            table: table.into(),
-        })
+        drop(table);
+        Ok(live)
     }
 
-    /// Adds points to the index and makes them visible, all with write `version`.
+    /// Adds points to the indexes and makes them visible, all with write `version`.
     pub fn publish(&self, version: u64, points: Vec<NewPoint>) {
-        if let Some(first) = self.add(&points) {
-            self.publish_slots(first, version, points);
+        if let Some(added) = self.add(&points) {
+            self.publish_slots(added, version, points);
         }
     }
 
-    /// Links the points' vectors into the index (not yet visible to searches); returns the
-    /// first new slot, or `None` when there was nothing to add.
-    pub fn add(&self, points: &[NewPoint]) -> Option<Slot> {
+    /// Links the points' vectors into the indexes (not yet visible to searches); `None` when
+    /// there was nothing to add.
+    pub fn add(&self, points: &[NewPoint]) -> Option<Added> {
         if points.is_empty() {
             return None;
+        }
+        let mut extra = vec![vec![NO_SLOT; self.extras.len()]; points.len()];
+        for (position, (name, index)) in self.extras.iter().enumerate() {
+            let holders: Vec<usize> = (0..points.len())
+                .filter(|&k| points[k].extra.contains_key(name))
+                .collect();
+            if holders.is_empty() {
+                continue;
+            }
+            let rows: Vec<f32> = holders
+                .iter()
+                .flat_map(|&k| points[k].extra[name].iter().copied())
+                .collect();
+            match index.add(&rows) {
+                Ok(first) => {
+                    for (offset, &k) in holders.iter().enumerate() {
+                        extra[k][position] = first + offset as Slot;
+                    }
+                }
+                // As below: the points are durable, and a restart's rebuild brings them back.
+                Err(e) => {
+                    tracing::error!(vector = %name, error = %e, "index rejected validated vectors")
+                }
+            }
         }
         let vectors: Vec<f32> = points
             .iter()
             .flat_map(|p| p.vector.iter().copied())
             .collect();
         match self.index.add(&vectors) {
-            Ok(first) => Some(first),
+            Ok(first) => Some(Added { first, extra }),
             Err(e) => {
                 // Inputs are validated before they are committed, so this is a bug; the points
                 // stay durable in RocksDB and come back on the next restart's rebuild.
@@ -229,20 +365,41 @@ impl LiveIndex {
         }
     }
 
-    /// Makes slots `first..` visible as the points, in order.
-    pub fn publish_slots(&self, first: Slot, version: u64, points: Vec<NewPoint>) {
+    /// Makes the slots of `added` visible as the points, in order.
+    pub fn publish_slots(&self, added: Added, version: u64, points: Vec<NewPoint>) {
         let mut table = self.table.write();
-        for (offset, p) in points.into_iter().enumerate() {
+        for ((offset, p), extra) in points.into_iter().enumerate().zip(added.extra) {
             table.publish(
-                first + offset as u32,
+                added.first + offset as Slot,
                 SlotEntry {
                     id: p.id,
                     version,
                     payload: p.payload,
                     sparse: p.sparse,
+                    extra,
                 },
             );
         }
+    }
+
+    /// The other dense vectors of the point whose entry is `entry`, by name.
+    pub fn extra_vectors(&self, entry: &SlotEntry) -> BTreeMap<String, Vec<f32>> {
+        self.extras
+            .iter()
+            .zip(&entry.extra)
+            .filter(|(_, &slot)| slot != NO_SLOT)
+            .filter_map(|((name, index), &slot)| Some((name.clone(), index.vector(slot)?)))
+            .collect()
+    }
+
+    /// Bytes every index holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.index.memory_bytes()
+            + self
+                .extras
+                .iter()
+                .map(|(_, index)| index.memory_bytes())
+                .sum::<usize>()
     }
 }
 
@@ -256,6 +413,7 @@ mod tests {
             version: 1,
             payload: None,
             sparse: BTreeMap::new(),
+            extra: Vec::new(),
         }
     }
 

@@ -51,7 +51,8 @@ use tokio::sync::watch;
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
 use crate::request::filter::matches;
-use crate::request::payload::PayloadChange;
+use crate::request::payload::PointChange;
+use crate::request::points::merge_vectors;
 use crate::request::settings::{self, CollectionSettings};
 use live::LiveIndex;
 use payload_index::PayloadSchema;
@@ -407,7 +408,7 @@ impl Partition {
     pub fn index_memory_bytes(&self) -> usize {
         let live = self.shared.live();
         let sparse = live.table.read().sparse_index.memory_bytes();
-        live.index.memory_bytes() + sparse
+        live.memory_bytes() + sparse
     }
 
     /// Index searches this partition ran and their total seconds (see [`SearchClock`]).
@@ -483,6 +484,7 @@ impl Partition {
             vector: point.vector,
             payload: keys::parse_payload(point.payload)?,
             sparse: keys::sparse_from_stored(point.sparse),
+            extra: keys::extra_from_stored(point.extra),
         }))
     }
 
@@ -528,40 +530,79 @@ impl Partition {
         Ok(self.shared.store.get_meta(name)?)
     }
 
-    /// Changes the payloads of those of `ids` this partition holds (and, with `filter`, that
-    /// still match it); `None`, and no op-log entry, when no point was changed.
-    pub fn update_payloads(
+    /// Changes those of `ids` this partition holds (and, with `filter`, that still match
+    /// it); `None`, and no op-log entry, when no point was changed.
+    pub fn update_points(
         &self,
         ids: &[PointId],
         filter: Option<&Filter>,
-        change: &PayloadChange,
+        change: &PointChange,
     ) -> Result<Option<u64>> {
-        let live = self.shared.live();
-        let text_keys = |key: &str| live.table.read().payload_index.is_text(key);
         self.rewrite(ids, |mut point| {
-            if filter.is_some_and(|f| !matches(f, &point.id, point.payload.as_ref(), &text_keys)) {
-                return None;
-            }
-            point.payload = change.apply(point.payload.take());
-            Some(point)
+            let passes = filter.is_none_or(|f| self.point_matches(&point, f));
+            (passes && change.apply(&mut point)).then_some(point)
         })
+    }
+
+    /// Whether a point as stored (or about to be) passes `filter`, with this partition's text
+    /// indexes deciding how `match.text` reads a key.
+    pub fn point_matches(&self, point: &NewPoint, filter: &Filter) -> bool {
+        let live = self.shared.live();
+        let table = live.table.read();
+        let holds = |name: &str| {
+            name == self.shared.settings.vector_name()
+                || point.extra.contains_key(name)
+                || point.sparse.contains_key(name)
+        };
+        matches(
+            filter,
+            &point.id,
+            point.payload.as_ref(),
+            &|key| table.payload_index.is_text(key),
+            &holds,
+        )
+    }
+
+    /// Upserts `points`, except those stored already that do not pass `filter` (Qdrant's
+    /// `update_filter`: existing points are replaced only where it holds, new ones are
+    /// inserted), read and written under the write lock; `None` when none is written.
+    pub fn upsert_where(&self, points: Vec<NewPoint>, filter: &Filter) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        let mut kept = Vec::with_capacity(points.len());
+        for point in points {
+            let replaceable = self
+                .stored_one(&point.id)?
+                .is_none_or(|stored| self.point_matches(&stored, filter));
+            if replaceable {
+                kept.push(point);
+            }
+        }
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        self.commit_locked(&mut writer, ApplyOp::Upsert(kept))
+            .map(Some)
     }
 
     /// Gives the points their new vectors (each already checked), keeping their payloads and
     /// the vectors not given (an empty dense vector, or a sparse name left out), under the
-    /// write lock. Every one must be here: otherwise nothing is written and the first missing
-    /// id is the error.
-    pub fn update_vectors(&self, points: Vec<NewPoint>) -> Result<Option<u64>> {
+    /// write lock; with `only_where`, only to those stored points that pass it. Every one must
+    /// be here: otherwise nothing is written and the first missing id is the error.
+    pub fn update_vectors(
+        &self,
+        points: Vec<NewPoint>,
+        only_where: Option<&Filter>,
+    ) -> Result<Option<u64>> {
         let mut writer = self.writer.lock();
         let mut rewritten = Vec::with_capacity(points.len());
         for point in points {
             let mut stored = self
                 .stored_one(&point.id)?
                 .ok_or(ServerError::PointNotFound(point.id))?;
-            if !point.vector.is_empty() {
-                stored.vector = point.vector;
+            if only_where.is_some_and(|f| !self.point_matches(&stored, f)) {
+                continue;
             }
-            stored.sparse.extend(point.sparse);
+            merge_vectors(&mut stored, point);
             rewritten.push(stored);
         }
         if rewritten.is_empty() {
@@ -625,6 +666,11 @@ impl Partition {
         Ok(())
     }
 
+    /// The type of `key`'s payload index, if it has one.
+    pub fn payload_index_type(&self, key: &str) -> Option<PayloadSchemaType> {
+        self.shared.payload_schema.read().get(key).copied()
+    }
+
     /// The indexed payload keys, their types and the live points each index holds.
     pub fn payload_indexes(&self) -> BTreeMap<String, PayloadIndexInfo> {
         let schema = self.shared.payload_schema.read().clone();
@@ -674,6 +720,7 @@ impl Partition {
                                 vector: p.vector.clone(),
                                 payload,
                                 sparse: keys::sparse_to_stored(&p.sparse),
+                                extra: keys::extra_to_stored(&p.extra),
                             },
                         )
                     })

@@ -188,11 +188,11 @@ impl FieldIndex {
             &c.geo_bounding_box,
             &c.geo_radius,
             &c.geo_polygon,
-            &c.values_count,
             &c.is_empty,
             &c.is_null,
         ];
         one_test
+            && c.values_count.is_none()
             && refused_tests.iter().all(|t| t.is_none())
             && self.kind != PayloadSchemaType::Uuid
             && self.lists(c).is_some()
@@ -358,6 +358,38 @@ impl PayloadIndexes {
         }
     }
 
+    /// Visits the slots of `key`'s numeric index in the order of their values (largest first
+    /// when `descending`), from `start_from` (inclusive) on, until `visit` breaks; a slot is
+    /// visited once per value it holds. False when `key` has no numeric index.
+    pub fn walk_ordered(
+        &self,
+        key: &str,
+        descending: bool,
+        start_from: Option<f64>,
+        mut visit: impl FnMut(f64, Slot) -> std::ops::ControlFlow<()>,
+    ) -> bool {
+        let Some(Postings::Numeric(map)) = self.fields.get(key).map(|f| &f.postings) else {
+            return false;
+        };
+        let mut range = match (start_from, descending) {
+            (None, _) => map.range(..),
+            (Some(v), false) => map.range(Number(v)..),
+            (Some(v), true) => map.range(..=Number(v)),
+        };
+        let mut each = |(value, slots): (&Number, &Vec<Slot>)| {
+            slots
+                .iter()
+                .try_for_each(|&slot| visit(value.0, slot))
+                .is_continue()
+        };
+        if descending {
+            range.rev().all(&mut each);
+        } else {
+            range.all(&mut each);
+        }
+        true
+    }
+
     /// Each value of the index of `key` with the slots holding it that `accept` takes, for
     /// facet counts; `None` when `key` has no keyword, bool, uuid or integer index (a float's
     /// values are not categories, a text index holds words).
@@ -490,7 +522,9 @@ impl PayloadIndexes {
                 .is_some_and(|index| index.answers(field)),
             Condition::HasId { .. } => true,
             Condition::Nested(inner) => self.answers(inner),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } => false,
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
+                false
+            }
         }
     }
 
@@ -505,7 +539,9 @@ impl PayloadIndexes {
                 Some(sorted(has_id.iter().filter_map(slot_of).collect()))
             }
             Condition::Nested(inner) => self.candidates(inner, slot_of),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
+                None
+            }
         }
     }
 
@@ -514,7 +550,9 @@ impl PayloadIndexes {
             Condition::Field(field) => self.fields.get(&field.key)?.lists(field).map(|l| l.bound()),
             Condition::HasId { has_id } => Some(has_id.len()),
             Condition::Nested(inner) => self.bound(inner),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } => None,
+            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
+                None
+            }
         }
     }
 }
@@ -522,7 +560,7 @@ impl PayloadIndexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::filter::matches;
+    use crate::request::filter::{matches, no_vectors};
     use serde_json::json;
 
     fn payload(json: Value) -> Option<Payload> {
@@ -587,7 +625,15 @@ mod tests {
             if ix.answers(&f) {
                 let text = |key: &str| ix.is_text(key);
                 let matching: Vec<Slot> = (0..entries.len())
-                    .filter(|&i| matches(&f, &PointId::Num(i as u64), entries[i].as_ref(), &text))
+                    .filter(|&i| {
+                        matches(
+                            &f,
+                            &PointId::Num(i as u64),
+                            entries[i].as_ref(),
+                            &text,
+                            &no_vectors,
+                        )
+                    })
                     .map(|i| i as Slot)
                     .collect();
                 assert_eq!(candidates.as_deref(), Some(&matching[..]), "{f:?}");

@@ -16,11 +16,13 @@ use super::{snapshot, LoadReport};
 use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
 
-/// A stored point's version, payload and sparse vectors (all but its dense vector).
+/// A stored point's version, payload, sparse vectors and dense vectors beside the main one
+/// (all but its main vector).
 struct StoredMeta {
     version: u64,
     payload: Option<Payload>,
     sparse: BTreeMap<String, SparseVector>,
+    extra: BTreeMap<String, Vec<f32>>,
 }
 
 pub(super) struct Recovered {
@@ -37,7 +39,7 @@ pub(super) fn load(
 ) -> Result<Recovered> {
     let started = Instant::now();
     let last_seq = store.last_seq()?;
-    let snapshot = match snapshot::read(dir, settings.dim, trainers) {
+    let snapshot = match snapshot::read(dir, settings, trainers) {
         Ok(Some(s)) if s.applied_seq <= last_seq => Some(s),
         Ok(Some(s)) => {
             tracing::warn!(
@@ -90,6 +92,7 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
                 version: record.version,
                 payload: parse_payload(record.payload)?,
                 sparse: keys::sparse_from_stored(record.sparse),
+                extra: keys::extra_from_stored(record.extra),
             },
         );
     }
@@ -135,6 +138,7 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
             vector,
             payload: meta.payload,
             sparse: meta.sparse,
+            extra: meta.extra,
         });
     }
     for (version, points) in by_version {
@@ -163,6 +167,7 @@ fn rebuild(
 ) -> Result<Recovered> {
     let mut entries = Vec::new();
     let mut vectors = Vec::new();
+    let mut extra = Vec::new();
     for item in store.scan_points()? {
         let (key, point) = item?;
         let id = keys::decode(&key)
@@ -174,11 +179,15 @@ fn rebuild(
             )));
         }
         vectors.extend_from_slice(&point.vector);
+        if !settings.extra_vectors.is_empty() {
+            extra.push(keys::extra_from_stored(point.extra));
+        }
         entries.push(SlotEntry {
             id,
             version: point.version,
             payload: parse_payload(point.payload)?,
             sparse: keys::sparse_from_stored(point.sparse),
+            extra: Vec::new(),
         });
     }
     let source = if entries.is_empty() && last_seq == 0 {
@@ -187,7 +196,14 @@ fn rebuild(
         "rebuilt"
     };
     // Payload indexes are built by the caller, which holds the schema, once the table is up.
-    let live = LiveIndex::build(settings, &PayloadSchema::new(), trainers, entries, &vectors)?;
+    let live = LiveIndex::build(
+        settings,
+        &PayloadSchema::new(),
+        trainers,
+        entries,
+        &vectors,
+        &extra,
+    )?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
     let report = LoadReport {
         index_source: source.into(),

@@ -3,16 +3,17 @@
 
 use std::ops::{Bound, ControlFlow};
 
-use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
+use cairn_api::internal::{OrderPlan, PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
     Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint, SparseVector, VectorOutput,
 };
-use cairn_index::{IndexKind, SearchParams, Slot};
+use cairn_index::{IndexKind, SearchParams, Slot, VectorIndex};
 
-use super::live::{LiveIndex, PointTable};
+use super::live::{LiveIndex, PointTable, SlotEntry, NO_SLOT};
 use super::Partition;
 use crate::error::{Result, ServerError};
 use crate::request::filter::matches;
+use crate::request::CollectionSettings;
 
 /// Points a walk over the id table (scroll, count, the matches of a delete by filter) visits
 /// per hold of the table's read lock. The applier needs the write lock to publish a write, so
@@ -24,14 +25,34 @@ const SELECTIVITY_SAMPLE: usize = 512;
 /// A filtered graph search widens `ef` by 1/selectivity, up to this factor.
 const MAX_FILTER_EF_BOOST: f64 = 8.0;
 
-fn passes(table: &PointTable, filter: Option<&Filter>, slot: Slot) -> bool {
+fn passes(
+    settings: &CollectionSettings,
+    table: &PointTable,
+    filter: Option<&Filter>,
+    slot: Slot,
+) -> bool {
     match filter {
         None => table.is_live(slot),
         Some(f) => table.entry(slot).is_some_and(|e| {
-            matches(f, &e.id, e.payload.as_ref(), &|key| {
-                table.payload_index.is_text(key)
-            })
+            matches(
+                f,
+                &e.id,
+                e.payload.as_ref(),
+                &|key| table.payload_index.is_text(key),
+                &|name| holds_vector(settings, e, name),
+            )
         }),
+    }
+}
+
+/// Whether the point of `entry` holds the vector `name` (`has_vector`): the main one always,
+/// another dense one where it has a slot in its index, a sparse one where it was given.
+fn holds_vector(settings: &CollectionSettings, entry: &SlotEntry, name: &str) -> bool {
+    match settings.dense_space(name) {
+        Some(space) => space
+            .extra
+            .is_none_or(|i| entry.extra.get(i).is_some_and(|&s| s != NO_SLOT)),
+        None => entry.sparse.contains_key(name),
     }
 }
 
@@ -54,7 +75,7 @@ fn slots_of(table: &PointTable, ids: &[PointId]) -> Vec<Slot> {
 }
 
 /// Estimated share of slots a filter passes, from an even sample of the slot table.
-fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
+fn selectivity(settings: &CollectionSettings, table: &PointTable, filter: &Filter) -> f64 {
     let n = table.slots.len();
     if n == 0 {
         return 0.0;
@@ -63,7 +84,7 @@ fn selectivity(table: &PointTable, filter: &Filter) -> f64 {
     let (mut seen, mut hit) = (0usize, 0usize);
     for slot in (0..n).step_by(step) {
         seen += 1;
-        hit += usize::from(passes(table, Some(filter), slot as Slot));
+        hit += usize::from(passes(settings, table, Some(filter), slot as Slot));
     }
     hit as f64 / seen as f64
 }
@@ -106,6 +127,75 @@ fn estimated_work(
     })
 }
 
+/// The dense index a query searches (the main one, or the index of a vector beside it), and
+/// how its slots map to the main index's, which the table, filters and results speak.
+#[derive(Clone, Copy)]
+struct Searched<'a> {
+    index: &'a dyn VectorIndex,
+    /// `None`: the main index; `Some(i)`: the index of extra vector `i`.
+    extra: Option<usize>,
+}
+
+impl<'a> Searched<'a> {
+    /// The index `plan.using` names in `live` (checked against the settings when planned).
+    fn of(live: &'a LiveIndex, settings: &CollectionSettings, plan: &SearchPlan) -> Result<Self> {
+        let Some(name) = plan.using.as_deref() else {
+            return Ok(Self {
+                index: &*live.index,
+                extra: None,
+            });
+        };
+        let space = settings.space(name, "using")?;
+        Ok(match space.extra {
+            None => Self {
+                index: &*live.index,
+                extra: None,
+            },
+            Some(i) => Self {
+                index: &*live
+                    .extras
+                    .get(i)
+                    .ok_or_else(|| ServerError::Internal(format!("no index for vector `{name}`")))?
+                    .1,
+                extra: Some(i),
+            },
+        })
+    }
+
+    /// The live main slot holding `slot` of this index.
+    #[inline]
+    fn main_slot(self, table: &PointTable, slot: Slot) -> Option<Slot> {
+        match self.extra {
+            None => Some(slot),
+            Some(i) => table.owner(i, slot),
+        }
+    }
+
+    /// This index's slot of the point at main slot `main`, if it holds one.
+    fn own_slot(self, table: &PointTable, main: Slot) -> Option<Slot> {
+        match self.extra {
+            None => Some(main),
+            Some(i) => table
+                .entry(main)
+                .and_then(|e| e.extra.get(i).copied())
+                .filter(|&s| s != NO_SLOT),
+        }
+    }
+
+    /// Main slots (sorted) as this index's slots, sorted.
+    fn own_slots(self, table: &PointTable, main: Vec<Slot>) -> Vec<Slot> {
+        if self.extra.is_none() {
+            return main;
+        }
+        let mut own: Vec<Slot> = main
+            .into_iter()
+            .filter_map(|m| self.own_slot(table, m))
+            .collect();
+        own.sort_unstable();
+        own
+    }
+}
+
 impl Partition {
     /// The values of `key`'s payload index, each with the live points holding it that pass
     /// `filter` (blocking: one hold of the table's read lock).
@@ -118,7 +208,7 @@ impl Partition {
         let table = live.table.read();
         let values = table
             .payload_index
-            .facet(key, |slot| passes(&table, filter, slot))
+            .facet(key, |slot| passes(self.settings(), &table, filter, slot))
             .ok_or_else(|| {
                 ServerError::InvalidRequest(format!(
                     "key: `{key}` has no keyword, integer, bool or uuid payload index; facets \
@@ -140,19 +230,30 @@ impl Partition {
     /// Whether `plan` is cheap enough to run on an async worker (see [`estimated_work`]).
     pub fn is_short(&self, plan: &SearchPlan) -> bool {
         let settings = self.settings();
-        is_short_work(&settings.index, settings.dim, self.points(), plan)
+        match settings.dense_space(plan.using.as_deref().unwrap_or(settings.vector_name())) {
+            Some(space) => is_short_work(space.index, space.dim, self.points(), plan),
+            None => false,
+        }
     }
 
     /// Runs a k-NN query (blocking: call from a blocking thread).
     pub fn query_blocking(&self, plan: &SearchPlan) -> Result<QueryResponse> {
         let live = self.shared.live();
         let table = live.table.read();
+        let searched = Searched::of(&live, self.settings(), plan)?;
         let vector = match &plan.target {
             QueryTarget::Vector(v) => v.clone(),
             QueryTarget::Point(id) => {
                 let (slot, _) = table.get(id).ok_or(ServerError::PointNotFound(*id))?;
-                live.index
-                    .vector(slot)
+                let own = searched.own_slot(&table, slot).ok_or_else(|| {
+                    ServerError::InvalidRequest(format!(
+                        "point {id} has no vector `{}` to search near",
+                        plan.using.as_deref().unwrap_or_default()
+                    ))
+                })?;
+                searched
+                    .index
+                    .vector(own)
                     .ok_or(ServerError::PointNotFound(*id))?
             }
             QueryTarget::Sparse { name, vector } => {
@@ -161,8 +262,13 @@ impl Partition {
         };
         let k = plan.offset + plan.limit;
         let filter = plan.filter.as_ref();
-        let accept = |slot: Slot| passes(&table, filter, slot);
-        let mut exact = plan.exact || live.index.kind() == IndexKind::Flat;
+        let accept = |slot: Slot| {
+            searched
+                .main_slot(&table, slot)
+                .is_some_and(|main| passes(self.settings(), &table, filter, main))
+        };
+        let index = searched.index;
+        let mut exact = plan.exact || index.kind() == IndexKind::Flat;
         let mut ef = plan.ef;
         let mut filter_selectivity = None;
         // A re-scoring's points are its candidates (scored exactly: the plan says `exact`),
@@ -177,20 +283,22 @@ impl Partition {
             },
             (None, None) => (None, None),
         };
+        // Listed by main slot; searched in the index's own.
+        let indexed = indexed.map(|main| searched.own_slots(&table, main));
         if let (Some(f), false) = (filter, exact) {
             // The indexes' count bounds the matches (dead slots included); without an index
             // that narrows the filter, a sample estimates them.
             let share = match (&indexed, bound) {
                 (Some(slots), _) => slots.len() as f64 / table.slots.len().max(1) as f64,
                 (None, Some(b)) => b as f64 / table.slots.len().max(1) as f64,
-                (None, None) => selectivity(&table, f),
+                (None, None) => selectivity(self.settings(), &table, f),
             };
             filter_selectivity = Some(share);
             let expected = share * table.slots.len() as f64;
             if expected < self.settings().full_scan_threshold as f64 {
                 exact = true;
             } else {
-                let base = ef.unwrap_or_else(|| self.default_ef()).max(k);
+                let base = ef.unwrap_or_else(|| self.default_ef(plan)).max(k);
                 ef = Some(
                     ((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize,
                 );
@@ -207,10 +315,10 @@ impl Partition {
         let answered =
             plan.among.is_none() && filter.is_some_and(|f| table.payload_index.answers(f));
         let scan_candidates = |slots: &[Slot]| {
-            let store = live.index.store();
+            let store = index.store();
             let listed = slots.iter().copied().filter(|&slot| {
                 if answered {
-                    table.is_live(slot)
+                    searched.main_slot(&table, slot).is_some()
                 } else {
                     accept(slot)
                 }
@@ -224,7 +332,7 @@ impl Partition {
                 let (hits, stats) = scan_candidates(slots)?;
                 return Ok((hits, stats.distance_computations, false));
             }
-            let (hits, stats) = live.index.search(&vector, k, &params, Some(&accept))?;
+            let (hits, stats) = index.search(&vector, k, &params, Some(&accept))?;
             if exact || filter.is_none() || hits.len() >= k {
                 return Ok((hits, stats.distance_computations, false));
             }
@@ -232,7 +340,7 @@ impl Partition {
             // reachable region; an exact scan is the guarantee.
             let (exact_hits, exact_stats) = match &indexed {
                 Some(slots) => scan_candidates(slots)?,
-                None => live.index.search(
+                None => index.search(
                     &vector,
                     k,
                     &SearchParams {
@@ -250,12 +358,12 @@ impl Partition {
             ))
         })?;
         let explain = plan.explain.then(|| QueryExplain {
-            index: live.index.kind().name().to_owned(),
+            index: index.kind().name().to_owned(),
             exact: exact || exact_fallback,
             ef: if exact {
                 None
             } else {
-                Some(ef.unwrap_or_else(|| self.default_ef()).max(k))
+                Some(ef.unwrap_or_else(|| self.default_ef(plan)).max(k))
             },
             filter_selectivity,
             exact_fallback,
@@ -263,9 +371,12 @@ impl Partition {
             distance_computations,
             partitions: None,
         });
-        let metric = live.index.metric();
+        let metric = index.metric();
         let mut out = Vec::with_capacity(plan.limit);
         for hit in hits.into_iter().skip(plan.offset) {
+            let Some(slot) = searched.main_slot(&table, hit.slot) else {
+                continue;
+            };
             let score = metric.key_to_score(hit.key);
             if let Some(t) = plan.score_threshold {
                 let worse = if metric.higher_is_better() {
@@ -277,7 +388,7 @@ impl Partition {
                     break;
                 }
             }
-            out.extend(self.scored(&live, &table, plan, hit.slot, score));
+            out.extend(self.scored(&live, &table, plan, slot, score));
         }
         Ok(QueryResponse {
             points: out,
@@ -308,8 +419,8 @@ impl Partition {
         })
     }
 
-    /// A point's stored vectors as results return them: the dense one under the collection's
-    /// vector name (if it has one), and its sparse ones by name.
+    /// A point's stored vectors as results return them: the main one under the collection's
+    /// vector name (if it has one), the others and the sparse ones by name.
     fn vector_output(
         &self,
         live: &LiveIndex,
@@ -318,7 +429,10 @@ impl Partition {
     ) -> Option<VectorOutput> {
         let dense = live.index.vector(slot)?;
         Some(match table.entry(slot) {
-            Some(entry) => self.settings().vectors_output(dense, &entry.sparse),
+            Some(entry) => {
+                self.settings()
+                    .vectors_output(dense, &entry.sparse, live.extra_vectors(entry))
+            }
             None => self.settings().vector_output(dense),
         })
     }
@@ -345,7 +459,7 @@ impl Partition {
                     among
                         .as_ref()
                         .is_none_or(|among| among.binary_search(&slot).is_ok())
-                        && passes(table, filter, slot)
+                        && passes(self.settings(), table, filter, slot)
                 })
         });
         let points = hits
@@ -373,16 +487,23 @@ impl Partition {
 
     /// The `ef` a graph search uses when the query does not set one (a flat index has no
     /// graph; the value is then never used as such).
-    fn default_ef(&self) -> usize {
-        self.settings().index.default_ef().unwrap_or(0)
+    fn default_ef(&self, plan: &SearchPlan) -> usize {
+        let settings = self.settings();
+        settings
+            .dense_space(plan.using.as_deref().unwrap_or(settings.vector_name()))
+            .and_then(|space| space.index.default_ef())
+            .unwrap_or(0)
     }
 
     /// Points in id order from `offset`, and the id that starts the next page.
     pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
+        if let Some(order) = &plan.order_by {
+            return (self.scroll_ordered(plan, order), None);
+        }
         let mut page = Vec::with_capacity(plan.limit);
         let mut next = None;
         self.walk(plan.offset, |live, table, id, slot| {
-            if !passes(table, plan.filter.as_ref(), slot) {
+            if !passes(self.settings(), table, plan.filter.as_ref(), slot) {
                 return ControlFlow::Continue(());
             }
             if page.len() == plan.limit {
@@ -400,10 +521,51 @@ impl Partition {
                 id,
                 payload,
                 vector,
+                order_value: None,
             });
             ControlFlow::Continue(())
         });
         (page, next)
+    }
+
+    /// The first `plan.limit` live points passing the filter in the order of a numeric
+    /// payload index, each once (at its first value in that order); empty when the key has
+    /// no such index (the caller checked that it had one). One hold of the table's read lock:
+    /// the walk stops at the page, but a filter that few points pass may walk far.
+    fn scroll_ordered(&self, plan: &ScrollPlan, order: &OrderPlan) -> Vec<Record> {
+        let live = self.shared.live();
+        let table = live.table.read();
+        let mut page = Vec::with_capacity(plan.limit.min(1024));
+        let mut seen = std::collections::HashSet::new();
+        table.payload_index.walk_ordered(
+            &order.key,
+            order.descending,
+            order.start_from,
+            |value, slot| {
+                if page.len() >= plan.limit {
+                    return ControlFlow::Break(());
+                }
+                let Some(entry) = table.entry(slot) else {
+                    return ControlFlow::Continue(());
+                };
+                if !passes(self.settings(), &table, plan.filter.as_ref(), slot)
+                    || !seen.insert(slot)
+                {
+                    return ControlFlow::Continue(());
+                }
+                page.push(Record {
+                    id: entry.id,
+                    payload: plan.with_payload.apply(entry.payload.as_ref()),
+                    vector: plan
+                        .with_vector
+                        .then(|| self.vector_output(&live, &table, slot))
+                        .flatten(),
+                    order_value: Some(value),
+                });
+                ControlFlow::Continue(())
+            },
+        );
+        page
     }
 
     /// Points passing `filter` (all points without one).
@@ -422,13 +584,16 @@ impl Partition {
                 .is_some_and(|b| b <= WALK_CHUNK)
             {
                 if let Some(slots) = candidates(&table, f) {
-                    return slots.iter().filter(|&&s| passes(&table, filter, s)).count() as u64;
+                    return slots
+                        .iter()
+                        .filter(|&&s| passes(self.settings(), &table, filter, s))
+                        .count() as u64;
                 }
             }
         }
         let mut count = 0;
         self.walk(None, |_, table, _, slot| {
-            count += u64::from(passes(table, filter, slot));
+            count += u64::from(passes(self.settings(), table, filter, slot));
             ControlFlow::Continue(())
         });
         count
@@ -438,7 +603,7 @@ impl Partition {
     pub fn matching_ids(&self, filter: Option<&Filter>) -> Vec<PointId> {
         let mut ids = Vec::new();
         self.walk(None, |_, table, id, slot| {
-            if passes(table, filter, slot) {
+            if passes(self.settings(), table, filter, slot) {
                 ids.push(id);
             }
             ControlFlow::Continue(())
@@ -490,6 +655,7 @@ impl Partition {
             .filter_map(|id| {
                 let (slot, entry) = table.get(id)?;
                 Some(Record {
+                    order_value: None,
                     id: *id,
                     payload: with_payload.apply(entry.payload.as_ref()),
                     vector: with_vector
@@ -512,6 +678,7 @@ mod tests {
     fn plan(ef: Option<usize>, exact: bool, filter: Option<Filter>) -> SearchPlan {
         SearchPlan {
             target: QueryTarget::Point(PointId::Num(1)),
+            using: None,
             filter,
             limit: 10,
             offset: 0,

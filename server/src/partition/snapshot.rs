@@ -2,15 +2,19 @@
 //! in RocksDB), in one checksummed file written atomically by `cairn_index::persist`.
 //!
 //! Payload layout: `bytes(index)`, `u64 slot count`, then per slot `u8 live` and, when live,
-//! `bytes(encoded id)` and `u64 version`.
+//! `bytes(encoded id)` and `u64 version`. A collection with dense vectors beside the main one
+//! goes on, for each in its `extra_vectors` order, with `bytes(name)`, `bytes(index)` and the
+//! main slot owning each of that index's slots (`u32s`, `u32::MAX` for none); without such
+//! vectors the file ends after the table, as it always has.
 
 use cairn_index::persist::codec::{Decoder, Encoder};
 use cairn_index::persist::{self, FileHeader};
 use cairn_index::IndexError;
 
-use super::live::{LiveIndex, PointTable, SlotEntry};
+use super::live::{LiveIndex, PointTable, SlotEntry, NO_SLOT};
 use super::{keys, paths, Shared};
 use crate::error::{Result, ServerError};
+use crate::request::CollectionSettings;
 
 /// Writes the current index as of `applied_seq`, then trims the op log behind it.
 pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
@@ -32,6 +36,17 @@ pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
                 e.u64(entry.version);
             }
         }
+    }
+    let owners = table.extra_owners();
+    for (position, (name, index)) in live.extras.iter().enumerate() {
+        let mut bytes = Vec::new();
+        index.write_to(&mut bytes);
+        e.bytes(name.as_bytes());
+        e.bytes(&bytes);
+        let own = owners.get(position).map_or(&[][..], Vec::as_slice);
+        // Every slot of the index, those never published included.
+        let slots = index.len();
+        e.u32s((0..slots).map(|s| own.get(s).copied().unwrap_or(NO_SLOT)));
     }
     let header = FileHeader {
         kind: live.index.kind(),
@@ -59,9 +74,10 @@ pub(super) struct Loaded {
 /// Reads and verifies the snapshot in `dir`, if there is one.
 pub(super) fn read(
     dir: &std::path::Path,
-    dim: usize,
+    settings: &CollectionSettings,
     trainers: &cairn_index::Trainers,
 ) -> Result<Option<Loaded>> {
+    let dim = settings.dim;
     let path = paths::snapshot(dir);
     if !path.is_file() {
         return Ok(None);
@@ -101,13 +117,51 @@ pub(super) fn read(
                 // Both come from the store once the table is up (`recovery`).
                 payload: None,
                 sparse: Default::default(),
+                extra: vec![NO_SLOT; settings.extra_vectors.len()],
             },
         );
+    }
+    let mut extras = Vec::with_capacity(settings.extra_vectors.len());
+    for space in settings.dense_spaces().skip(1) {
+        let name = d.bytes()?;
+        if name != space.name.as_bytes() {
+            return Err(corrupt(
+                &path,
+                format!("holds another vector where `{}` belongs", space.name),
+            ));
+        }
+        let extra = cairn_index::read_index(space.index.kind(), d.bytes()?, trainers)?;
+        if extra.dim() != space.dim {
+            return Err(corrupt(
+                &path,
+                format!("vector `{}` has dimension {}", space.name, extra.dim()),
+            ));
+        }
+        let owners = d.u32s_map(|owner| owner)?;
+        if owners.len() != extra.len() {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "{} owners for {} slots of `{}`",
+                    owners.len(),
+                    extra.len(),
+                    space.name
+                ),
+            ));
+        }
+        let position = extras.len();
+        for (slot, owner) in owners.into_iter().enumerate() {
+            if owner != NO_SLOT {
+                table.attach_extra(position, slot as u32, owner);
+            }
+        }
+        extras.push((space.name.to_owned(), extra));
     }
     d.finish()?;
     Ok(Some(Loaded {
         live: LiveIndex {
             index,
+            extras,
             table: table.into(),
         },
         applied_seq: header.applied_seq,

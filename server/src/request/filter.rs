@@ -21,17 +21,22 @@ fn validate_at(filter: &Filter, path: &str, depth: usize, max_depth: usize) -> R
              (limits.max_filter_depth)"
         )));
     }
+    let min_should = filter.min_should.as_ref().map(|m| &m.conditions);
     for (name, list) in [
-        ("must", &filter.must),
-        ("should", &filter.should),
-        ("must_not", &filter.must_not),
+        ("must", filter.must.as_ref()),
+        ("should", filter.should.as_ref()),
+        ("must_not", filter.must_not.as_ref()),
+        ("min_should.conditions", min_should),
     ] {
-        for (i, condition) in list.iter().flatten().enumerate() {
+        for (i, condition) in list.into_iter().flatten().enumerate() {
             let here = format!("{path}.{name}[{i}]");
             match condition {
                 Condition::Field(field) => validate_field(field, &here)?,
                 Condition::Nested(inner) => validate_at(inner, &here, depth + 1, max_depth)?,
-                Condition::HasId { .. } | Condition::IsEmpty { .. } | Condition::IsNull { .. } => {}
+                Condition::HasId { .. }
+                | Condition::IsEmpty { .. }
+                | Condition::IsNull { .. }
+                | Condition::HasVector { .. } => {}
             }
         }
     }
@@ -43,15 +48,28 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
     if field.key.is_empty() {
         return bad("key must not be empty".into());
     }
+    let tests = [
+        field.r#match.is_some(),
+        field.range.is_some(),
+        field.values_count.is_some(),
+    ];
+    if tests.iter().filter(|&&t| t).count() != 1 {
+        return bad(format!(
+            "condition on `{}` needs exactly one of `match`, `range` or `values_count`",
+            field.key
+        ));
+    }
+    if let Some(count) = &field.values_count {
+        if [count.gt, count.gte, count.lt, count.lte]
+            .iter()
+            .all(Option::is_none)
+        {
+            return bad("values_count needs at least one of `gt`, `gte`, `lt`, `lte`".into());
+        }
+        return Ok(());
+    }
     match (&field.r#match, &field.range) {
-        (None, None) => bad(format!(
-            "condition on `{}` needs `match` or `range`",
-            field.key
-        )),
-        (Some(_), Some(_)) => bad(format!(
-            "condition on `{}` has both `match` and `range`",
-            field.key
-        )),
+        (None, None) | (Some(_), Some(_)) => Ok(()),
         (Some(m), None) => {
             let given = [
                 m.value.is_some(),
@@ -92,6 +110,16 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
 /// elsewhere (Qdrant's rule). Answers whether `key` has a text index.
 pub type TextKeys<'a> = &'a dyn Fn(&str) -> bool;
 
+/// Which named vectors a point holds (`has_vector`): answers whether it has the one of that
+/// name (`""`: the unnamed vector).
+pub type HasVector<'a> = &'a dyn Fn(&str) -> bool;
+
+/// A point that holds no vector a `has_vector` condition could name (tests of payload
+/// conditions).
+pub fn no_vectors(_: &str) -> bool {
+    false
+}
+
 /// No key has a text index.
 pub fn no_text_keys(_: &str) -> bool {
     false
@@ -100,8 +128,14 @@ pub fn no_text_keys(_: &str) -> bool {
 /// Whether a point passes the filter. As in Qdrant, an empty `should` list passes nothing
 /// (none of its conditions holds): LlamaIndex deletes nodes by a `should` of their ids, and an
 /// empty list there must delete nothing rather than everything.
-pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>, text: TextKeys) -> bool {
-    let holds = |c: &Condition| condition(c, id, payload, text);
+pub fn matches(
+    filter: &Filter,
+    id: &PointId,
+    payload: Option<&Payload>,
+    text: TextKeys,
+    vectors: HasVector,
+) -> bool {
+    let holds = |c: &Condition| condition(c, id, payload, text, vectors);
     filter.must.as_ref().is_none_or(|all| all.iter().all(holds))
         && filter
             .should
@@ -111,9 +145,19 @@ pub fn matches(filter: &Filter, id: &PointId, payload: Option<&Payload>, text: T
             .must_not
             .as_ref()
             .is_none_or(|none| !none.iter().any(holds))
+        && filter
+            .min_should
+            .as_ref()
+            .is_none_or(|m| m.conditions.iter().filter(|c| holds(c)).count() >= m.min_count)
 }
 
-fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>, text: TextKeys) -> bool {
+fn condition(
+    c: &Condition,
+    id: &PointId,
+    payload: Option<&Payload>,
+    text: TextKeys,
+    vectors: HasVector,
+) -> bool {
     match c {
         Condition::Field(field) => {
             let values = lookup(payload, &field.key);
@@ -132,7 +176,9 @@ fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>, text: TextK
                 }
                 (Some(m), _) => match_values(m, &values),
                 (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
-                (None, None) => false,
+                (None, None) => field.values_count.is_some_and(|count| {
+                    count.holds(values.iter().filter(|v| !v.is_null()).count())
+                }),
             }
         }
         Condition::HasId { has_id } => has_id.contains(id),
@@ -143,7 +189,8 @@ fn condition(c: &Condition, id: &PointId, payload: Option<&Payload>, text: TextK
             let values = lookup(payload, &is_null.key);
             !values.is_empty() && values.iter().all(|v| v.is_null())
         }
-        Condition::Nested(inner) => matches(inner, id, payload, text),
+        Condition::HasVector { has_vector } => vectors(has_vector),
+        Condition::Nested(inner) => matches(inner, id, payload, text, vectors),
     }
 }
 
@@ -249,8 +296,19 @@ mod tests {
     fn match_range_and_boolean_structure() {
         let p = payload(r#"{"city":"London","n":3,"tags":["a","b"],"addr":{"zip":[{"code":7}]}}"#);
         let id = PointId::Num(1);
-        let yes = |f: &str| assert!(matches(&filter(f), &id, Some(&p), &no_text_keys), "{f}");
-        let no = |f: &str| assert!(!matches(&filter(f), &id, Some(&p), &no_text_keys), "{f}");
+        let vectors = |name: &str| name == "image";
+        let yes = |f: &str| {
+            assert!(
+                matches(&filter(f), &id, Some(&p), &no_text_keys, &vectors),
+                "{f}"
+            )
+        };
+        let no = |f: &str| {
+            assert!(
+                !matches(&filter(f), &id, Some(&p), &no_text_keys, &vectors),
+                "{f}"
+            )
+        };
         yes(r#"{"must":[{"key":"city","match":{"value":"London"}}]}"#);
         no(r#"{"must":[{"key":"city","match":{"value":"Paris"}}]}"#);
         yes(r#"{"must":[{"key":"tags","match":{"value":"b"}}]}"#);
@@ -273,9 +331,24 @@ mod tests {
             &filter(r#"{"must":[{"key":"n","range":{"gte":0}}]}"#),
             &id,
             None,
-            &no_text_keys
+            &no_text_keys,
+            &no_vectors
         ));
         yes(r#"{"must":[{"key":"addr[].zip[].code","match":{"value":7}}]}"#);
+        yes(r#"{"must":[{"has_vector":"image"}]}"#);
+        yes(r#"{"must":[{"key":"tags","values_count":{"gte":2,"lt":3}}]}"#);
+        no(r#"{"must":[{"key":"tags","values_count":{"gt":2}}]}"#);
+        yes(r#"{"must":[{"key":"missing","values_count":{"lt":1}}]}"#);
+        yes(r#"{"must":[{"key":"city","values_count":{"lte":1}}]}"#);
+        yes(
+            r#"{"min_should":{"min_count":2,"conditions":[{"has_id":[1]},{"key":"n","match":{"value":3}},{"key":"city","match":{"value":"Paris"}}]}}"#,
+        );
+        no(
+            r#"{"min_should":{"min_count":3,"conditions":[{"has_id":[1]},{"key":"n","match":{"value":3}},{"key":"city","match":{"value":"Paris"}}]}}"#,
+        );
+        yes(r#"{"min_should":{"min_count":0,"conditions":[]}}"#);
+        no(r#"{"must":[{"has_vector":"text"}]}"#);
+        yes(r#"{"must_not":[{"has_vector":"text"}]}"#);
     }
 
     /// `match.text` compares words where a text index covers the key, substrings elsewhere.
@@ -289,8 +362,8 @@ mod tests {
                 r#"{{"must":[{{"key":"body","match":{{"text":"{query}"}}}}]}}"#
             ));
             match indexed {
-                true => matches(&f, &id, Some(&p), &text_keys),
-                false => matches(&f, &id, Some(&p), &no_text_keys),
+                true => matches(&f, &id, Some(&p), &text_keys, &no_vectors),
+                false => matches(&f, &id, Some(&p), &no_text_keys, &no_vectors),
             }
         };
         assert!(check("quick FOX", true));

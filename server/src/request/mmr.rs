@@ -63,8 +63,14 @@ pub(super) fn mmr_plan(
 }
 
 /// The `plan.offset + plan.limit` picks from `candidates` (best first, carrying vectors),
-/// after `plan.offset`; vectors are dropped unless the caller asked for them.
-pub fn pick(candidates: Vec<ScoredPoint>, metric: Metric, plan: &MmrPlan) -> Vec<ScoredPoint> {
+/// after `plan.offset`, compared by their dense vector `name` under `metric`; vectors are
+/// dropped unless the caller asked for them.
+pub fn pick(
+    candidates: Vec<ScoredPoint>,
+    name: &str,
+    metric: Metric,
+    plan: &MmrPlan,
+) -> Vec<ScoredPoint> {
     let key = metric.key_fn();
     let n = candidates.len();
     let take = (plan.offset + plan.limit).min(n);
@@ -74,7 +80,7 @@ pub fn pick(candidates: Vec<ScoredPoint>, metric: Metric, plan: &MmrPlan) -> Vec
         .collect();
     let vectors: Vec<Option<&[f32]>> = candidates
         .iter()
-        .map(|p| p.vector.as_ref().and_then(|v| v.as_dense()))
+        .map(|p| p.vector.as_ref().and_then(|v| v.dense(name)))
         .collect();
     let weight = 1.0 - plan.diversity;
     let mut closest_pick = vec![f32::NEG_INFINITY; n];
@@ -146,7 +152,7 @@ mod tests {
             with_vector: false,
             candidates: 3,
         };
-        pick(candidates(), Metric::L2, &plan)
+        pick(candidates(), "", Metric::L2, &plan)
             .into_iter()
             .map(|p| match p.id {
                 PointId::Num(n) => n,
@@ -175,7 +181,7 @@ mod tests {
             with_vector: true,
             candidates: 3,
         };
-        let kept = pick(candidates(), Metric::L2, &plan);
+        let kept = pick(candidates(), "", Metric::L2, &plan);
         assert!(kept[0].vector.is_some(), "vectors kept when asked for");
         assert_eq!(
             kept[0].score,

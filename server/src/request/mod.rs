@@ -22,6 +22,8 @@ pub mod settings;
 
 pub use hybrid::QueryTree;
 pub use mmr::MmrPlan;
-pub use points::{check_vector, prepare_delete_ids, prepare_points, prepare_vector_updates};
+pub use points::{
+    check_vector, check_vector_deletion, prepare_delete_ids, prepare_points, prepare_vector_updates,
+};
 pub use query::{FanOut, QueryPlan};
 pub use settings::CollectionSettings;

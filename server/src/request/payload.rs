@@ -1,6 +1,8 @@
-//! Payload updates (Qdrant's set, overwrite, delete-keys and clear), validated into a change
-//! that a partition applies to each selected point's stored payload under its write lock.
+//! Payload updates (Qdrant's set, overwrite, delete-keys and clear) and vector deletions,
+//! validated into a change that a partition applies to each selected point's stored value
+//! under its write lock.
 
+use cairn_api::internal::NewPoint;
 use cairn_api::{Filter, Payload, PointId};
 use serde_json::Value;
 
@@ -37,6 +39,33 @@ pub fn selection(
         (None, None) => Err(ServerError::InvalidRequest(
             "body needs `points` or `filter`".into(),
         )),
+    }
+}
+
+/// A change to each selected point.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointChange {
+    /// Its payload changes.
+    Payload(PayloadChange),
+    /// It loses these named vectors (beside the main one, or sparse; checked).
+    DeleteVectors(Vec<String>),
+}
+
+impl PointChange {
+    /// Changes `point`; false when the change leaves it as it was (a vector deletion of
+    /// vectors it does not have), so that it need not be written again.
+    pub fn apply(&self, point: &mut NewPoint) -> bool {
+        match self {
+            PointChange::Payload(change) => {
+                point.payload = change.apply(point.payload.take());
+                true
+            }
+            PointChange::DeleteVectors(names) => names.iter().fold(false, |changed, name| {
+                let extra = point.extra.remove(name).is_some();
+                let sparse = point.sparse.remove(name).is_some();
+                changed | extra | sparse
+            }),
+        }
     }
 }
 

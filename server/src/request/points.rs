@@ -8,23 +8,20 @@ use cairn_api::{
     Payload, PointId, PointVectors, SparseVector, UpsertRequest, VectorInput, VectorValue,
 };
 
+use super::settings::DenseSpace;
 use super::CollectionSettings;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
 
-/// Checks a vector's dimension and values and preprocesses it for the metric.
-pub fn check_vector(
-    settings: &CollectionSettings,
-    mut vector: Vec<f32>,
-    field: &str,
-) -> Result<Vec<f32>> {
+/// Checks a vector's dimension and values and preprocesses it for its space's metric.
+pub fn check_vector(space: DenseSpace<'_>, mut vector: Vec<f32>, field: &str) -> Result<Vec<f32>> {
     if vector.is_empty() {
         return Err(ServerError::InvalidVector(format!("{field} is empty")));
     }
-    if vector.len() != settings.dim {
+    if vector.len() != space.dim {
         return Err(ServerError::WrongDimension {
             field: field.to_owned(),
-            expected: settings.dim,
+            expected: space.dim,
             got: vector.len(),
         });
     }
@@ -34,45 +31,59 @@ pub fn check_vector(
             vector[i]
         )));
     }
-    settings.metric().preprocess(&mut vector);
+    space.metric().preprocess(&mut vector);
     Ok(vector)
 }
 
-/// A point's vectors as sent, split: its dense vector, if given, and its sparse vectors by
-/// name, each checked and sorted by index.
-type Vectors = (Option<Vec<f32>>, BTreeMap<String, SparseVector>);
+/// A point's vectors as sent, split and checked: its main vector, if given, the other dense
+/// ones and the sparse ones by name (each sparse one sorted by index).
+#[derive(Default)]
+struct Vectors {
+    main: Option<Vec<f32>>,
+    extra: BTreeMap<String, Vec<f32>>,
+    sparse: BTreeMap<String, SparseVector>,
+}
 
-/// Splits a point's vectors: a plain list is the unnamed dense vector; a map names the
-/// collection's dense vector and any of its sparse vectors.
+/// Splits a point's vectors: a plain list is the unnamed main vector; a map names any of the
+/// collection's dense and sparse vectors.
 fn split(settings: &CollectionSettings, input: VectorInput, field: &str) -> Result<Vectors> {
     let named = match input {
         VectorInput::Dense(v) => {
-            settings.check_vector_name("", field)?;
-            return Ok((Some(v), BTreeMap::new()));
+            let space = settings.space("", field)?;
+            return Ok(Vectors {
+                main: Some(check_vector(space, v, field)?),
+                ..Vectors::default()
+            });
         }
         VectorInput::Named(named) => named,
     };
-    let (mut dense, mut sparse) = (None, BTreeMap::new());
+    let mut vectors = Vectors::default();
     for (name, value) in named {
         match value {
             VectorValue::Dense(v) => {
-                settings.check_vector_name(&name, field)?;
-                dense = Some(v);
+                let space = settings.space(&name, field)?;
+                let v = check_vector(space, v, &format!("{field}.{name}"))?;
+                match space.extra {
+                    None => vectors.main = Some(v),
+                    Some(_) => {
+                        vectors.extra.insert(name, v);
+                    }
+                }
             }
             VectorValue::Sparse(v) => {
                 settings.check_sparse_name(&name, field)?;
                 let v = v
                     .checked()
                     .map_err(|e| ServerError::InvalidVector(format!("{field}.{name}: {e}")))?;
-                sparse.insert(name, v);
+                vectors.sparse.insert(name, v);
             }
         }
     }
-    Ok((dense, sparse))
+    Ok(vectors)
 }
 
-/// Turns an upsert's vectors into a point: the dense vector is required (Cairn's indexes and
-/// partitions are built on it), sparse vectors are optional.
+/// Turns an upsert's vectors into a point: the main vector is required (Cairn's partitions
+/// are routed by it and its index holds every point), the others are optional.
 fn new_point(
     settings: &CollectionSettings,
     id: PointId,
@@ -80,10 +91,19 @@ fn new_point(
     payload: Option<Payload>,
     field: &str,
 ) -> Result<NewPoint> {
-    let (dense, sparse) = split(settings, input, field)?;
-    let dense = dense.ok_or_else(|| {
+    let Vectors {
+        main,
+        extra,
+        sparse,
+    } = split(settings, input, field)?;
+    let vector = main.ok_or_else(|| {
         ServerError::InvalidRequest(format!(
-            "{field}: the dense vector {} is missing; every point needs it",
+            "{field}: the {} {} is missing; every point needs it",
+            if settings.extra_vectors.is_empty() {
+                "dense vector"
+            } else {
+                "main vector"
+            },
             match settings.vector_name() {
                 "" => "(unnamed, `\"\"`)".to_owned(),
                 name => format!("`{name}`"),
@@ -92,9 +112,10 @@ fn new_point(
     })?;
     Ok(NewPoint {
         id,
-        vector: check_vector(settings, dense, field)?,
+        vector,
         payload,
         sparse,
+        extra,
     })
 }
 
@@ -150,9 +171,8 @@ pub fn prepare_points(
         .collect()
 }
 
-/// Validates the new vectors of a vector update: each point gives its dense vector, some of
-/// its sparse vectors, or both. A dense vector not given comes back empty, which
-/// `Partition::update_vectors` reads as "keep the stored one".
+/// Validates the new vectors of a vector update: each point gives some of its vectors. A main
+/// vector not given comes back empty, which [`merge_vectors`] reads as "keep the stored one".
 pub fn prepare_vector_updates(
     settings: &CollectionSettings,
     points: Vec<PointVectors>,
@@ -164,23 +184,61 @@ pub fn prepare_vector_updates(
         .enumerate()
         .map(|(i, p)| {
             let field = format!("points[{i}].vector");
-            let (dense, sparse) = split(settings, p.vector, &field)?;
-            if dense.is_none() && sparse.is_empty() {
+            let Vectors {
+                main,
+                extra,
+                sparse,
+            } = split(settings, p.vector, &field)?;
+            if main.is_none() && extra.is_empty() && sparse.is_empty() {
                 return Err(ServerError::InvalidRequest(format!(
                     "{field}: no vector given"
                 )));
             }
             Ok(NewPoint {
                 id: p.id,
-                vector: dense
-                    .map(|v| check_vector(settings, v, &field))
-                    .transpose()?
-                    .unwrap_or_default(),
+                vector: main.unwrap_or_default(),
                 payload: None,
                 sparse,
+                extra,
             })
         })
         .collect()
+}
+
+/// Gives a stored point the vectors of an update (from [`prepare_vector_updates`]), keeping
+/// those the update leaves out.
+pub fn merge_vectors(stored: &mut NewPoint, update: NewPoint) {
+    if !update.vector.is_empty() {
+        stored.vector = update.vector;
+    }
+    stored.sparse.extend(update.sparse);
+    stored.extra.extend(update.extra);
+}
+
+/// Checks the vector names of a vector deletion: named vectors beside the main one, or sparse
+/// ones. The main vector cannot be deleted: every point carries it.
+pub fn check_vector_deletion(
+    settings: &CollectionSettings,
+    names: &[String],
+    field: &str,
+) -> Result<()> {
+    if names.is_empty() {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}: name at least one vector"
+        )));
+    }
+    for name in names {
+        if settings.sparse_vectors.contains_key(name) {
+            continue;
+        }
+        if settings.space(name, field)?.extra.is_none() {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}: `{name}` is the collection's main vector, which every point carries \
+                 (partitions are routed by it); delete the point, or give it a new vector"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks an id list against the per-request maximum.

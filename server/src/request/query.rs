@@ -1,10 +1,10 @@
 //! Query and scroll requests into plans: every limit checked and every field validated
 //! against the collection's settings, so that what reaches a partition can run as it is.
 
-use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
+use cairn_api::internal::{OrderPlan, PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
-    NearestTarget, PointId, QueryInput, QueryRequest, QueryResponse, ScrollRequest, SparseVector,
-    WithVector,
+    Direction, NearestTarget, PointId, QueryInput, QueryRequest, QueryResponse, ScrollRequest,
+    SparseVector, WithVector,
 };
 use cairn_index::IndexParams;
 
@@ -54,7 +54,8 @@ impl QueryPlan {
         settings: &CollectionSettings,
     ) -> QueryResponse {
         if let Some(mmr) = &self.mmr {
-            response.points = pick(response.points, settings.metric(), mmr);
+            let space = settings.searched_space(self.search.using.as_deref());
+            response.points = pick(response.points, space.name, space.metric(), mmr);
         }
         if let Some(names) = &self.vectors {
             for point in &mut response.points {
@@ -72,7 +73,10 @@ impl QueryPlan {
     pub fn higher_is_better(&self, settings: &CollectionSettings) -> bool {
         match self.search.target {
             QueryTarget::Sparse { .. } => true,
-            QueryTarget::Vector(_) | QueryTarget::Point(_) => settings.metric().higher_is_better(),
+            QueryTarget::Vector(_) | QueryTarget::Point(_) => settings
+                .searched_space(self.search.using.as_deref())
+                .metric()
+                .higher_is_better(),
         }
     }
 }
@@ -188,60 +192,78 @@ impl From<Option<QueryInput>> for Asked {
     }
 }
 
+/// A query's target, and the named vector beside the main one it searches (`None`: the
+/// main vector, or a sparse one).
 fn target(
     settings: &CollectionSettings,
     query: Option<QueryInput>,
     using: &str,
     field: &str,
-) -> Result<QueryTarget> {
+) -> Result<(QueryTarget, Option<String>)> {
     let vector_field = format!("{field}query");
     let asked = Asked::from(query);
     let sparse_space = settings.sparse_vectors.contains_key(using);
     // A sparse query names its space in `using`: say so before any complaint about `using`.
-    if !sparse_space && !matches!(asked, Asked::Sparse(_)) {
-        settings.check_vector_name(using, &format!("{field}using"))?;
-    }
+    let space = if !sparse_space && !matches!(asked, Asked::Sparse(_)) {
+        Some(settings.space(using, &format!("{field}using"))?)
+    } else {
+        None
+    };
+    let extra = space
+        .filter(|s| s.extra.is_some())
+        .map(|s| s.name.to_owned());
     let refused = |message: String| Err(ServerError::InvalidRequest(message));
-    match (asked, sparse_space) {
-        (Asked::Dense(v), false) => Ok(QueryTarget::Vector(check_vector(
-            settings,
-            v,
-            &vector_field,
-        )?)),
-        (Asked::Point(id), false) => Ok(QueryTarget::Point(id)),
+    let target = match (asked, space) {
+        (Asked::Dense(v), Some(space)) => {
+            QueryTarget::Vector(check_vector(space, v, &vector_field)?)
+        }
+        (Asked::Point(id), Some(_)) => QueryTarget::Point(id),
         // Made from the examples by the collection (`QueryPlan::examples`).
-        (Asked::Recommend, false) => Ok(QueryTarget::Vector(Vec::new())),
-        (Asked::Recommend, true) => refused(format!(
-            "{vector_field}: recommendations are made from dense vectors, and `using` names \
-             the sparse vector `{using}`"
-        )),
-        (Asked::Sparse(v), true) => Ok(QueryTarget::Sparse {
+        (Asked::Recommend, Some(_)) => QueryTarget::Vector(Vec::new()),
+        (Asked::Recommend, None) => {
+            return refused(format!(
+                "{vector_field}: recommendations are made from dense vectors, and `using` names \
+                 the sparse vector `{using}`"
+            ))
+        }
+        (Asked::Sparse(v), None) if sparse_space => QueryTarget::Sparse {
             name: using.to_owned(),
             vector: v
                 .checked()
                 .map_err(|e| ServerError::InvalidVector(format!("{vector_field}: {e}")))?,
-        }),
-        (Asked::Sparse(_), false) => refused(format!(
-            "{vector_field} is a sparse vector, and `using` names {}; name one of the \
-             collection's sparse vectors in `using`",
-            describe(using)
-        )),
-        (Asked::Point(_), true) => refused(format!(
-            "{vector_field}: a query by point id on the sparse vector `{using}` is not \
-             supported; send the sparse vector itself"
-        )),
-        (Asked::Dense(_), true) => refused(format!(
-            "{vector_field} is a dense vector, but `using` names the sparse vector `{using}`; \
-             send {{\"indices\": […], \"values\": […]}}"
-        )),
-        (Asked::Fusion, _) => refused(format!(
-            "{vector_field}: a fusion merges the results of `prefetch`, and there is none"
-        )),
-        (Asked::Nothing, _) => refused(format!(
-            "{vector_field} is required: a vector, a point id or {{\"nearest\": …}} (list points \
-             with /points/scroll)"
-        )),
-    }
+        },
+        (Asked::Sparse(_), _) => {
+            return refused(format!(
+                "{vector_field} is a sparse vector, and `using` names {}; name one of the \
+                 collection's sparse vectors in `using`",
+                describe(using)
+            ))
+        }
+        (Asked::Point(_), None) => {
+            return refused(format!(
+                "{vector_field}: a query by point id on the sparse vector `{using}` is not \
+                 supported; send the sparse vector itself"
+            ))
+        }
+        (Asked::Dense(_), None) => {
+            return refused(format!(
+                "{vector_field} is a dense vector, but `using` names the sparse vector \
+                 `{using}`; send {{\"indices\": […], \"values\": […]}}"
+            ))
+        }
+        (Asked::Fusion, _) => {
+            return refused(format!(
+                "{vector_field}: a fusion merges the results of `prefetch`, and there is none"
+            ))
+        }
+        (Asked::Nothing, _) => {
+            return refused(format!(
+                "{vector_field} is required: a vector, a point id or {{\"nearest\": …}} (list \
+                 points with /points/scroll)"
+            ))
+        }
+    };
+    Ok((target, extra))
 }
 
 /// `using` as messages name it.
@@ -314,15 +336,17 @@ pub fn plan(
         Some(QueryInput::Nearest { mmr: Some(m), .. }) => Some(*m),
         _ => None,
     };
-    let examples = match &request.query {
-        Some(QueryInput::Recommend { recommend }) => Some(examples(
-            settings,
+    let examples = match (&request.query, settings.dense_space(&using)) {
+        (Some(QueryInput::Recommend { recommend }), Some(space)) => Some(examples(
+            space,
             recommend.clone(),
             &format!("{field}query.recommend"),
         )?),
+        // A recommendation `using` a sparse vector (or none the collection has) is refused
+        // with the target below.
         _ => None,
     };
-    let target = target(settings, request.query, &using, field)?;
+    let (target, extra) = target(settings, request.query, &using, field)?;
     if mmr.is_some() && matches!(target, QueryTarget::Sparse { .. }) {
         return Err(ServerError::InvalidRequest(format!(
             "{field}query.mmr: diversity is measured between dense vectors; a sparse query \
@@ -350,6 +374,7 @@ pub fn plan(
     Ok(QueryPlan {
         search: SearchPlan {
             target,
+            using: extra,
             filter: request.filter,
             limit: search_limit,
             offset: search_offset,
@@ -422,11 +447,37 @@ pub fn scroll_plan(
     if let Some(f) = &request.filter {
         validate(f, "filter", limits.max_filter_depth)?;
     }
+    let order_by = match request.order_by {
+        None => None,
+        Some(_) if request.offset.is_some() => {
+            return Err(ServerError::InvalidRequest(
+                "offset pages through ids; with order_by, ask for the next page with \
+                 order_by.start_from (the last value returned)"
+                    .into(),
+            ))
+        }
+        Some(order) if order.key.is_empty() => {
+            return Err(ServerError::InvalidRequest(
+                "order_by.key must not be empty".into(),
+            ))
+        }
+        Some(order) if order.start_from.is_some_and(|v| !v.is_finite()) => {
+            return Err(ServerError::InvalidRequest(
+                "order_by.start_from must be finite".into(),
+            ))
+        }
+        Some(order) => Some(OrderPlan {
+            key: order.key,
+            descending: order.direction == Some(Direction::Desc),
+            start_from: order.start_from,
+        }),
+    };
     Ok(ScrollPlan {
         offset: request.offset,
         limit,
         filter: request.filter,
         with_payload: PayloadSelection::from_wire(request.with_payload, true),
         with_vector: settings.wants_vector(request.with_vector.as_ref(), "")?,
+        order_by,
     })
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use cairn_api::{NearestTarget, PointId, RecommendInput, RecommendStrategy};
 
 use super::points::check_vector;
-use super::CollectionSettings;
+use super::settings::DenseSpace;
 use crate::error::{Result, ServerError};
 
 /// Most examples of one query: each id is a point read before the search.
@@ -58,11 +58,11 @@ impl Examples {
     /// missing there is a 404).
     pub fn average(
         &self,
-        settings: &CollectionSettings,
+        space: DenseSpace<'_>,
         stored: &HashMap<PointId, Vec<f32>>,
     ) -> Result<Vec<f32>> {
         let mean = |examples: &[Example]| -> Result<Option<Vec<f32>>> {
-            let mut sum = vec![0f32; settings.dim];
+            let mut sum = vec![0f32; space.dim];
             for example in examples {
                 let v = match example {
                     Example::Vector(v) => v,
@@ -75,7 +75,7 @@ impl Examples {
             let n = examples.len() as f32;
             Ok((!examples.is_empty()).then(|| sum.into_iter().map(|s| s / n).collect()))
         };
-        let positive = mean(&self.positive)?.unwrap_or_else(|| vec![0.0; settings.dim]);
+        let positive = mean(&self.positive)?.unwrap_or_else(|| vec![0.0; space.dim]);
         let mut query = match mean(&self.negative)? {
             Some(negative) => positive
                 .iter()
@@ -91,14 +91,14 @@ impl Examples {
                     .into(),
             ));
         }
-        settings.metric().preprocess(&mut query);
+        space.metric().preprocess(&mut query);
         Ok(query)
     }
 }
 
 /// Checks a `recommend` query's examples against the collection (`field` is its path).
 pub(super) fn examples(
-    settings: &CollectionSettings,
+    space: DenseSpace<'_>,
     input: RecommendInput,
     field: &str,
 ) -> Result<Examples> {
@@ -120,7 +120,7 @@ pub(super) fn examples(
             .enumerate()
             .map(|(i, example)| match example {
                 NearestTarget::Vector(v) => Ok(Example::Vector(check_vector(
-                    settings,
+                    space,
                     v,
                     &format!("{field}.{side}[{i}]"),
                 )?)),

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use cairn_api::{
-    CreateCollection, Distance, IndexConfig, Modifier, SparseVector, SparseVectorParams,
-    VectorOutput, VectorParams, VectorValue, VectorsConfig, WithVector,
+    CreateCollection, Distance, HnswConfigDiff, IndexConfig, Modifier, SparseVector,
+    SparseVectorParams, VectorOutput, VectorParams, VectorValue, VectorsConfig, WithVector,
 };
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
@@ -51,7 +51,61 @@ pub struct CollectionSettings {
     /// of each, and each partition keeps an inverted index per name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sparse_vectors: BTreeMap<String, SparseVectorParams>,
+    /// Dense vectors beside the main one, by name (Qdrant's several named vectors per point).
+    /// Each has its own dimension, distance and index in every partition, and a point may
+    /// leave any of them out; the main vector (`dim`, `distance`, `index`, `vector_name`) is
+    /// the one every point carries and partitions are routed by.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_vectors: BTreeMap<String, ExtraVector>,
 }
+
+/// A named dense vector beside a collection's main one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtraVector {
+    /// Its dimension.
+    pub dim: usize,
+    /// Its distance.
+    pub distance: Distance,
+    /// Its index.
+    pub index: IndexParams,
+}
+
+/// One dense vector space of a collection, the main vector's or one beside it: what a vector
+/// sent for it is checked against and what searches it.
+#[derive(Debug, Clone, Copy)]
+pub struct DenseSpace<'a> {
+    /// Its name (`""`: the unnamed main vector).
+    pub name: &'a str,
+    /// `None` for the main vector; the position among `extra_vectors` (in name order, as
+    /// partitions keep their indexes) for the others.
+    pub extra: Option<usize>,
+    /// Its dimension.
+    pub dim: usize,
+    /// Its distance.
+    pub distance: Distance,
+    /// Its index.
+    pub index: &'a IndexParams,
+}
+
+impl DenseSpace<'_> {
+    /// The index metric.
+    pub fn metric(&self) -> Metric {
+        metric_of(self.distance)
+    }
+}
+
+/// The index metric of a distance.
+fn metric_of(distance: Distance) -> Metric {
+    match distance {
+        Distance::Cosine => Metric::Cosine,
+        Distance::Euclid => Metric::L2,
+        // Manhattan is refused at creation; a stored one can only come from a foreign file.
+        Distance::Dot | Distance::Manhattan => Metric::InnerProduct,
+    }
+}
+
+/// Most dense vectors (named) a collection may have: each is an index in every partition.
+pub const MAX_DENSE_VECTORS: usize = 16;
 
 fn one() -> usize {
     1
@@ -119,7 +173,10 @@ struct VqRequest {
 const DEFAULT_CODE_BYTES: usize = 8;
 
 /// The quantized index a `quantization_config` asks for, or `None` without one.
-fn quantized_index(req: &CreateCollection) -> Result<Option<QuantizedParams>> {
+fn quantized_index(
+    req: &CreateCollection,
+    asked: Option<IndexConfig>,
+) -> Result<Option<QuantizedParams>> {
     let Some(value) = req.quantization_config.as_ref().filter(|q| !q.is_null()) else {
         return Ok(None);
     };
@@ -164,7 +221,7 @@ fn quantized_index(req: &CreateCollection) -> Result<Option<QuantizedParams>> {
     params
         .validate()
         .map_err(|e| ServerError::InvalidRequest(format!("quantization_config: {e}")))?;
-    if !matches!(req.index, None | Some(IndexConfig::Flat)) {
+    if !matches!(asked, None | Some(IndexConfig::Flat)) {
         return Err(ServerError::InvalidRequest(
             "quantization_config replaces the collection's index with a scan of the codes and an \
              exact re-rank; leave index out (or set it to flat)"
@@ -177,85 +234,191 @@ fn quantized_index(req: &CreateCollection) -> Result<Option<QuantizedParams>> {
 /// Most bytes in a vector's name.
 const MAX_VECTOR_NAME: usize = 255;
 
-/// The one vector space of a create request, and its name if it came in map form. Several
-/// named vectors per point are refused with a message until points can hold them.
-fn one_vector(vectors: &VectorsConfig) -> Result<(Option<String>, &VectorParams)> {
+/// The vector spaces of a create request: the main one (and its name if it came in map
+/// form), then the others by name. The main vector is the first name in byte order.
+type Spaces<'a> = (
+    Option<String>,
+    &'a VectorParams,
+    Vec<(&'a String, &'a VectorParams)>,
+);
+
+fn spaces(vectors: &VectorsConfig) -> Result<Spaces<'_>> {
     let named = match vectors {
-        VectorsConfig::Single(params) => return Ok((None, params)),
+        VectorsConfig::Single(params) => return Ok((None, params, Vec::new())),
         VectorsConfig::Named(named) => named,
     };
+    if let Some(name) = named.keys().find(|name| name.len() > MAX_VECTOR_NAME) {
+        return Err(ServerError::InvalidRequest(format!(
+            "vectors: a vector name is at most {MAX_VECTOR_NAME} bytes (`{}…` is {})",
+            name.chars().take(16).collect::<String>(),
+            name.len()
+        )));
+    }
+    if named.len() > MAX_DENSE_VECTORS {
+        return Err(ServerError::LimitExceeded(format!(
+            "vectors: {} named vectors is above the maximum of {MAX_DENSE_VECTORS}",
+            named.len()
+        )));
+    }
     let mut entries = named.iter();
-    match (entries.next(), entries.next()) {
-        (Some((name, _)), _) if name.len() > MAX_VECTOR_NAME => Err(ServerError::InvalidRequest(
-            format!("vectors: a vector name is at most {MAX_VECTOR_NAME} bytes"),
-        )),
-        (Some((name, params)), None) => Ok((Some(name.clone()), params)),
-        (None, _) => Err(ServerError::InvalidRequest(
+    let Some((main_name, main)) = entries.next() else {
+        return Err(ServerError::InvalidRequest(
             "vectors: at least one vector is needed (collections of sparse vectors only are not \
              supported)"
                 .into(),
-        )),
-        (Some(_), Some(_)) => {
-            Err(ServerError::InvalidRequest(format!(
-            "vectors: {} named vectors ({}) were asked for; Cairn holds one vector per point for \
-             now, unnamed or named",
-            named.len(),
-            named.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-        )))
-        }
+        ));
+    };
+    Ok((Some(main_name.clone()), main, entries.collect()))
+}
+
+/// Checks one dense vector space's size and distance; `field` names it in messages.
+fn check_space(v: &VectorParams, limits: &Limits, field: &str) -> Result<()> {
+    if v.size == 0 {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}.size must be at least 1"
+        )));
+    }
+    if v.size > limits.max_dim {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}.size {} is above the maximum of {}",
+            v.size, limits.max_dim
+        )));
+    }
+    if v.distance == Distance::Manhattan {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}.distance Manhattan is not supported; use Cosine, Euclid or Dot"
+        )));
+    }
+    Ok(())
+}
+
+/// The HNSW parameters of a vector space: its own `hnsw_config`, else the collection's.
+fn hnsw_params(diff: HnswConfigDiff) -> HnswParams {
+    let defaults = HnswParams::default();
+    let ef_construction = diff.ef_construct.unwrap_or(defaults.ef_construction);
+    HnswParams {
+        m: diff.m.unwrap_or(defaults.m),
+        ef_construction,
+        // Qdrant searches with ef = ef_construct unless told otherwise; so do we.
+        ef_search: diff.ef_search.unwrap_or(ef_construction),
+        seed: defaults.seed,
+    }
+}
+
+/// The index a space asks for (`index`), or its distance's default: ip-NSW+ for `Dot`, HNSW
+/// otherwise.
+fn index_or_default(index: Option<IndexConfig>, distance: Distance) -> IndexConfig {
+    index.unwrap_or(if distance == Distance::Dot {
+        IndexConfig::ip_nsw_plus()
+    } else {
+        IndexConfig::Hnsw
+    })
+}
+
+/// Checks an index's parameters against the space's metric (LSH ranges, `Dot`-only kinds).
+fn check_index(index: &IndexParams, metric: Metric, field: &str) -> Result<()> {
+    if let IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) = index {
+        p.validate()
+            .and_then(|()| index.check_lsh_ranges())
+            .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))?;
+    }
+    index
+        .check_metric(metric)
+        .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))
+}
+
+/// The effective index choice and HNSW parameters of an index, as collection info reports
+/// them (every default filled in; a quantized index scans its codes: `flat`).
+pub fn index_config(index: &IndexParams) -> (IndexConfig, HnswParams) {
+    let no_hnsw = HnswParams::default();
+    match *index {
+        IndexParams::Quantized(_) | IndexParams::Flat => (IndexConfig::Flat, no_hnsw),
+        IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
+        IndexParams::IpNsw(p) => (IndexConfig::IpNsw, p),
+        IndexParams::IpNswPlus(p) => (
+            IndexConfig::IpNswPlus {
+                m: Some(p.m),
+                ef_construction: Some(p.ef_construction),
+                ef_search: Some(p.ef_search),
+                cos_m: Some(p.cos_m),
+                cos_ef_construction: Some(p.cos_ef_construction),
+                cos_ef_search: Some(p.cos_ef_search),
+            },
+            no_hnsw,
+        ),
+        IndexParams::SimpleLsh(p) => (
+            IndexConfig::SimpleLsh {
+                bits: Some(p.bits),
+                probe_items: Some(p.probe_items),
+            },
+            no_hnsw,
+        ),
+        IndexParams::RangeLsh(p) => (
+            IndexConfig::RangeLsh {
+                bits: Some(p.bits),
+                ranges: Some(p.ranges),
+                shift: Some(p.shift),
+                probe_items: Some(p.probe_items),
+            },
+            no_hnsw,
+        ),
     }
 }
 
 impl CollectionSettings {
     /// Validates a create request.
     pub fn from_request(req: &CreateCollection, limits: &Limits) -> Result<Self> {
-        let (vector_name, v) = one_vector(&req.vectors)?;
-        if v.size == 0 {
-            return Err(ServerError::InvalidRequest(
-                "vectors.size must be at least 1".into(),
-            ));
-        }
-        if v.size > limits.max_dim {
-            return Err(ServerError::LimitExceeded(format!(
-                "vectors.size {} is above the maximum of {}",
-                v.size, limits.max_dim
-            )));
-        }
-        if v.distance == Distance::Manhattan {
-            return Err(ServerError::InvalidRequest(
-                "vectors.distance Manhattan is not supported; use Cosine, Euclid or Dot".into(),
-            ));
-        }
+        let (vector_name, v, others) = spaces(&req.vectors)?;
+        let main_field = match &vector_name {
+            Some(name) if !others.is_empty() => format!("vectors.{name}"),
+            Some(_) | None => "vectors".to_owned(),
+        };
+        check_space(v, limits, &main_field)?;
         refuse_unsupported(req)?;
         let diff = v.hnsw_config.or(req.hnsw_config).unwrap_or_default();
-        let defaults = HnswParams::default();
-        let ef_construction = diff.ef_construct.unwrap_or(defaults.ef_construction);
-        let hnsw = HnswParams {
-            m: diff.m.unwrap_or(defaults.m),
-            ef_construction,
-            // Qdrant searches with ef = ef_construct unless told otherwise; so do we.
-            ef_search: diff.ef_search.unwrap_or(ef_construction),
-            seed: defaults.seed,
-        };
-        let hnsw_checked = || {
+        let hnsw = hnsw_params(diff);
+        let hnsw_checked = |hnsw: HnswParams, field: &str| {
             hnsw.validate()
-                .map_err(|e| ServerError::InvalidRequest(format!("hnsw_config: {e}")))
+                .map_err(|e| ServerError::InvalidRequest(format!("{field}hnsw_config: {e}")))
                 .map(|()| hnsw)
         };
-        let default_index = if v.distance == Distance::Dot {
-            IndexConfig::ip_nsw_plus()
-        } else {
-            IndexConfig::Hnsw
+        let asked = match (req.index, v.index) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "index and {main_field}.index ask for different indexes for the same vector; \
+                     give one"
+                )))
+            }
+            (a, b) => a.or(b),
         };
-        let quantized = quantized_index(req)?;
-        let index = match (quantized, req.index.unwrap_or(default_index)) {
+        let quantized = quantized_index(req, asked)?;
+        let index = match (quantized, index_or_default(asked, v.distance)) {
             (Some(q), _) => IndexParams::Quantized(q),
-            (None, index) => Self::index_params(index, hnsw_checked)?,
+            (None, index) => Self::index_params(index, || hnsw_checked(hnsw, ""))?,
         };
-        if let IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) = &index {
-            p.validate()
-                .and_then(|()| index.check_lsh_ranges())
-                .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
+        check_index(&index, metric_of(v.distance), "index")?;
+        let mut extra_vectors = BTreeMap::new();
+        for (name, params) in others {
+            let field = format!("vectors.{name}");
+            check_space(params, limits, &field)?;
+            let own = hnsw_params(params.hnsw_config.or(req.hnsw_config).unwrap_or_default());
+            let index =
+                Self::index_params(index_or_default(params.index, params.distance), || {
+                    hnsw_checked(own, &format!("{field}."))
+                })?;
+            check_index(
+                &index,
+                metric_of(params.distance),
+                &format!("{field}.index"),
+            )?;
+            extra_vectors.insert(
+                name.clone(),
+                ExtraVector {
+                    dim: params.size,
+                    distance: params.distance,
+                    index,
+                },
+            );
         }
         let partitions = req.shard_number.unwrap_or(1) as usize;
         let routing = match (partitions, req.spill) {
@@ -291,15 +454,16 @@ impl CollectionSettings {
                     "sparse_vectors: a vector name is at most {MAX_VECTOR_NAME} bytes"
                 )));
             }
-            if Some(name) == vector_name.as_ref() {
+            if Some(name) == vector_name.as_ref() || extra_vectors.contains_key(name) {
                 return Err(ServerError::InvalidRequest(format!(
-                    "sparse_vectors: `{name}` is already the dense vector's name"
+                    "sparse_vectors: `{name}` is already a dense vector's name"
                 )));
             }
         }
-        let settings = Self {
+        Ok(Self {
             vector_name,
             sparse_vectors,
+            extra_vectors,
             routing,
             replication_factor: req.replication_factor.unwrap_or(1) as usize,
             write_consistency_factor: req.write_consistency_factor.unwrap_or(1) as usize,
@@ -309,12 +473,7 @@ impl CollectionSettings {
             full_scan_threshold: diff
                 .full_scan_threshold
                 .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
-        };
-        settings
-            .index
-            .check_metric(settings.metric())
-            .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
-        Ok(settings)
+        })
     }
 
     /// Parameters of an index chosen by `index` (no quantization).
@@ -380,13 +539,77 @@ impl CollectionSettings {
         self.vector_name.as_deref().unwrap_or("")
     }
 
-    /// `vectors` as created: one unnamed vector space, or the map naming it.
+    /// `vectors` as created: one unnamed vector space, or the map naming them (each beside
+    /// the main one with its HNSW parameters, if it has a graph).
     pub fn vectors_config(&self) -> VectorsConfig {
         let params = VectorParams::new(self.dim, self.distance);
-        match &self.vector_name {
-            None => params.into(),
-            Some(name) => VectorsConfig::Named([(name.clone(), params)].into()),
+        let Some(name) = &self.vector_name else {
+            return params.into();
+        };
+        let mut named = BTreeMap::from([(name.clone(), params)]);
+        for (name, extra) in &self.extra_vectors {
+            let mut params = VectorParams::new(extra.dim, extra.distance);
+            if let IndexParams::Hnsw(p) | IndexParams::IpNsw(p) = extra.index {
+                params.hnsw_config = Some(HnswConfigDiff {
+                    m: Some(p.m),
+                    ef_construct: Some(p.ef_construction),
+                    ..HnswConfigDiff::default()
+                });
+            }
+            named.insert(name.clone(), params);
         }
+        VectorsConfig::Named(named)
+    }
+
+    /// The main vector's space.
+    pub fn main_space(&self) -> DenseSpace<'_> {
+        DenseSpace {
+            name: self.vector_name(),
+            extra: None,
+            dim: self.dim,
+            distance: self.distance,
+            index: &self.index,
+        }
+    }
+
+    /// The dense vector space called `name` (`""`: the unnamed vector), if there is one.
+    pub fn dense_space(&self, name: &str) -> Option<DenseSpace<'_>> {
+        if name == self.vector_name() {
+            return Some(self.main_space());
+        }
+        let (position, (name, extra)) = self
+            .extra_vectors
+            .iter()
+            .enumerate()
+            .find(|(_, (n, _))| n.as_str() == name)?;
+        Some(DenseSpace {
+            name,
+            extra: Some(position),
+            dim: extra.dim,
+            distance: extra.distance,
+            index: &extra.index,
+        })
+    }
+
+    /// The dense vector space a search plan's `using` names (`None`: the main vector; a
+    /// plan's name was checked when it was planned).
+    pub fn searched_space(&self, using: Option<&str>) -> DenseSpace<'_> {
+        using
+            .and_then(|name| self.dense_space(name))
+            .unwrap_or_else(|| self.main_space())
+    }
+
+    /// The dense vector spaces: the main one, then the others in name order.
+    pub fn dense_spaces(&self) -> impl Iterator<Item = DenseSpace<'_>> {
+        std::iter::once(self.main_space()).chain(self.extra_vectors.iter().enumerate().map(
+            |(position, (name, extra))| DenseSpace {
+                name,
+                extra: Some(position),
+                dim: extra.dim,
+                distance: extra.distance,
+                index: &extra.index,
+            },
+        ))
     }
 
     /// Checks that `name` is one of the collection's sparse vectors.
@@ -430,54 +653,71 @@ impl CollectionSettings {
         (!self.sparse_vectors.is_empty()).then(|| self.sparse_vectors.clone())
     }
 
-    /// Checks that `name` (`using`, or a named vector sent; absent: `""`) is this collection's
-    /// vector.
-    pub fn check_vector_name(&self, name: &str, field: &str) -> Result<()> {
-        if name == self.vector_name() {
-            return Ok(());
+    /// The dense vector space `name` names (`using`, or a named vector sent; absent: `""`),
+    /// or an error saying which the collection has.
+    pub fn space(&self, name: &str, field: &str) -> Result<DenseSpace<'_>> {
+        if let Some(space) = self.dense_space(name) {
+            return Ok(space);
         }
-        Err(ServerError::InvalidRequest(match self.vector_name() {
-            "" => format!(
-                "{field}: the collection has one unnamed vector, not `{name}` (leave the name out \
-                 or use \"\")"
-            ),
-            own => format!("{field}: the collection's vector is named `{own}`, not `{name}`"),
-        }))
+        Err(ServerError::InvalidRequest(
+            match (self.vector_name(), self.extra_vectors.is_empty()) {
+                ("", true) => format!(
+                    "{field}: the collection has one unnamed vector, not `{name}` (leave the name \
+                     out or use \"\")"
+                ),
+                (own, true) => {
+                    format!("{field}: the collection's vector is named `{own}`, not `{name}`")
+                }
+                (_, false) => format!(
+                    "{field}: the collection has no dense vector `{name}`; it has {}",
+                    self.dense_spaces()
+                        .map(|s| format!("`{}`", s.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+        ))
     }
 
-    /// Whether `with_vector` asks for the vector; a name the collection lacks is an error.
+    /// Whether `with_vector` asks for any vector; a name the collection lacks is an error.
     pub fn wants_vector(&self, with_vector: Option<&WithVector>, field: &str) -> Result<bool> {
         let Some(with_vector) = with_vector else {
             return Ok(false);
         };
         if let WithVector::Names(names) = with_vector {
             for name in names {
-                if name != self.vector_name() && !self.sparse_vectors.contains_key(name) {
-                    self.check_vector_name(name, &format!("{field}with_vector"))?;
+                if !self.sparse_vectors.contains_key(name) {
+                    self.space(name, &format!("{field}with_vector"))?;
                 }
             }
         }
-        Ok(with_vector.includes(self.vector_name())
+        Ok(self.dense_spaces().any(|s| with_vector.includes(s.name))
             || self
                 .sparse_vectors
                 .keys()
                 .any(|name| with_vector.includes(name)))
     }
 
-    /// A point's vectors as results return them: the dense one under the collection's
-    /// vector name, the sparse ones by name.
+    /// A point's vectors as results return them: the main one under the collection's vector
+    /// name, the others and the sparse ones by name.
     pub fn vectors_output(
         &self,
         dense: Vec<f32>,
         sparse: &BTreeMap<String, SparseVector>,
+        extra: BTreeMap<String, Vec<f32>>,
     ) -> VectorOutput {
-        if sparse.is_empty() {
+        if sparse.is_empty() && extra.is_empty() {
             return self.vector_output(dense);
         }
         let mut named: BTreeMap<String, VectorValue> = sparse
             .iter()
             .map(|(name, v)| (name.clone(), VectorValue::Sparse(v.clone())))
             .collect();
+        named.extend(
+            extra
+                .into_iter()
+                .map(|(name, v)| (name, VectorValue::Dense(v))),
+        );
         named.insert(self.vector_name().to_owned(), VectorValue::Dense(dense));
         VectorOutput::Named(named)
     }
@@ -516,13 +756,8 @@ impl CollectionSettings {
         self.routing.map_or(1, |r| r.partitions)
     }
 
-    /// The index metric.
+    /// The main vector's index metric.
     pub fn metric(&self) -> Metric {
-        match self.distance {
-            Distance::Cosine => Metric::Cosine,
-            Distance::Euclid => Metric::L2,
-            // Manhattan is refused at creation; a stored one can only come from a foreign file.
-            Distance::Dot | Distance::Manhattan => Metric::InnerProduct,
-        }
+        metric_of(self.distance)
     }
 }

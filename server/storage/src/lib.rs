@@ -37,6 +37,6 @@ mod store;
 pub use error::{Result, StorageError};
 pub use store::transfer::{StateExport, StateFile, StateView};
 pub use store::{
-    MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredPoint, StoredSparse,
-    WriteOp,
+    MetaRecord, OpKind, OpLogEntry, PartitionStore, StoreOptions, StoredDense, StoredPoint,
+    StoredSparse, WriteOp,
 };

@@ -205,3 +205,120 @@ fn index_requests_cairn_cannot_honour_are_refused() {
         .unwrap()
         .is_empty());
 }
+
+/// Scroll's `order_by` walks an integer or float index in order: each point once, at its
+/// first value in that order, from `start_from`, through the filter; refused without such an
+/// index or with `offset`.
+#[test]
+fn order_by_pages_by_an_indexed_number() {
+    let (_dir, server) = loaded();
+    // `price`: distinct per point (a permutation of the ids), with a second, larger value on
+    // every tenth point and none on every seventh.
+    let price = |id: u64| (id * 1_031) % POINTS;
+    let points: Vec<Value> = (0..POINTS)
+        .map(|id| {
+            let mut p = payload(id);
+            if id % 7 != 0 {
+                p["price"] = match id % 10 {
+                    0 => json!([price(id) as f64 + 0.5, (POINTS + id) as f64 + 0.5]),
+                    _ => json!(price(id) as f64 + 0.5),
+                };
+            }
+            json!({"id": id, "vector": vector(id), "payload": p})
+        })
+        .collect();
+    for chunk in points.chunks(1000) {
+        server.ok(
+            "PUT",
+            "/collections/c/points?wait=true",
+            Some(&json!({ "points": chunk })),
+        );
+    }
+    let scroll = |body: Value| server.call("POST", "/collections/c/points/scroll", Some(&body));
+    let (status, refused) = scroll(json!({"order_by": "price"}));
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["status"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("no integer or float payload index"));
+    index(&server, "price", json!("float"));
+
+    // Expected: by the first value in the order (the smallest ascending, the largest
+    // descending), points without one left out.
+    let values = |id: u64| -> Vec<f64> {
+        match id % 7 {
+            0 => vec![],
+            _ if id % 10 == 0 => vec![price(id) as f64 + 0.5, (POINTS + id) as f64 + 0.5],
+            _ => vec![price(id) as f64 + 0.5],
+        }
+    };
+    let expected = |descending: bool, from: Option<f64>, keep: &dyn Fn(u64) -> bool| {
+        let mut all: Vec<(f64, u64)> = (0..POINTS)
+            .filter(|&id| keep(id))
+            .filter_map(|id| {
+                let vs = values(id).into_iter().filter(|v| match (from, descending) {
+                    (None, _) => true,
+                    (Some(f), false) => *v >= f,
+                    (Some(f), true) => *v <= f,
+                });
+                let first = if descending {
+                    vs.max_by(f64::total_cmp)
+                } else {
+                    vs.min_by(f64::total_cmp)
+                };
+                first.map(|v| (v, id))
+            })
+            .collect();
+        all.sort_by(|a, b| {
+            if descending {
+                b.0.total_cmp(&a.0)
+            } else {
+                a.0.total_cmp(&b.0)
+            }
+        });
+        all.into_iter().take(20).collect::<Vec<_>>()
+    };
+    let got = |body: Value| -> Vec<(f64, u64)> {
+        let (status, page) = scroll(body);
+        assert_eq!(status, 200, "{page}");
+        assert!(page["result"]["next_page_offset"].is_null(), "{page}");
+        page["result"]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["order_value"].as_f64().unwrap(),
+                    p["id"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let all = |_: u64| true;
+    assert_eq!(
+        got(json!({"order_by": "price", "limit": 20})),
+        expected(false, None, &all)
+    );
+    let desc = json!({"order_by": {"key": "price", "direction": "desc"}, "limit": 20});
+    assert_eq!(got(desc), expected(true, None, &all));
+    let from = json!({"order_by": {"key": "price", "start_from": 1500.0}, "limit": 20});
+    assert_eq!(got(from), expected(false, Some(1500.0), &all));
+    let filtered = json!({"order_by": {"key": "price", "direction": "desc", "start_from": 2000},
+                          "filter": {"must": [{"key": "ok", "match": {"value": true}}]},
+                          "limit": 20});
+    assert_eq!(
+        got(filtered),
+        expected(true, Some(2000.0), &|id| id % 2 == 0)
+    );
+
+    let (status, refused) = scroll(json!({"order_by": "price", "offset": 3}));
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["status"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("start_from"));
+    let (status, refused) = scroll(json!({"order_by": {"key": "price", "dir": "desc"}}));
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = scroll(json!({"order_by": "doc"}));
+    assert_eq!(status, 400, "{refused}");
+}

@@ -211,6 +211,24 @@ fn vectors_change_and_payloads_stay(extra: Value) {
     let (status, body) = server.call("PUT", "/collections/c/points/vectors", Some(&wrong));
     assert_eq!(status, 400, "{body}");
 
+    // `update_filter`: of points 6 (group 0) and 7 (group 1) only 7 passes, and only it moves;
+    // an upsert with one replaces only the stored points that pass it and inserts new ones.
+    let only_odd = json!({"must": [{"key": "group", "match": {"value": 1}}]});
+    let filtered = json!({"points": [{"id": 6, "vector": [600.0, 0.0]},
+                                     {"id": 7, "vector": [700.0, 0.0]}],
+                          "update_filter": only_odd});
+    change(&server, "PUT", "vectors", filtered);
+    assert_eq!(near(&server, 699.0)["id"], 7);
+    assert_ne!(near(&server, 599.0)["id"], 6, "point 6 kept its vector");
+    let upsert = json!({"points": [{"id": 8, "vector": [800.0, 0.0], "payload": {"group": 0}},
+                                   {"id": 9, "vector": [900.0, 0.0], "payload": {"group": 1}},
+                                   {"id": 30, "vector": [3000.0, 0.0], "payload": {"group": 0}}],
+                        "update_filter": only_odd});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&upsert));
+    assert_eq!(near(&server, 899.0)["id"], 9);
+    assert_eq!(near(&server, 2999.0)["id"], 30, "a new point is inserted");
+    assert_eq!(payload(&server, 8)["tag"], "old", "point 8 was left alone");
+
     server.kill9();
     server.restart();
     assert_eq!(near(&server, 99.0)["id"], 3);
@@ -272,13 +290,13 @@ fn a_batch_applies_its_writes_in_order() {
     // A refused field in the last operation: nothing of the batch is applied.
     let refused = json!({"operations": [
         {"delete": {"points": [5]}},
-        {"upsert": {"points": [{"id": 6, "vector": [6.0, 0.0]}], "update_filter": {"must": []}}},
+        {"upsert": {"points": [{"id": 6, "vector": [6.0, 0.0]}], "shard_key": "eu"}},
     ]});
     let (status, answer) = server.call("POST", "/collections/c/points/batch", Some(&refused));
     assert_eq!(status, 400, "{answer}");
     let message = answer["status"]["error"].as_str().unwrap();
     assert!(
-        message.contains("operations[1].upsert.update_filter"),
+        message.contains("operations[1].upsert.shard_key"),
         "{message}"
     );
     assert_eq!(count(&server, json!({"must": {"has_id": [5]}})), 1);

@@ -113,39 +113,34 @@ fn create_refused(vectors_extra: Value, extra: Value, needle: &str) -> (tempfile
 
 // ---- the delete that motivated this: a filter of only `min_should` matched every point ----
 
+/// Refused until it was built, `min_should` now deletes exactly its matches, nested too.
 #[test]
-fn delete_by_a_filter_of_only_min_should_deletes_nothing() {
+fn delete_by_a_filter_of_only_min_should_deletes_only_its_matches() {
     let (_dir, server) = fixture();
-    let count =
-        || server.ok("POST", "/collections/c/points/count", Some(&json!({})))["count"].clone();
-    assert_eq!(count(), 3);
-    let delete = json!({"filter": {"min_should": {
-        "conditions": [{"key": "tag", "match": {"value": "one"}}], "min_count": 1}}});
-    let needle = not_supported("filter.min_should");
-    refused(
-        &server,
-        "POST /collections/c/points/delete?wait=true",
+    let count = |filter: Value| {
+        server.ok(
+            "POST",
+            "/collections/c/points/count",
+            Some(&json!({ "filter": filter })),
+        )["count"]
+            .clone()
+    };
+    let min_should = json!({"conditions": [{"key": "tag", "match": {"value": "one"}},
+                                           {"key": "n", "range": {"lte": 2}}], "min_count": 2});
+    assert_eq!(count(json!({"min_should": min_should})), 1);
+    let nested = json!({"must_not": [{"must": [{"has_id": [1, 2]}], "min_should": min_should}]});
+    assert_eq!(count(nested), 2);
+    let delete = json!({"filter": {"min_should": min_should}});
+    server.ok(
+        "POST",
+        "/collections/c/points/delete?wait=true",
         Some(&delete),
-        &needle,
     );
-    assert_eq!(count(), 3);
+    assert_eq!(count(json!({})), 2);
+    assert_eq!(count(json!({"must": [{"has_id": [1]}]})), 0);
 }
 
 // ---- filters ----
-
-#[test]
-fn filter_min_should_is_refused_everywhere() {
-    let min_should = json!({"conditions": [{"key": "n", "range": {"gt": 1}}], "min_count": 1});
-    refused_filter(
-        json!({"min_should": min_should}),
-        &not_supported("filter.min_should"),
-    );
-    // Nested too, where the rest of the filter would still have matched something.
-    refused_filter(
-        json!({"must_not": [{"must": [{"has_id": [1]}], "min_should": min_should}]}),
-        &not_supported("filter.must_not[0].min_should"),
-    );
-}
 
 #[test]
 fn filter_geo_bounding_box_is_refused() {
@@ -173,14 +168,6 @@ fn filter_geo_polygon_is_refused() {
     refused_filter(
         json!({"must_not": {"key": "loc", "geo_polygon": polygon}}),
         &not_supported("filter.must_not[0].geo_polygon"),
-    );
-}
-
-#[test]
-fn filter_values_count_is_refused() {
-    refused_filter(
-        json!({"should": [{"key": "tag", "values_count": {"gte": 1}}]}),
-        &not_supported("filter.should[0].values_count"),
     );
 }
 
@@ -229,14 +216,6 @@ fn filter_nested_condition_is_refused() {
     refused_filter(
         json!({"must_not": [{"nested": nested}]}),
         &not_supported("nested"),
-    );
-}
-
-#[test]
-fn filter_has_vector_condition_is_refused() {
-    refused_filter(
-        json!({"must": [{"has_vector": "image"}]}),
-        &not_supported("has_vector"),
     );
 }
 
@@ -377,17 +356,30 @@ fn upsert_shard_key_is_refused() {
     );
 }
 
+/// Refused until it was built: `update_filter` replaces a stored point only where the filter
+/// holds (Qdrant leaves point 1 alone, its tag is not "two"), and inserts new points.
 #[test]
-fn upsert_update_filter_is_refused() {
-    // Qdrant would leave point 1 alone (its tag is not "two"); ignoring the filter would
-    // overwrite it.
+fn upsert_update_filter_replaces_only_matching_points() {
+    let (_dir, server) = fixture();
     let body = json!({
-        "points": [{"id": 1, "vector": [9.0, 9.0, 9.0], "payload": {"tag": "overwritten"}}],
+        "points": [{"id": 1, "vector": [9.0, 9.0, 9.0], "payload": {"tag": "overwritten"}},
+                   {"id": 2, "vector": [8.0, 8.0, 8.0], "payload": {"tag": "replaced"}},
+                   {"id": 4, "vector": [7.0, 7.0, 7.0], "payload": {"tag": "new"}}],
         "update_filter": {"must": [{"key": "tag", "match": {"value": "two"}}]}});
-    refused_alone(
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&body));
+    let tag = |id: u64| {
+        server.ok("GET", &format!("/collections/c/points/{id}"), None)["payload"]["tag"].clone()
+    };
+    assert_eq!(tag(1), "one");
+    assert_eq!(tag(2), "replaced");
+    assert_eq!(tag(4), "new");
+    let geo = json!({"points": [{"id": 1, "vector": [9.0, 9.0, 9.0]}],
+                     "update_filter": {"must": [{"key": "tag", "geo_radius": {}}]}});
+    refused(
+        &server,
         "PUT /collections/c/points?wait=true",
-        body,
-        &not_supported("update_filter"),
+        Some(&geo),
+        &not_supported("update_filter.must[0].geo_radius"),
     );
 }
 
@@ -487,20 +479,6 @@ fn read_consistency_levels_are_served_and_nonsense_refused() {
     // A second value cannot slip past the first.
     let twice = "GET /collections/c/points/1?consistency=1&consistency=all";
     refused(&server, twice, None, "duplicate field `consistency`");
-}
-
-#[test]
-fn scroll_order_by_is_refused() {
-    let route = "POST /collections/c/points/scroll";
-    let by_key = json!({"limit": 2, "order_by": "n"});
-    let (_dir, server) = refused_alone(route, by_key, &not_supported("order_by"));
-    let descending = json!({"limit": 2, "order_by": {"key": "n", "direction": "desc"}});
-    refused(
-        &server,
-        route,
-        Some(&descending),
-        &not_supported("order_by"),
-    );
 }
 
 #[test]

@@ -82,6 +82,19 @@ assert [str(p.id) for p in page] == ["5", "a3bb189e-8bf9-3888-9912-ace4e6543002"
 assert client.count(collection_name=name, exact=True).count == 6
 city_filter = models.Filter(must=[models.FieldCondition(key="city", match=models.MatchAny(any=["Berlin", "Moscow"]))])
 assert client.count(collection_name=name, count_filter=city_filter).count == 2
+two_of_three = models.Filter(
+    min_should=models.MinShould(
+        conditions=[
+            models.FieldCondition(key="n", range=models.Range(gte=3)),
+            models.FieldCondition(key="city", match=models.MatchValue(value="Moscow")),
+            models.HasIdCondition(has_id=[3, 4]),
+        ],
+        min_count=2,
+    )
+)
+assert client.count(collection_name=name, count_filter=two_of_three).count == 2
+one_city = models.Filter(must=[models.FieldCondition(key="city", values_count=models.ValuesCount(gte=1, lt=2))])
+assert client.count(collection_name=name, count_filter=one_city).count == 6
 
 client.delete(collection_name=name, points_selector=models.PointIdsList(points=[1]), wait=True)
 client.delete(collection_name=name, points_selector=models.FilterSelector(filter=city_filter), wait=True)
@@ -105,6 +118,24 @@ client.update_vectors(
 )
 moved = client.retrieve(collection_name=name, ids=[2], with_vectors=True)[0]
 assert moved.vector == [0.5, 0.5, 0.5, 0.5] and moved.payload == {"city": "London", "n": 2}, moved
+
+# `update_filter`: a stored point is replaced only where the filter holds; a new one is inserted.
+only_london = models.Filter(must=[models.FieldCondition(key="city", match=models.MatchValue(value="London"))])
+client.upsert(
+    collection_name=name,
+    points=[
+        models.PointStruct(id=2, vector=[0.5, 0.5, 0.5, 0.5], payload={"city": "London", "n": 2, "v": 2}),
+        models.PointStruct(id=4, vector=[0.1, 0.1, 0.1, 0.1], payload={"city": "Nowhere"}),
+        models.PointStruct(id=40, vector=[0.1, 0.1, 0.1, 0.1], payload={"city": "New"}),
+    ],
+    update_filter=only_london,
+    wait=True,
+)
+assert client.retrieve(collection_name=name, ids=[2])[0].payload == {"city": "London", "n": 2, "v": 2}
+assert client.retrieve(collection_name=name, ids=[4])[0].payload["city"] == "New York"
+assert client.retrieve(collection_name=name, ids=[40])[0].payload == {"city": "New"}
+client.delete(collection_name=name, points_selector=models.PointIdsList(points=[40]), wait=True)
+client.overwrite_payload(collection_name=name, payload={"city": "London", "n": 2}, points=[2], wait=True)
 
 # A batch of writes, applied in order.
 results = client.batch_update_points(
@@ -131,6 +162,16 @@ assert info.payload_schema["city"].data_type == models.PayloadSchemaType.KEYWORD
 assert info.payload_schema["city"].points == 4, info
 client.delete_payload_index(collection_name=name, field_name="city")
 assert client.get_collection(collection_name=name).payload_schema == {}
+# Scroll in the order of an integer index, largest first.
+client.create_payload_index(name, field_name="n", field_schema=models.PayloadSchemaType.INTEGER, wait=True)
+everyone, _ = client.scroll(collection_name=name, limit=100, with_payload=True)
+by_n = sorted((p.payload["n"], p.id) for p in everyone if "n" in (p.payload or {}))
+page, next_offset = client.scroll(
+    collection_name=name, limit=2, order_by=models.OrderBy(key="n", direction=models.Direction.DESC)
+)
+assert [p.id for p in page] == [i for _, i in reversed(by_n)][:2], (page, by_n)
+assert [p.order_value for p in page] == [n for n, _ in reversed(by_n)][:2] and next_offset is None, page
+client.delete_payload_index(collection_name=name, field_name="n")
 
 # Aliases: created, listed, read through, dropped.
 client.update_collection_aliases(
@@ -362,4 +403,55 @@ rescored = client.query_points(
 ).points
 assert [h.id for h in rescored] == [4, 3, 1], rescored
 assert client.delete_collection(collection_name=hybrid)
+
+# Several named dense vectors per point, each with its own size and distance: written,
+# searched by name (rankings computed here), returned by name, updated and deleted.
+multi = name + "_named"
+assert client.create_collection(
+    collection_name=multi,
+    vectors_config={
+        "image": models.VectorParams(size=3, distance=models.Distance.EUCLID),
+        "text": models.VectorParams(size=2, distance=models.Distance.DOT),
+    },
+)
+images = {1: [0.0, 0.0, 0.0], 2: [1.0, 0.0, 0.0], 3: [0.0, 2.0, 0.0], 4: [3.0, 3.0, 3.0]}
+texts = {1: [1.0, 0.0], 2: [0.0, 1.0], 4: [2.0, 2.0]}  # point 3 has no text vector
+client.upsert(
+    collection_name=multi,
+    points=[
+        models.PointStruct(
+            id=i, vector={"image": images[i], **({"text": texts[i]} if i in texts else {})}
+        )
+        for i in images
+    ],
+    wait=True,
+)
+info = client.get_collection(multi)
+assert info.config.params.vectors["text"].size == 2, info
+assert info.config.params.vectors["image"].distance == models.Distance.EUCLID, info
+with_text = models.Filter(must=[models.HasVectorCondition(has_vector="text")])
+assert client.count(multi, count_filter=with_text).count == 3
+
+
+def ranked(vectors, query, dot):
+    score = lambda v: sum(a * b for a, b in zip(v, query)) if dot else -sum((a - b) ** 2 for a, b in zip(v, query))
+    return [i for i, _ in sorted(vectors.items(), key=lambda kv: (-score(kv[1]), kv[0]))]
+
+
+hits = client.query_points(multi, query=[0.9, 0.1, 0.0], using="image", limit=4).points
+assert [h.id for h in hits] == ranked(images, [0.9, 0.1, 0.0], dot=False), hits
+hits = client.query_points(multi, query=[1.0, 0.5], using="text", limit=4).points
+assert [h.id for h in hits] == ranked(texts, [1.0, 0.5], dot=True), hits
+record = client.retrieve(multi, ids=[4], with_vectors=["text"])[0]
+assert record.vector == {"text": [2.0, 2.0]}, record
+client.update_vectors(multi, points=[models.PointVectors(id=3, vector={"text": [5.0, 0.0]})], wait=True)
+texts[3] = [5.0, 0.0]
+hits = client.query_points(multi, query=[1.0, 0.5], using="text", limit=4).points
+assert [h.id for h in hits] == ranked(texts, [1.0, 0.5], dot=True), hits
+client.delete_vectors(multi, vectors=["text"], points=[4], wait=True)
+del texts[4]
+hits = client.query_points(multi, query=[1.0, 0.5], using="text", limit=4).points
+assert [h.id for h in hits] == ranked(texts, [1.0, 0.5], dot=True), hits
+assert "text" not in client.retrieve(multi, ids=[4], with_vectors=True)[0].vector
+assert client.delete_collection(collection_name=multi)
 print("qdrant-client check passed")

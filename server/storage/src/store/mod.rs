@@ -53,6 +53,18 @@ pub struct StoredPoint {
     /// Sparse vectors by name (empty for most collections).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sparse: Vec<StoredSparse>,
+    /// Dense vectors beside the main one, by name (empty for most collections).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<StoredDense>,
+}
+
+/// One named dense vector of a point beside its main one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDense {
+    /// The vector's name.
+    pub name: String,
+    /// Its values, after its metric's preprocessing.
+    pub values: Vec<f32>,
 }
 
 /// One named sparse vector of a point, sorted by index.
@@ -95,6 +107,8 @@ pub struct MetaRecord {
     pub payload: Option<String>,
     /// Sparse vectors by name.
     pub sparse: Vec<StoredSparse>,
+    /// Dense vectors beside the main one, by name.
+    pub extra: Vec<StoredDense>,
 }
 
 /// A batch to commit under one sequence number.
@@ -295,6 +309,7 @@ impl PartitionStore {
             vector,
             payload: meta.payload,
             sparse: meta.sparse,
+            extra: meta.extra,
         }))
     }
 
@@ -326,6 +341,7 @@ impl PartitionStore {
                 version: meta.version,
                 payload: meta.payload,
                 sparse: meta.sparse,
+                extra: meta.extra,
             })
         }))
     }
@@ -342,6 +358,7 @@ impl PartitionStore {
                 version,
                 payload,
                 sparse,
+                extra,
             } = item?;
             // Both families hold exactly the same keys (written in one batch), so the two
             // key-ordered iterators advance in lockstep.
@@ -360,6 +377,7 @@ impl PartitionStore {
                     vector,
                     payload,
                     sparse,
+                    extra,
                 },
             ))
         }))
@@ -451,37 +469,66 @@ struct PointMetaSparse {
     sparse: Vec<StoredSparse>,
 }
 
-/// A point's `points` record: the old format unless it has sparse vectors, so a store of
-/// dense points stays byte for byte what earlier versions wrote and read.
+/// What the `points` family holds for a point with dense vectors beside its main one: a
+/// [`PointMetaSparse`] (its sparse list perhaps empty) that goes on with them, told apart the
+/// same way.
+#[derive(Serialize, Deserialize)]
+struct PointMetaFull {
+    version: u64,
+    payload: Option<String>,
+    sparse: Vec<StoredSparse>,
+    extra: Vec<StoredDense>,
+}
+
+/// A point's `points` record in the shortest format that holds it, so a store of dense
+/// points stays byte for byte what earlier versions wrote and read.
 fn encode_meta(point: &StoredPoint) -> Vec<u8> {
-    if point.sparse.is_empty() {
-        encode(&PointMeta {
+    match (point.sparse.is_empty(), point.extra.is_empty()) {
+        (true, true) => encode(&PointMeta {
             version: point.version,
             payload: point.payload.clone(),
-        })
-    } else {
-        encode(&PointMetaSparse {
+        }),
+        (false, true) => encode(&PointMetaSparse {
             version: point.version,
             payload: point.payload.clone(),
             sparse: point.sparse.clone(),
-        })
+        }),
+        (_, false) => encode(&PointMetaFull {
+            version: point.version,
+            payload: point.payload.clone(),
+            sparse: point.sparse.clone(),
+            extra: point.extra.clone(),
+        }),
     }
 }
 
-fn decode_meta(bytes: &[u8]) -> std::result::Result<PointMetaSparse, String> {
+fn decode_meta(bytes: &[u8]) -> std::result::Result<PointMetaFull, String> {
     // Every record begins as a `PointMeta` (bincode ignores what follows). A dense point's
     // record ends there: one decode, no failed attempt (this runs for every point a restart
-    // or a move reads). Only a longer record is read again as the sparse one.
+    // or a move reads). Only a longer record is read again, as each longer format in turn.
     let meta: PointMeta = decode(bytes)?;
-    let dense_len = bincode::serialized_size(&meta).map_err(|e| e.to_string())?;
-    if dense_len == bytes.len() as u64 {
-        return Ok(PointMetaSparse {
+    if encoded_len(&meta)? == bytes.len() as u64 {
+        return Ok(PointMetaFull {
             version: meta.version,
             payload: meta.payload,
             sparse: Vec::new(),
+            extra: Vec::new(),
+        });
+    }
+    let meta: PointMetaSparse = decode(bytes)?;
+    if encoded_len(&meta)? == bytes.len() as u64 {
+        return Ok(PointMetaFull {
+            version: meta.version,
+            payload: meta.payload,
+            sparse: meta.sparse,
+            extra: Vec::new(),
         });
     }
     decode(bytes)
+}
+
+fn encoded_len<T: Serialize>(value: &T) -> std::result::Result<u64, String> {
+    bincode::serialized_size(value).map_err(|e| e.to_string())
 }
 
 fn vector_bytes(vector: &[f32]) -> Vec<u8> {

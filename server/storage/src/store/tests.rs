@@ -12,6 +12,7 @@ fn point(version: u64, x: f32, payload: Option<&str>) -> StoredPoint {
         vector: vec![x, -x],
         payload: payload.map(str::to_owned),
         sparse: Vec::new(),
+        extra: Vec::new(),
     }
 }
 
@@ -47,6 +48,43 @@ fn sparse_vectors_read_back_beside_points_in_the_old_format() {
     // A dense point's record is exactly the format stores had before sparse vectors.
     let old = bincode::serialize(&(1u64, Option::<String>::None)).unwrap();
     assert_eq!(encode_meta(&point(1, 2.0, None)), old);
+}
+
+/// Points with dense vectors beside the main one, with and without sparse vectors, take the
+/// longest record and read back whole beside the two shorter formats.
+#[test]
+fn extra_dense_vectors_read_back_beside_the_shorter_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = PartitionStore::open(dir.path(), StoreOptions::default()).unwrap();
+    let image = StoredDense {
+        name: "image".into(),
+        values: vec![0.25, -1.0, 3.0],
+    };
+    let mut extra_only = point(1, 1.0, None);
+    extra_only.extra = vec![image.clone()];
+    let mut both = point(1, 2.0, Some("{\"k\":2}"));
+    both.sparse = vec![StoredSparse {
+        name: "words".into(),
+        indices: vec![4],
+        values: vec![2.0],
+    }];
+    both.extra = vec![image];
+    let mut sparse_only = point(1, 3.0, None);
+    sparse_only.sparse = both.sparse.clone();
+    let plain = point(1, 4.0, Some("{}"));
+    let all = vec![
+        (b"a".to_vec(), extra_only),
+        (b"b".to_vec(), both),
+        (b"c".to_vec(), sparse_only),
+        (b"d".to_vec(), plain),
+    ];
+    store.write(1, &WriteOp::Upsert(all.clone())).unwrap();
+    for (key, point) in &all {
+        assert_eq!(store.get(key).unwrap().as_ref(), Some(point));
+    }
+    let points: Vec<(Vec<u8>, StoredPoint)> =
+        store.scan_points().unwrap().map(Result::unwrap).collect();
+    assert_eq!(points, all);
 }
 
 #[test]
@@ -284,6 +322,7 @@ fn an_exported_state_replaces_another_replicas_state() {
                 vector: vec![seq as f32; 64],
                 payload: Some("{\"x\":1}".into()),
                 sparse: Vec::new(),
+                extra: Vec::new(),
             };
             WriteOp::Upsert(vec![(key, p)])
         };
