@@ -413,6 +413,91 @@ impl RefuseUnsupported for CreateCollection {
     }
 }
 
+/// `PATCH /collections/{c}`: Qdrant's collection update. Cairn changes nothing that would
+/// need its indexes rebuilt: a parameter given must equal the collection's, except Qdrant's
+/// optimizer knobs, which change no answer (every point is indexed on arrival).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateCollection {
+    /// Qdrant's optimizer knobs (`indexing_threshold`, `deleted_threshold`, …): accepted
+    /// without effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizers_config: Option<OptimizersConfigDiff>,
+    /// Collection parameters (`replication_factor`, `write_consistency_factor`,
+    /// `on_disk_payload`): each given must equal the collection's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Value>,
+    /// The main vector's HNSW settings: each given must equal the collection's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub hnsw_config: Option<Value>,
+    /// Per named vector: `hnsw_config` (equal to its own) and `on_disk: false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub vectors: Option<Value>,
+    /// Refused: a new quantization needs the index rebuilt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub quantization_config: Option<Value>,
+    /// Refused: sparse vector spaces are fixed at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub sparse_vectors: Option<Value>,
+    /// Refused, as at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub strict_mode_config: Option<Value>,
+    /// Refused, as at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub metadata: Option<Value>,
+}
+
+impl RefuseUnsupported for UpdateCollection {
+    fn refuse_unsupported(&self) -> Result<(), Unsupported> {
+        refuse_set(&[
+            ("quantization_config", &self.quantization_config),
+            ("sparse_vectors", &self.sparse_vectors),
+            ("strict_mode_config", &self.strict_mode_config),
+            ("metadata", &self.metadata),
+        ])
+    }
+}
+
+/// Qdrant's optimizer knobs in an update. Cairn indexes every point on arrival and vacuums
+/// by its node's `storage` settings, so none of them changes an answer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizersConfigDiff {
+    /// Share of deleted points that triggers a vacuum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_threshold: Option<f64>,
+    /// Fewest points before a vacuum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vacuum_min_vector_number: Option<usize>,
+    /// Segments per shard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_segment_number: Option<usize>,
+    /// Largest segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_segment_size: Option<usize>,
+    /// Segment size above which vectors are memory-mapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memmap_threshold: Option<usize>,
+    /// Points below which a segment is not indexed (0 turns indexing off in Qdrant, a bulk
+    /// load's usual step; Cairn indexes on arrival whatever it says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexing_threshold: Option<usize>,
+    /// Seconds between flushes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_interval_sec: Option<u64>,
+    /// Optimization threads (a number, or `"auto"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub max_optimization_threads: Option<Value>,
+}
+
 /// What a payload index indexes a key as (Qdrant's names).
 #[derive(
     Debug,

@@ -473,9 +473,11 @@ pub struct Record {
     /// Its vector, when requested.
     #[serde(default)]
     pub vector: Option<VectorOutput>,
-    /// The value it was ordered by (a scroll with `order_by`).
+    /// The value it was ordered by (a scroll with `order_by`): an integer for an integer
+    /// index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub order_value: Option<f64>,
+    #[schema(value_type = Option<f64>)]
+    pub order_value: Option<serde_json::Number>,
 }
 
 /// `POST /collections/{c}/points`: get many by id.

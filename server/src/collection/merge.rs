@@ -48,10 +48,16 @@ pub fn scroll_page(
 }
 
 /// Merges partitions' pages of a scroll ordered by a payload value: by value (largest first
-/// when `descending`), then id, each id once (a spilled point comes from two partitions).
+/// when `descending`), then id; a (point, value) pair once (a spilled point comes from two
+/// partitions), while a point holding several values comes once per value, as in Qdrant.
 pub fn ordered_page(pages: Vec<Vec<Record>>, limit: usize, descending: bool) -> Vec<Record> {
     let mut all: Vec<Record> = pages.into_iter().flatten().collect();
-    let value = |r: &Record| r.order_value.unwrap_or(f64::NAN);
+    let value = |r: &Record| {
+        r.order_value
+            .as_ref()
+            .and_then(serde_json::Number::as_f64)
+            .unwrap_or(f64::NAN)
+    };
     all.sort_by(|a, b| {
         let by_value = value(a).total_cmp(&value(b));
         let by_value = if descending {
@@ -61,8 +67,7 @@ pub fn ordered_page(pages: Vec<Vec<Record>>, limit: usize, descending: bool) -> 
         };
         by_value.then(a.id.cmp(&b.id))
     });
-    let mut seen = std::collections::HashSet::new();
-    all.retain(|r| seen.insert(r.id));
+    all.dedup_by(|b, a| a.id == b.id && value(a).total_cmp(&value(b)).is_eq());
     all.truncate(limit);
     all
 }

@@ -415,9 +415,9 @@ impl Collection {
 
     /// The type of `key`'s payload index, if it has one (read from the schema alone, without
     /// counting the indexed points as [`Self::payload_schema`] does).
-    pub fn payload_index_type(&self, key: &str) -> Option<PayloadSchemaType> {
-        let partitions = self.own_partitions().ok()?;
-        partitions.first()?.payload_index_type(key)
+    pub fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
+        let partitions = self.local_partitions("payload indexes (and orders by them) are kept")?;
+        Ok(partitions.first().and_then(|p| p.payload_index_type(key)))
     }
 
     /// Changes the selected points' payloads or removes some of their vectors (blocking): in
@@ -429,7 +429,7 @@ impl Collection {
         selection: &Selection,
         change: &PointChange,
     ) -> Result<WriteTicket> {
-        let partitions = self.own_partitions()?;
+        let partitions = self.local_partitions("payload updates and vector deletions are made")?;
         // A partitioned collection's writes go one at a time (a point may be moving).
         let mut writer = match partitions.len() {
             1 => None,
@@ -465,7 +465,7 @@ impl Collection {
         points: Vec<NewPoint>,
         only_where: Option<&Filter>,
     ) -> Result<WriteTicket> {
-        let partitions = self.own_partitions()?;
+        let partitions = self.local_partitions("vector updates are made")?;
         if let [only] = partitions.as_slice() {
             return Ok(match only.update_vectors(points, only_where)? {
                 Some(seq) => WriteTicket::single(seq),
@@ -570,7 +570,7 @@ impl Collection {
     /// and the rest written under the write lock. Standalone collections only for now, like
     /// payload updates.
     pub fn upsert_where(&self, points: Vec<NewPoint>, filter: &Filter) -> Result<WriteTicket> {
-        let partitions = self.own_partitions()?;
+        let partitions = self.local_partitions("upserts with update_filter are made")?;
         if let [only] = partitions.as_slice() {
             return Ok(match only.upsert_where(points, filter)? {
                 Some(seq) => WriteTicket::single(seq),

@@ -251,11 +251,19 @@ impl Collection {
         };
         let ids = examples.ids();
         let space = self.settings.searched_space(plan.search.using.as_deref());
-        let stored = self
-            .get_points(&ids, &PayloadSelection::None, true, consistency)?
-            .into_iter()
-            .filter_map(|r| Some((r.id, r.vector?.dense(space.name)?.to_vec())))
-            .collect();
+        // An id the collection lacks is a 404 (`Examples::average`); one without the vector
+        // searched, a 400.
+        let mut stored = HashMap::new();
+        for record in self.get_points(&ids, &PayloadSelection::None, true, consistency)? {
+            let vector = record.vector.as_ref().and_then(|v| v.dense(space.name));
+            let vector = vector.ok_or_else(|| {
+                ServerError::InvalidRequest(format!(
+                    "query.recommend: point {} has no vector `{}` to recommend from",
+                    record.id, space.name
+                ))
+            })?;
+            stored.insert(record.id, vector.to_vec());
+        }
         let mut resolved = plan.clone();
         resolved.examples = None;
         resolved.search.target = QueryTarget::Vector(examples.average(space, &stored)?);

@@ -8,7 +8,7 @@ use cairn_api::{
     ChangeAliases, ClusterOperation, CollectionConfig, CollectionDescription, CollectionExists,
     CollectionInfo, CollectionParams, CollectionsAliases, CollectionsList, CreateCollection,
     CreateFieldIndex, HnswConfig, OptimizersConfig, PayloadSchemaType, RefuseUnsupported,
-    UpdateResult, UpdateStatus, WalConfig, WriteQuery,
+    UpdateCollection, UpdateResult, UpdateStatus, WalConfig, WriteQuery,
 };
 use cairn_index::IndexParams;
 
@@ -41,6 +41,19 @@ pub(super) async fn create(
     request.refuse_unsupported()?;
     let catalog = state.catalog()?.clone();
     blocking(move || catalog.create(&name, &request)).await?;
+    Ok(ok(true, t))
+}
+
+#[utoipa::path(patch, path = "/collections/{collection}", operation_id = "update_collection", tag = "collections", params(("collection" = String, Path, description = "Collection name.")), request_body = UpdateCollection, responses((status = 200, description = "Accepted: every parameter given is the collection's already (Cairn rebuilds nothing on an update), or one of Qdrant's optimizer knobs, which change no answer.", body = cairn_api::Response<bool>)))]
+pub(super) async fn update(
+    AxState(state): AxState<State>,
+    Path(name): Path<String>,
+    ApiJson(request): ApiJson<UpdateCollection>,
+) -> Result<impl IntoResponse> {
+    let t = Instant::now();
+    request.refuse_unsupported()?;
+    let collection = state.catalog()?.get(&name)?;
+    collection.settings().check_update(&request)?;
     Ok(ok(true, t))
 }
 

@@ -141,6 +141,7 @@ pub(crate) fn api_routes() -> OpenApiRouter<State> {
         .routes(routes!(
             collections::info,
             collections::create,
+            collections::update,
             collections::delete
         ))
         .routes(routes!(collections::exists))

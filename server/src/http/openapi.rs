@@ -105,11 +105,12 @@ impl Modify for Shared {
             )
         };
         for item in openapi.paths.paths.values_mut() {
-            let operations: [&mut Option<Operation>; 4] = [
+            let operations: [&mut Option<Operation>; 5] = [
                 &mut item.get,
                 &mut item.put,
                 &mut item.post,
                 &mut item.delete,
+                &mut item.patch,
             ];
             for operation in operations.into_iter().flatten() {
                 for (status, description) in ERRORS {

@@ -368,7 +368,7 @@ pub(super) async fn scroll(
     if let Some(order) = &plan.order_by {
         // As in Qdrant: an order needs an index that holds the key's values in order.
         let numeric = matches!(
-            collection.payload_index_type(&order.key),
+            collection.payload_index_type(&order.key)?,
             Some(PayloadSchemaType::Integer | PayloadSchemaType::Float)
         );
         if !numeric {

@@ -344,9 +344,12 @@ impl LiveIndex {
                         extra[k][position] = first + offset as Slot;
                     }
                 }
-                // As below: the points are durable, and a restart's rebuild brings them back.
+                // As below: nothing of the batch is published (the slots linked so far stay
+                // dead); the points are durable, and the next start reads them from the store
+                // as points the index file lacks.
                 Err(e) => {
-                    tracing::error!(vector = %name, error = %e, "index rejected validated vectors")
+                    tracing::error!(vector = %name, error = %e, "index rejected validated vectors");
+                    return None;
                 }
             }
         }
@@ -358,7 +361,8 @@ impl LiveIndex {
             Ok(first) => Some(Added { first, extra }),
             Err(e) => {
                 // Inputs are validated before they are committed, so this is a bug; the points
-                // stay durable in RocksDB and come back on the next restart's rebuild.
+                // stay durable in RocksDB, and the next start reads them from the store as
+                // points the index file lacks.
                 tracing::error!(error = %e, "index rejected validated points");
                 None
             }

@@ -106,6 +106,8 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
                     && !touched.contains(id) =>
             {
                 table.attach(slot, meta.payload.take(), std::mem::take(&mut meta.sparse));
+                // The snapshot's indexes hold its other vectors already: no second copy.
+                meta.extra.clear();
             }
             _ => {
                 repaired += u64::from(!touched.contains(id));

@@ -5,7 +5,8 @@ use std::ops::{Bound, ControlFlow};
 
 use cairn_api::internal::{OrderPlan, PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
-    Filter, PointId, QueryExplain, QueryResponse, Record, ScoredPoint, SparseVector, VectorOutput,
+    Filter, PayloadSchemaType, PointId, QueryExplain, QueryResponse, Record, ScoredPoint,
+    SparseVector, VectorOutput,
 };
 use cairn_index::{IndexKind, SearchParams, Slot, VectorIndex};
 
@@ -125,6 +126,14 @@ fn estimated_work(
         (Some(ef), Some(degree)) if !plan.exact => plan.ef.unwrap_or(ef).max(k) * degree * dim,
         _ => points * dim,
     })
+}
+
+/// A value of a numeric index as a scroll returns it: an integer index's as an integer.
+fn order_value(value: f64, integer: bool) -> Option<serde_json::Number> {
+    if integer && value.fract() == 0.0 && value.abs() < 9.0e15 {
+        return Some(serde_json::Number::from(value as i64));
+    }
+    serde_json::Number::from_f64(value)
 }
 
 /// The dense index a query searches (the main one, or the index of a vector beside it), and
@@ -495,7 +504,8 @@ impl Partition {
             .unwrap_or(0)
     }
 
-    /// Points in id order from `offset`, and the id that starts the next page.
+    /// Points in id order from `offset`, and the id that starts the next page; with
+    /// `order_by`, one page in the order of a payload index (and no next id).
     pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
         if let Some(order) = &plan.order_by {
             return (self.scroll_ordered(plan, order), None);
@@ -528,15 +538,16 @@ impl Partition {
         (page, next)
     }
 
-    /// The first `plan.limit` live points passing the filter in the order of a numeric
-    /// payload index, each once (at its first value in that order); empty when the key has
-    /// no such index (the caller checked that it had one). One hold of the table's read lock:
-    /// the walk stops at the page, but a filter that few points pass may walk far.
+    /// The first `plan.limit` (point, value) pairs of live points passing the filter, in the
+    /// order of a numeric payload index: as in Qdrant, a point holding several values comes
+    /// once per value. Empty when the key has no such index (the caller checked that it had
+    /// one). One hold of the table's read lock: the walk stops at the page, but a filter that
+    /// few points pass may walk far.
     fn scroll_ordered(&self, plan: &ScrollPlan, order: &OrderPlan) -> Vec<Record> {
+        let integer = self.payload_index_type(&order.key) == Some(PayloadSchemaType::Integer);
         let live = self.shared.live();
         let table = live.table.read();
         let mut page = Vec::with_capacity(plan.limit.min(1024));
-        let mut seen = std::collections::HashSet::new();
         table.payload_index.walk_ordered(
             &order.key,
             order.descending,
@@ -548,9 +559,7 @@ impl Partition {
                 let Some(entry) = table.entry(slot) else {
                     return ControlFlow::Continue(());
                 };
-                if !passes(self.settings(), &table, plan.filter.as_ref(), slot)
-                    || !seen.insert(slot)
-                {
+                if !passes(self.settings(), &table, plan.filter.as_ref(), slot) {
                     return ControlFlow::Continue(());
                 }
                 page.push(Record {
@@ -560,7 +569,7 @@ impl Partition {
                         .with_vector
                         .then(|| self.vector_output(&live, &table, slot))
                         .flatten(),
-                    order_value: Some(value),
+                    order_value: order_value(value, integer),
                 });
                 ControlFlow::Continue(())
             },

@@ -4,7 +4,7 @@
 //! array every element is tried, so `{"key": "tags", "match": {"value": "x"}}` matches a point
 //! whose `tags` array contains "x". Numbers compare numerically (1 equals 1.0).
 
-use cairn_api::{Condition, FieldCondition, Filter, Match, Payload, PointId, Range};
+use cairn_api::{Condition, FieldCondition, Filter, Match, Payload, PointId, Range, ValuesCount};
 use serde_json::Value;
 
 use crate::error::{Result, ServerError};
@@ -176,9 +176,9 @@ fn condition(
                 }
                 (Some(m), _) => match_values(m, &values),
                 (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
-                (None, None) => field.values_count.is_some_and(|count| {
-                    count.holds(values.iter().filter(|v| !v.is_null()).count())
-                }),
+                (None, None) => field
+                    .values_count
+                    .is_some_and(|count| values_count_holds(payload, &field.key, count)),
             }
         }
         Condition::HasId { has_id } => has_id.contains(id),
@@ -238,9 +238,41 @@ fn in_range(r: &Range, v: &Value) -> bool {
         && r.lte.is_none_or(|b| x <= b)
 }
 
+/// `values_count` as Qdrant reads it: each value found at the path counts its elements (an
+/// array its length, nulls included; a null none; anything else one), and the condition holds
+/// when any of them is within the bounds; a missing key counts none.
+fn values_count_holds(payload: Option<&Payload>, key: &str, count: ValuesCount) -> bool {
+    let found = at_path(payload, key);
+    if found.is_empty() {
+        return count.holds(0);
+    }
+    found.iter().any(|v| {
+        count.holds(match v {
+            Value::Array(items) => items.len(),
+            Value::Null => 0,
+            Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_) => 1,
+        })
+    })
+}
+
 /// Every value at a dotted path, arrays flattened (an empty vector when the key is missing).
 /// Qdrant's `a[].b` spelling reads as `a.b`: arrays on the path are crossed either way.
 pub fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
+    at_path(payload, key)
+        .into_iter()
+        .flat_map(|v| match v {
+            Value::Array(items) => items.iter().collect::<Vec<_>>(),
+            other @ (Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Object(_)) => vec![other],
+        })
+        .collect()
+}
+
+/// The values at a dotted path, arrays on the way crossed but the last ones not flattened.
+fn at_path<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
     let Some(payload) = payload else {
         return Vec::new();
     };
@@ -265,16 +297,6 @@ pub fn lookup<'a>(payload: Option<&'a Payload>, key: &str) -> Vec<&'a Value> {
             .collect();
     }
     current
-        .into_iter()
-        .flat_map(|v| match v {
-            Value::Array(items) => items.iter().collect::<Vec<_>>(),
-            other @ (Value::Null
-            | Value::Bool(_)
-            | Value::Number(_)
-            | Value::String(_)
-            | Value::Object(_)) => vec![other],
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -340,6 +362,8 @@ mod tests {
         no(r#"{"must":[{"key":"tags","values_count":{"gt":2}}]}"#);
         yes(r#"{"must":[{"key":"missing","values_count":{"lt":1}}]}"#);
         yes(r#"{"must":[{"key":"city","values_count":{"lte":1}}]}"#);
+        // Per value found, as Qdrant counts: `addr.zip` is one array of one object.
+        yes(r#"{"must":[{"key":"addr.zip","values_count":{"gte":1,"lt":2}}]}"#);
         yes(
             r#"{"min_should":{"min_count":2,"conditions":[{"has_id":[1]},{"key":"n","match":{"value":3}},{"key":"city","match":{"value":"Paris"}}]}}"#,
         );

@@ -231,7 +231,22 @@ pub fn check_vector_deletion(
         if settings.sparse_vectors.contains_key(name) {
             continue;
         }
-        if settings.space(name, field)?.extra.is_none() {
+        let Some(space) = settings.dense_space(name) else {
+            let deletable: Vec<String> = settings
+                .extra_vectors
+                .keys()
+                .chain(settings.sparse_vectors.keys())
+                .map(|n| format!("`{n}`"))
+                .collect();
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}: the collection has no vector `{name}`; {}",
+                match deletable.as_slice() {
+                    [] => "it has no vector a point may lose (only the main one)".to_owned(),
+                    names => format!("a point may lose {}", names.join(", ")),
+                }
+            )));
+        };
+        if space.extra.is_none() {
             return Err(ServerError::InvalidRequest(format!(
                 "{field}: `{name}` is the collection's main vector, which every point carries \
                  (partitions are routed by it); delete the point, or give it a new vector"

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use cairn_api::{
     CreateCollection, Distance, HnswConfigDiff, IndexConfig, Modifier, SparseVector,
-    SparseVectorParams, VectorOutput, VectorParams, VectorValue, VectorsConfig, WithVector,
+    SparseVectorParams, UpdateCollection, VectorOutput, VectorParams, VectorValue, VectorsConfig,
+    WithVector,
 };
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
@@ -13,6 +14,7 @@ use cairn_index::pyramid::PyramidParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
 use cairn_index::{IndexParams, Metric};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
@@ -229,6 +231,67 @@ fn quantized_index(
         ));
     }
     Ok(Some(params))
+}
+
+/// Why an update may not change an index parameter.
+const REBUILD: &str = "would need the index rebuilt, which an update does not do in Cairn; \
+                       create a new collection and switch an alias to it";
+
+/// A space's HNSW settings as an update compares them (Qdrant's names).
+fn hnsw_json(space: DenseSpace<'_>, full_scan_threshold: usize) -> serde_json::Value {
+    let (_, hnsw) = index_config(space.index);
+    json!({
+        "m": hnsw.m,
+        "ef_construct": hnsw.ef_construction,
+        "ef_search": hnsw.ef_search,
+        "full_scan_threshold": full_scan_threshold,
+        "on_disk": false,
+    })
+}
+
+/// Checks that every key of `given` (an object) is in `current` with the same value; `what`
+/// says why a different one is refused. An `hnsw_config`'s `max_indexing_threads` changes no
+/// answer and is taken as given.
+fn same_as(
+    field: &str,
+    given: &serde_json::Value,
+    current: &serde_json::Value,
+    what: &str,
+) -> Result<()> {
+    let Some(given) = given.as_object() else {
+        return Err(ServerError::InvalidRequest(format!("{field}: an object")));
+    };
+    for (key, value) in given {
+        if value.is_null() || (key == "max_indexing_threads" && field.ends_with("hnsw_config")) {
+            continue;
+        }
+        match (current.get(key), value) {
+            (Some(now), value) if value.is_object() && now.is_object() => {
+                same_as(&format!("{field}.{key}"), value, now, what)?
+            }
+            (Some(now), value) if same_number(now, value) => {}
+            (Some(now), value) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}.{key}: {value} differs from the collection's {now}, and changing it \
+                     {what}"
+                )))
+            }
+            (None, _) => {
+                return Err(ServerError::InvalidRequest(format!(
+                    "{field}.{key}: not a setting Cairn can update"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// JSON values equal, numbers by value (`32` and `32.0` alike).
+fn same_number(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
 }
 
 /// Most bytes in a vector's name.
@@ -474,6 +537,40 @@ impl CollectionSettings {
                 .full_scan_threshold
                 .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
         })
+    }
+
+    /// Checks a `PATCH /collections/{c}` against the collection: Cairn rebuilds nothing on an
+    /// update, so each parameter given must already be the collection's (Qdrant's optimizer
+    /// knobs, which change no answer, are accepted). Refused fields were checked before.
+    pub fn check_update(&self, req: &UpdateCollection) -> Result<()> {
+        if let Some(params) = &req.params {
+            let current = json!({
+                "replication_factor": self.replication_factor,
+                "write_consistency_factor": self.write_consistency_factor,
+                "on_disk_payload": false,
+            });
+            same_as("params", params, &current, "is fixed at creation")?;
+        }
+        if let Some(hnsw) = &req.hnsw_config {
+            let current = hnsw_json(self.main_space(), self.full_scan_threshold);
+            same_as("hnsw_config", hnsw, &current, REBUILD)?;
+        }
+        let Some(vectors) = &req.vectors else {
+            return Ok(());
+        };
+        let Some(vectors) = vectors.as_object() else {
+            return Err(ServerError::InvalidRequest(
+                "vectors: an object of vector names".into(),
+            ));
+        };
+        for (name, diff) in vectors {
+            let field = format!("vectors.{name}");
+            let space = self.space(name, &field)?;
+            let hnsw = hnsw_json(space, self.full_scan_threshold);
+            let current = json!({"hnsw_config": hnsw, "on_disk": false});
+            same_as(&field, diff, &current, REBUILD)?;
+        }
+        Ok(())
     }
 
     /// Parameters of an index chosen by `index` (no quantization).

@@ -38,4 +38,5 @@ mod routed;
 mod snapshots;
 mod sparse;
 mod tls;
+mod update_collection;
 mod vacuum;

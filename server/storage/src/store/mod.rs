@@ -96,7 +96,8 @@ pub struct OpLogEntry {
     pub keys: Vec<Vec<u8>>,
 }
 
-/// One point without its dense vector: what the `points` family holds.
+/// One point without its main vector: what the `points` family holds (its sparse vectors and
+/// the dense ones beside the main one included).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetaRecord {
     /// The encoded id.
@@ -327,8 +328,8 @@ impl PartitionStore {
         }
     }
 
-    /// Every point's version and payload in key order, without reading vectors: what a
-    /// restart needs when the index itself comes from a snapshot file.
+    /// Every point's record in key order, without reading the main vectors (the `vectors`
+    /// family): what a restart needs when the index itself comes from a snapshot file.
     pub fn scan_meta(&self) -> Result<impl Iterator<Item = Result<MetaRecord>> + '_> {
         let iter = self
             .db
