@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cairn_api::internal::{PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
     Filter, PartitionsExplain, PointGroup, PointId, QueryExplain, QueryResponse, ReadConsistency,
-    Record,
+    Record, ScoredPoint,
 };
 use cairn_index::Metric;
 
@@ -21,7 +21,16 @@ use super::Collection;
 use crate::error::{Result, ServerError};
 use crate::request::groups::{group, GroupPlan};
 use crate::request::hybrid::{among, fuse, higher_is_better, Ranked, Then};
+use crate::request::recommend::{Examples, Strategy};
+use crate::request::settings::DenseSpace;
 use crate::request::{QueryPlan, QueryTree};
+
+/// A `best_score` or `sum_scores` recommendation gathers this many candidates per result it
+/// returns from each search near an example (a positive's nearest points that a negative
+/// outranks are passed over), at least `MIN_CANDIDATES` and at most `MAX_CANDIDATES`.
+const CANDIDATES_PER_RESULT: usize = 4;
+const MIN_CANDIDATES: usize = 64;
+const MAX_CANDIDATES: usize = 10_000;
 
 /// The partitions a query visits and why.
 struct Route {
@@ -264,6 +273,9 @@ impl Collection {
             })?;
             stored.insert(record.id, vector.to_vec());
         }
+        if examples.strategy != Strategy::AverageVector {
+            return self.recommend_by_score(plan, examples, space, &stored, &ids, consistency);
+        }
         let mut resolved = plan.clone();
         resolved.examples = None;
         resolved.search.target = QueryTarget::Vector(examples.average(space, &stored)?);
@@ -278,6 +290,68 @@ impl Collection {
             .take(plan.search.limit)
             .collect();
         Ok(answer)
+    }
+
+    /// A `best_score` or `sum_scores` recommendation (blocking): candidates from a search
+    /// near each positive example (and near the positives less the negatives for
+    /// `sum_scores`), each with room for `CANDIDATES_PER_RESULT` times the results, scored
+    /// exactly against every example, best first; the examples given by id left out.
+    fn recommend_by_score(
+        &self,
+        plan: &QueryPlan,
+        examples: &Examples,
+        space: DenseSpace<'_>,
+        stored: &HashMap<PointId, Vec<f32>>,
+        ids: &[PointId],
+        consistency: &ReadConsistency,
+    ) -> Result<QueryResponse> {
+        let vectors = examples.vectors(stored)?;
+        let wanted = plan.search.offset + plan.search.limit + ids.len();
+        let pool = (wanted * CANDIDATES_PER_RESULT).clamp(MIN_CANDIDATES, MAX_CANDIDATES);
+        let mut candidates: HashMap<PointId, ScoredPoint> = HashMap::new();
+        let mut warning = None;
+        for query in examples.candidate_queries(space, &vectors) {
+            let mut sub = plan.clone();
+            sub.examples = None;
+            sub.search.target = QueryTarget::Vector(query);
+            sub.search.offset = 0;
+            sub.search.limit = pool;
+            sub.search.with_vector = true;
+            sub.search.score_threshold = None;
+            let answer = self.search_blocking(&sub, consistency)?;
+            warning = warning.or(answer.warning);
+            for point in answer.points {
+                candidates.entry(point.id).or_insert(point);
+            }
+        }
+        let key = space.metric().key_fn();
+        let mut scored: Vec<ScoredPoint> = candidates
+            .into_values()
+            .filter(|p| ids.binary_search(&p.id).is_err())
+            .filter_map(|mut p| {
+                let vector = p.vector.as_ref()?.dense(space.name)?;
+                p.score = examples.score(key, vector, &vectors);
+                Some(p)
+            })
+            .filter(|p| plan.search.score_threshold.is_none_or(|t| p.score >= t))
+            .collect();
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        let points = scored
+            .into_iter()
+            .skip(plan.search.offset)
+            .take(plan.search.limit)
+            .map(|mut p| {
+                if !plan.search.with_vector {
+                    p.vector = None;
+                }
+                p
+            })
+            .collect();
+        Ok(QueryResponse {
+            points,
+            explain: None,
+            warning,
+        })
     }
 
     /// Runs a grouped query (blocking): the query again with four times the hits while its

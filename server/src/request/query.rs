@@ -11,7 +11,7 @@ use cairn_index::IndexParams;
 use super::filter::validate;
 use super::mmr::{mmr_plan, pick, MmrPlan};
 use super::points::check_vector;
-use super::recommend::{examples, Examples};
+use super::recommend::{examples, Examples, Strategy};
 use super::CollectionSettings;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
@@ -71,6 +71,15 @@ impl QueryPlan {
     /// Whether the answer ranks higher scores first: similarities and sparse dot products
     /// do, Euclidean distances do not.
     pub fn higher_is_better(&self, settings: &CollectionSettings) -> bool {
+        // Recommendation scores other than `average_vector`'s rank higher first, whatever
+        // the distance.
+        if self
+            .examples
+            .as_ref()
+            .is_some_and(|e| e.strategy != Strategy::AverageVector)
+        {
+            return true;
+        }
         match self.search.target {
             QueryTarget::Sparse { .. } => true,
             QueryTarget::Vector(_) | QueryTarget::Point(_) => settings

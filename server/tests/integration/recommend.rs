@@ -1,6 +1,6 @@
-//! `{"recommend": …}` queries (Qdrant's `average_vector` strategy): the ranking checked
-//! against a brute-force one computed here, examples by id left out, vectors as examples,
-//! paging, a partitioned collection, and the refusals.
+//! `{"recommend": …}` queries (Qdrant's three strategies): the ranking checked against a
+//! brute-force one computed here, examples by id left out, vectors as examples, paging, a
+//! partitioned collection, and the refusals.
 
 use serde_json::{json, Value};
 
@@ -117,9 +117,9 @@ fn recommend_ranks_near_the_examples_average_and_leaves_the_examples_out() {
 
     for (query, status, says) in [
         (
-            json!({"recommend": {"positive": [1], "strategy": "best_score"}}),
+            json!({"recommend": {"negative": [1], "strategy": "best_score"}}),
             400,
-            "best_score",
+            "positive",
         ),
         (json!({"recommend": {"negative": [1]}}), 400, "positive"),
         (json!({"recommend": {"positive": [424242]}}), 404, "424242"),
@@ -149,6 +149,91 @@ fn recommend_ranks_near_the_examples_average_and_leaves_the_examples_out() {
         assert!(
             error.contains(says),
             "{query}: {error:?} should say {says:?}"
+        );
+    }
+}
+
+/// `best_score` and `sum_scores` (Euclid: similarity is the negated squared distance), each
+/// ranked against every example by brute force here, and Qdrant's sigmoid on the best score.
+#[test]
+fn best_score_and_sum_scores_rank_by_every_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let points = vectors(2_000, 8, 23);
+    server.create("items", 8, "Euclid", json!({}));
+    load(&server, "items", &points);
+    let sq =
+        |a: &[f32], b: &[f32]| -> f32 { a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum() };
+    let sigmoid = |x: f32| 0.5 * (x / (1.0 + x.abs()) + 1.0);
+    let (positive, negative) = ([4usize, 9, 17], [5usize, 30]);
+    let best = |v: &[f32]| -> f32 {
+        let p = positive
+            .iter()
+            .map(|&i| -sq(v, &points[i]))
+            .fold(f32::NEG_INFINITY, f32::max);
+        let n = negative
+            .iter()
+            .map(|&i| -sq(v, &points[i]))
+            .fold(f32::NEG_INFINITY, f32::max);
+        if p > n {
+            sigmoid(p)
+        } else {
+            -sigmoid(n)
+        }
+    };
+    let sum = |v: &[f32]| -> f32 {
+        positive.iter().map(|&i| -sq(v, &points[i])).sum::<f32>()
+            - negative.iter().map(|&i| -sq(v, &points[i])).sum::<f32>()
+    };
+    let ranked = |score: &dyn Fn(&[f32]) -> f32| -> Vec<(u64, f32)> {
+        let mut all: Vec<(u64, f32)> = points
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !positive.contains(i) && !negative.contains(i))
+            .map(|(i, v)| (i as u64, score(v)))
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(10);
+        all
+    };
+    for (strategy, want) in [("best_score", ranked(&best)), ("sum_scores", ranked(&sum))] {
+        let body = json!({"query": {"recommend": {"positive": positive, "negative": negative,
+                                                  "strategy": strategy}},
+                          "limit": 10, "params": {"exact": true}});
+        let answer = server.ok("POST", "/collections/items/points/query", Some(&body));
+        let got: Vec<(u64, f32)> = answer["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["id"].as_u64().unwrap(),
+                    p["score"].as_f64().unwrap() as f32,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got.iter().map(|g| g.0).collect::<Vec<_>>(),
+            want.iter().map(|w| w.0).collect::<Vec<_>>(),
+            "{strategy}"
+        );
+        for ((_, g), (_, w)) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "{strategy}: {g} against {w}"
+            );
+        }
+        // Through the graph: most of the exact top 10.
+        let body = json!({"query": {"recommend": {"positive": positive, "negative": negative,
+                                                  "strategy": strategy}}, "limit": 10});
+        let found = recommend(&server, "items", body);
+        let hits = found
+            .iter()
+            .filter(|id| want.iter().any(|w| w.0 == **id))
+            .count();
+        assert!(
+            hits >= 9,
+            "{strategy}: the graph found {hits} of the exact top 10"
         );
     }
 }

@@ -191,8 +191,8 @@ client.update_collection_aliases(
 )
 assert client.get_aliases().aliases == []
 
-# Recommendation from examples (average_vector): the client's RecommendQuery, ranked as
-# computed here, the example points left out.
+# Recommendation from examples (average_vector, best_score): the client's RecommendQuery,
+# ranked as computed here, the example points left out.
 reco = name + "_reco"
 assert client.create_collection(
     collection_name=reco, vectors_config=models.VectorParams(size=2, distance=models.Distance.EUCLID)
@@ -213,6 +213,28 @@ hits = client.query_points(
     search_params=models.SearchParams(exact=True),
 ).points
 assert [h.id for h in hits] == ranked[:3], ([h.id for h in hits], ranked[:3])
+# best_score: each point's best (negated squared) distance to a positive, through Qdrant's
+# sigmoid, negated when the negative is nearer.
+def best_score(i):
+    sq = lambda a, b: (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
+    p = max(-sq(grid[i], grid[j]) for j in (6, 7))
+    n = -sq(grid[i], grid[24])
+    return 0.5 * (p / (1 + abs(p)) + 1) if p > n else -0.5 * (n / (1 + abs(n)) + 1)
+
+
+by_best = sorted((i for i in grid if i not in (6, 7, 24)), key=lambda i: (-best_score(i), i))
+hits = client.query_points(
+    collection_name=reco,
+    query=models.RecommendQuery(
+        recommend=models.RecommendInput(
+            positive=[6, 7], negative=[24], strategy=models.RecommendStrategy.BEST_SCORE
+        )
+    ),
+    limit=4,
+    search_params=models.SearchParams(exact=True),
+).points
+assert [h.id for h in hits] == by_best[:4], ([h.id for h in hits], by_best[:4])
+assert abs(hits[0].score - best_score(hits[0].id)) < 1e-5, hits[0]
 
 # Groups: the grid's rows (payload `row`), the nearest two rows with their two nearest points.
 client.set_payload(
