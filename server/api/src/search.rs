@@ -96,6 +96,60 @@ pub enum QueryInput {
         /// The examples.
         recommend: RecommendInput,
     },
+    /// `{"discover": {"target", "context"}}`: points near the target within the zones the
+    /// context pairs mark out (nearer each pair's positive than its negative).
+    Discover {
+        /// The target and the pairs.
+        discover: DiscoverInput,
+    },
+    /// `{"context": [{"positive", "negative"}]}`: points within the zones the pairs mark out,
+    /// scored by how far outside them they lie (0 inside every one).
+    Context {
+        /// The pairs (one, or a list).
+        #[schema(value_type = Vec<ContextPair>)]
+        context: ContextInput,
+    },
+}
+
+/// `discover`'s target and context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverInput {
+    /// What to search near: a dense vector or a point id.
+    pub target: NearestTarget,
+    /// The pairs (one, or a list).
+    #[schema(value_type = Vec<ContextPair>)]
+    pub context: ContextInput,
+}
+
+/// A context pair: the zone nearer `positive` than `negative`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextPair {
+    /// A dense vector or a point id.
+    pub positive: NearestTarget,
+    /// A dense vector or a point id.
+    pub negative: NearestTarget,
+}
+
+/// One context pair or a list of them, as Qdrant accepts either.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ContextInput {
+    /// Several pairs.
+    Pairs(Vec<ContextPair>),
+    /// One pair.
+    Pair(ContextPair),
+}
+
+impl ContextInput {
+    /// The pairs.
+    pub fn into_pairs(self) -> Vec<ContextPair> {
+        match self {
+            ContextInput::Pairs(pairs) => pairs,
+            ContextInput::Pair(pair) => vec![pair],
+        }
+    }
 }
 
 /// Examples to recommend from (Qdrant's `RecommendInput`): each a dense vector or a point id.
@@ -120,9 +174,9 @@ pub enum RecommendStrategy {
     /// One search near `2·mean(positive) − mean(negative)` (near `mean(positive)` without
     /// negatives).
     AverageVector,
-    /// Each point scored by its best positive and best negative similarity: refused for now.
+    /// Each point scored by its best positive and best negative similarity.
     BestScore,
-    /// Each point scored by its summed positive minus negative similarities: refused for now.
+    /// Each point scored by its summed positive minus negative similarities.
     SumScores,
 }
 
@@ -200,7 +254,9 @@ impl<'de> Deserialize<'de> for NearestTarget {
             QueryInput::Nearest { mmr: Some(_), .. }
             | QueryInput::Fusion { .. }
             | QueryInput::Rrf { .. }
-            | QueryInput::Recommend { .. } => Err(D::Error::invalid_type(
+            | QueryInput::Recommend { .. }
+            | QueryInput::Discover { .. }
+            | QueryInput::Context { .. } => Err(D::Error::invalid_type(
                 Unexpected::Map,
                 &"a vector, a sparse vector or a point id",
             )),
@@ -261,6 +317,14 @@ impl<'de> Visitor<'de> for TargetVisitor {
                 let recommend = map.next_value()?;
                 return only(map, "recommend").map(|()| QueryInput::Recommend { recommend });
             }
+            "discover" => {
+                let discover = map.next_value()?;
+                return only(map, "discover").map(|()| QueryInput::Discover { discover });
+            }
+            "context" => {
+                let context = map.next_value()?;
+                return only(map, "context").map(|()| QueryInput::Context { context });
+            }
             _ => {}
         }
         let (mut nearest, mut mmr) = (None, None);
@@ -276,7 +340,8 @@ impl<'de> Visitor<'de> for TargetVisitor {
                     return Err(A::Error::custom(format!(
                         "unsupported query `{other}`: Cairn answers a vector, a sparse vector, \
                          a point id, {{\"nearest\": …}}, {{\"recommend\": …}}, \
-                         {{\"fusion\": …}} or {{\"rrf\": …}}"
+                         {{\"discover\": …}}, {{\"context\": …}}, {{\"fusion\": …}} or \
+                         {{\"rrf\": …}}"
                     )))
                 }
             }
@@ -689,7 +754,15 @@ mod tests {
         let err = parse("-3").unwrap_err();
         assert!(err.contains("unsigned integer"), "{err}");
         let err = parse(r#"{"discover": {"target": [1]}}"#).unwrap_err();
-        assert!(err.contains("unsupported query `discover`"), "{err}");
+        assert!(err.contains("context"), "{err}");
+        let err = parse(r#"{"discovery": {"target": [1]}}"#).unwrap_err();
+        assert!(err.contains("unsupported query `discovery`"), "{err}");
+        assert!(matches!(
+            parse(r#"{"context": {"positive": 1, "negative": [0.5]}}"#).unwrap(),
+            QueryInput::Context {
+                context: ContextInput::Pair(_)
+            }
+        ));
         assert_eq!(
             parse(r#"{"recommend": {"positive": [1, [0.5]], "strategy": "average_vector"}}"#)
                 .unwrap(),

@@ -31,6 +31,8 @@ use crate::request::{QueryPlan, QueryTree};
 const CANDIDATES_PER_RESULT: usize = 4;
 const MIN_CANDIDATES: usize = 64;
 const MAX_CANDIDATES: usize = 10_000;
+/// Most points an exact `best_score`, `sum_scores`, `discover` or `context` ranking scores.
+const MAX_EXACT_CANDIDATES: usize = 100_000;
 
 /// The partitions a query visits and why.
 struct Route {
@@ -267,7 +269,7 @@ impl Collection {
             let vector = record.vector.as_ref().and_then(|v| v.dense(space.name));
             let vector = vector.ok_or_else(|| {
                 ServerError::InvalidRequest(format!(
-                    "query.recommend: point {} has no vector `{}` to recommend from",
+                    "query: the example point {} has no vector `{}`",
                     record.id, space.name
                 ))
             })?;
@@ -292,10 +294,10 @@ impl Collection {
         Ok(answer)
     }
 
-    /// A `best_score` or `sum_scores` recommendation (blocking): candidates from a search
-    /// near each positive example (and near the positives less the negatives for
-    /// `sum_scores`), each with room for `CANDIDATES_PER_RESULT` times the results, scored
-    /// exactly against every example, best first; the examples given by id left out.
+    /// A `best_score`, `sum_scores`, `discover` or `context` query (blocking): candidates from
+    /// a search near each of [`Examples::candidate_queries`], each with room for
+    /// `CANDIDATES_PER_RESULT` times the results (every point when `exact`), scored exactly
+    /// against every example, best first; the examples given by id left out.
     fn recommend_by_score(
         &self,
         plan: &QueryPlan,
@@ -307,10 +309,26 @@ impl Collection {
     ) -> Result<QueryResponse> {
         let vectors = examples.vectors(stored)?;
         let wanted = plan.search.offset + plan.search.limit + ids.len();
-        let pool = (wanted * CANDIDATES_PER_RESULT).clamp(MIN_CANDIDATES, MAX_CANDIDATES);
+        let mut queries = examples.candidate_queries(space, &vectors);
+        let pool = if plan.search.exact {
+            // Exact: every point is a candidate, gathered by one search that returns them all.
+            let points = self.points();
+            if points > MAX_EXACT_CANDIDATES {
+                return Err(ServerError::LimitExceeded(format!(
+                    "params.exact: an exact {} ranking scores every point, and the collection \
+                     has {points}, above the maximum of {MAX_EXACT_CANDIDATES}; ask without \
+                     exact (candidates are then gathered near the examples)",
+                    examples.strategy.name()
+                )));
+            }
+            queries.truncate(1);
+            points.max(1)
+        } else {
+            (wanted * CANDIDATES_PER_RESULT).clamp(MIN_CANDIDATES, MAX_CANDIDATES)
+        };
         let mut candidates: HashMap<PointId, ScoredPoint> = HashMap::new();
         let mut warning = None;
-        for query in examples.candidate_queries(space, &vectors) {
+        for query in queries {
             let mut sub = plan.clone();
             sub.examples = None;
             sub.search.target = QueryTarget::Vector(query);

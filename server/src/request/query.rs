@@ -11,7 +11,7 @@ use cairn_index::IndexParams;
 use super::filter::validate;
 use super::mmr::{mmr_plan, pick, MmrPlan};
 use super::points::check_vector;
-use super::recommend::{examples, Examples, Strategy};
+use super::recommend::{discovery, examples, Examples, Strategy};
 use super::CollectionSettings;
 use crate::config::Limits;
 use crate::error::{Result, ServerError};
@@ -194,7 +194,11 @@ impl From<Option<QueryInput>> for Asked {
                     ..
                 },
             ) => Asked::Sparse(v),
-            Some(QueryInput::Recommend { .. }) => Asked::Recommend,
+            Some(
+                QueryInput::Recommend { .. }
+                | QueryInput::Discover { .. }
+                | QueryInput::Context { .. },
+            ) => Asked::Recommend,
             Some(QueryInput::Fusion { .. } | QueryInput::Rrf { .. }) => Asked::Fusion,
             None => Asked::Nothing,
         }
@@ -231,7 +235,7 @@ fn target(
         (Asked::Recommend, Some(_)) => QueryTarget::Vector(Vec::new()),
         (Asked::Recommend, None) => {
             return refused(format!(
-                "{vector_field}: recommendations are made from dense vectors, and `using` names \
+                "{vector_field}: recommendations and discovery work on dense vectors, and `using` names \
                  the sparse vector `{using}`"
             ))
         }
@@ -350,6 +354,18 @@ pub fn plan(
             space,
             recommend.clone(),
             &format!("{field}query.recommend"),
+        )?),
+        (Some(QueryInput::Discover { discover }), Some(space)) => Some(discovery(
+            space,
+            Some(discover.target.clone()),
+            discover.context.clone().into_pairs(),
+            &format!("{field}query.discover"),
+        )?),
+        (Some(QueryInput::Context { context }), Some(space)) => Some(discovery(
+            space,
+            None,
+            context.clone().into_pairs(),
+            &format!("{field}query"),
         )?),
         // A recommendation `using` a sparse vector (or none the collection has) is refused
         // with the target below.

@@ -15,11 +15,11 @@
 
 use std::collections::HashMap;
 
-use cairn_api::{NearestTarget, PointId, RecommendInput, RecommendStrategy};
+use cairn_api::{ContextPair, NearestTarget, PointId, RecommendInput, RecommendStrategy};
 
-use super::points::check_vector;
 use cairn_index::distance::KeyFn;
 
+use super::points::check_vector;
 use super::settings::DenseSpace;
 use crate::error::{Result, ServerError};
 
@@ -44,6 +44,24 @@ pub enum Strategy {
     BestScore,
     /// Each candidate's similarities to the positives, less those to the negatives.
     SumScores,
+    /// Qdrant's discovery: the context pairs a candidate is on the positive side of, less
+    /// those it is not, plus its (sigmoid) similarity to the target.
+    Discover,
+    /// Qdrant's context search: how far a candidate lies outside each pair's positive side.
+    Context,
+}
+
+impl Strategy {
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::AverageVector => "average_vector",
+            Strategy::BestScore => "best_score",
+            Strategy::SumScores => "sum_scores",
+            Strategy::Discover => "discover",
+            Strategy::Context => "context",
+        }
+    }
 }
 
 /// A recommendation's examples, checked.
@@ -53,6 +71,10 @@ pub struct Examples {
     pub positive: Vec<Example>,
     /// Unlike these.
     pub negative: Vec<Example>,
+    /// `discover`'s target.
+    pub target: Option<Example>,
+    /// `discover`'s and `context`'s pairs, positive then negative.
+    pub pairs: Vec<(Example, Example)>,
     /// How they rank the results.
     pub strategy: Strategy,
 }
@@ -63,12 +85,21 @@ pub struct ExampleVectors {
     pub positive: Vec<Vec<f32>>,
     /// Unlike these.
     pub negative: Vec<Vec<f32>>,
+    /// `discover`'s target.
+    pub target: Option<Vec<f32>>,
+    /// The context pairs, positive then negative.
+    pub pairs: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
+/// Qdrant's `fast_sigmoid`: a similarity mapped into (−1, 1), order kept.
+fn fast_sigmoid(x: f32) -> f32 {
+    x / (1.0 + x.abs())
 }
 
 /// Qdrant's `scaled_fast_sigmoid`: a similarity mapped into (0, 1), order kept, so that a
 /// candidate nearest a positive always outranks one nearest a negative.
 fn scaled_sigmoid(x: f32) -> f32 {
-    0.5 * (x / (1.0 + x.abs()) + 1.0)
+    0.5 * (fast_sigmoid(x) + 1.0)
 }
 
 impl Examples {
@@ -79,6 +110,8 @@ impl Examples {
             .positive
             .iter()
             .chain(&self.negative)
+            .chain(&self.target)
+            .chain(self.pairs.iter().flat_map(|(p, n)| [p, n]))
             .filter_map(|e| match e {
                 Example::Point(id) => Some(*id),
                 Example::Vector(_) => None,
@@ -91,21 +124,24 @@ impl Examples {
 
     /// The examples' vectors, the ids' taken from `stored` (an id missing there is a 404).
     pub fn vectors(&self, stored: &HashMap<PointId, Vec<f32>>) -> Result<ExampleVectors> {
-        let resolve = |examples: &[Example]| -> Result<Vec<Vec<f32>>> {
-            examples
-                .iter()
-                .map(|e| match e {
-                    Example::Vector(v) => Ok(v.clone()),
-                    Example::Point(id) => stored
-                        .get(id)
-                        .cloned()
-                        .ok_or(ServerError::PointNotFound(*id)),
-                })
-                .collect()
+        let one = |e: &Example| -> Result<Vec<f32>> {
+            match e {
+                Example::Vector(v) => Ok(v.clone()),
+                Example::Point(id) => stored
+                    .get(id)
+                    .cloned()
+                    .ok_or(ServerError::PointNotFound(*id)),
+            }
         };
         Ok(ExampleVectors {
-            positive: resolve(&self.positive)?,
-            negative: resolve(&self.negative)?,
+            positive: self.positive.iter().map(one).collect::<Result<_>>()?,
+            negative: self.negative.iter().map(one).collect::<Result<_>>()?,
+            target: self.target.as_ref().map(one).transpose()?,
+            pairs: self
+                .pairs
+                .iter()
+                .map(|(p, n)| Ok((one(p)?, one(n)?)))
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -118,6 +154,19 @@ impl Examples {
         space: DenseSpace<'_>,
         vectors: &ExampleVectors,
     ) -> Vec<Vec<f32>> {
+        match self.strategy {
+            // Near the target, where discovery's score rises, and inside the pairs' positive
+            // sides, around their positives.
+            Strategy::Discover | Strategy::Context => {
+                return vectors
+                    .target
+                    .iter()
+                    .cloned()
+                    .chain(vectors.pairs.iter().map(|(p, _)| p.clone()))
+                    .collect()
+            }
+            Strategy::AverageVector | Strategy::BestScore | Strategy::SumScores => {}
+        }
         let mut queries = vectors.positive.clone();
         if self.strategy == Strategy::SumScores {
             let mut sum = vec![0f32; space.dim];
@@ -158,6 +207,30 @@ impl Examples {
                 vectors.positive.iter().map(similarity).sum::<f32>()
                     - vectors.negative.iter().map(similarity).sum::<f32>()
             }
+            Strategy::Discover => {
+                let rank: f32 = vectors
+                    .pairs
+                    .iter()
+                    .map(|(p, n)| {
+                        if similarity(p) > similarity(n) {
+                            1.0
+                        } else {
+                            -1.0
+                        }
+                    })
+                    .sum();
+                rank + vectors
+                    .target
+                    .as_ref()
+                    .map_or(0.0, |t| scaled_sigmoid(similarity(t)))
+            }
+            // Qdrant's context loss: 0 on a pair's positive side (by a margin of one ulp),
+            // a sigmoid of how far across otherwise.
+            Strategy::Context => vectors
+                .pairs
+                .iter()
+                .map(|(p, n)| fast_sigmoid((similarity(p) - similarity(n) - f32::EPSILON).min(0.0)))
+                .sum(),
         }
     }
 
@@ -204,6 +277,69 @@ impl Examples {
 }
 
 /// Checks a `recommend` query's examples against the collection (`field` is its path).
+/// Checks one example: a dense vector (checked and prepared for `space`) or a point id.
+fn example(space: DenseSpace<'_>, target: NearestTarget, field: &str) -> Result<Example> {
+    match target {
+        NearestTarget::Vector(v) => Ok(Example::Vector(check_vector(space, v, field)?)),
+        NearestTarget::Point(id) => Ok(Example::Point(id)),
+        NearestTarget::Sparse(_) => Err(ServerError::InvalidRequest(format!(
+            "{field} is a sparse vector; examples are dense vectors and point ids"
+        ))),
+    }
+}
+
+/// Checks that a query's examples are within [`MAX_EXAMPLES`].
+fn check_count(n: usize, field: &str) -> Result<()> {
+    if n > MAX_EXAMPLES {
+        return Err(ServerError::LimitExceeded(format!(
+            "{field}: {n} examples is above the maximum of {MAX_EXAMPLES}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a `discover` query (`target` given) or a `context` one (`target` absent): at least
+/// one pair, each of two examples.
+pub(super) fn discovery(
+    space: DenseSpace<'_>,
+    target: Option<NearestTarget>,
+    pairs: Vec<ContextPair>,
+    field: &str,
+) -> Result<Examples> {
+    if pairs.is_empty() {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}.context: at least one pair {{\"positive\", \"negative\"}} is needed"
+        )));
+    }
+    check_count(2 * pairs.len() + usize::from(target.is_some()), field)?;
+    let strategy = if target.is_some() {
+        Strategy::Discover
+    } else {
+        Strategy::Context
+    };
+    let pairs = pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            let at = format!("{field}.context[{i}]");
+            Ok((
+                example(space, pair.positive, &format!("{at}.positive"))?,
+                example(space, pair.negative, &format!("{at}.negative"))?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Examples {
+        positive: Vec::new(),
+        negative: Vec::new(),
+        target: target
+            .map(|t| example(space, t, &format!("{field}.target")))
+            .transpose()?,
+        pairs,
+        strategy,
+    })
+}
+
+/// Checks a `recommend` query's examples against the collection (`field` is its path).
 pub(super) fn examples(
     space: DenseSpace<'_>,
     input: RecommendInput,
@@ -219,23 +355,14 @@ pub(super) fn examples(
             .unwrap_or_default()
             .into_iter()
             .enumerate()
-            .map(|(i, example)| match example {
-                NearestTarget::Vector(v) => Ok(Example::Vector(check_vector(
-                    space,
-                    v,
-                    &format!("{field}.{side}[{i}]"),
-                )?)),
-                NearestTarget::Point(id) => Ok(Example::Point(id)),
-                NearestTarget::Sparse(_) => Err(ServerError::InvalidRequest(format!(
-                    "{field}.{side}[{i}] is a sparse vector; recommendations are made from \
-                     dense vectors and point ids"
-                ))),
-            })
+            .map(|(i, e)| example(space, e, &format!("{field}.{side}[{i}]")))
             .collect()
     };
     let examples = Examples {
         positive: check(input.positive, "positive")?,
         negative: check(input.negative, "negative")?,
+        target: None,
+        pairs: Vec::new(),
         strategy,
     };
     // Qdrant's `best_score` and `sum_scores` also take negatives alone (the points least like
@@ -245,11 +372,6 @@ pub(super) fn examples(
             "{field}.positive: at least one positive example is needed"
         )));
     }
-    let n = examples.positive.len() + examples.negative.len();
-    if n > MAX_EXAMPLES {
-        return Err(ServerError::LimitExceeded(format!(
-            "{field}: {n} examples is above the maximum of {MAX_EXAMPLES}"
-        )));
-    }
+    check_count(examples.positive.len() + examples.negative.len(), field)?;
     Ok(examples)
 }

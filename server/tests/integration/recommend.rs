@@ -238,6 +238,106 @@ fn best_score_and_sum_scores_rank_by_every_example() {
     }
 }
 
+/// `discover` and `context` (Qdrant's scores: the pairs a point is on the positive side of,
+/// less the others, plus the sigmoid of its similarity to the target; the sum over pairs of
+/// the sigmoid of how far it lies across each), exactly against brute force, and through the
+/// graph.
+#[test]
+fn discover_and_context_rank_by_the_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let points = vectors(2_000, 8, 24);
+    server.create("items", 8, "Euclid", json!({}));
+    load(&server, "items", &points);
+    let sim = |a: &[f32], b: usize| -> f32 {
+        -a.iter()
+            .zip(&points[b])
+            .map(|(x, y)| (x - y) * (x - y))
+            .sum::<f32>()
+    };
+    let fast = |x: f32| x / (1.0 + x.abs());
+    let (target, pairs) = (4usize, [(9usize, 5usize), (17, 30)]);
+    let examples = [4u64, 9, 5, 17, 30];
+    let discover = |v: &[f32]| -> f32 {
+        let rank: f32 = pairs
+            .iter()
+            .map(|&(p, n)| if sim(v, p) > sim(v, n) { 1.0 } else { -1.0 })
+            .sum();
+        rank + 0.5 * (fast(sim(v, target)) + 1.0)
+    };
+    let context = |v: &[f32]| -> f32 {
+        pairs
+            .iter()
+            .map(|&(p, n)| fast((sim(v, p) - sim(v, n) - f32::EPSILON).min(0.0)))
+            .sum()
+    };
+    let ranked = |score: &dyn Fn(&[f32]) -> f32| -> Vec<(u64, f32)> {
+        let mut all: Vec<(u64, f32)> = points
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !examples.contains(&(*i as u64)))
+            .map(|(i, v)| (i as u64, score(v)))
+            .collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(10);
+        all
+    };
+    let context_pairs: Vec<Value> = pairs
+        .iter()
+        .map(|&(p, n)| json!({"positive": p, "negative": n}))
+        .collect();
+    for (query, want) in [
+        (
+            json!({"discover": {"target": target, "context": context_pairs}}),
+            ranked(&discover),
+        ),
+        (json!({"context": context_pairs}), ranked(&context)),
+    ] {
+        let body = json!({"query": query, "limit": 10, "params": {"exact": true}});
+        let answer = server.ok("POST", "/collections/items/points/query", Some(&body));
+        let got: Vec<(u64, f32)> = answer["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["id"].as_u64().unwrap(),
+                    p["score"].as_f64().unwrap() as f32,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got.iter().map(|g| g.0).collect::<Vec<_>>(),
+            want.iter().map(|w| w.0).collect::<Vec<_>>(),
+            "{query}"
+        );
+        for ((_, g), (_, w)) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-4, "{query}: {g} against {w}");
+        }
+        // Through the graph: the best scores are found (context's best, 0, by many points).
+        let body = json!({"query": query, "limit": 10});
+        let answer = server.ok("POST", "/collections/items/points/query", Some(&body));
+        let scores: Vec<f32> = answer["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["score"].as_f64().unwrap() as f32)
+            .collect();
+        for (g, (_, w)) in scores.iter().zip(&want) {
+            assert!(
+                *g >= w - 0.05,
+                "{query}: the graph's {scores:?} against {want:?}"
+            );
+        }
+    }
+    let (status, body) = server.call(
+        "POST",
+        "/collections/items/points/query",
+        Some(&json!({"query": {"context": []}})),
+    );
+    assert_eq!(status, 400, "{body}");
+}
+
 #[test]
 fn recommend_works_across_partitions() {
     let dir = tempfile::tempdir().unwrap();

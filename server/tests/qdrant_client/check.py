@@ -235,6 +235,31 @@ hits = client.query_points(
 ).points
 assert [h.id for h in hits] == by_best[:4], ([h.id for h in hits], by_best[:4])
 assert abs(hits[0].score - best_score(hits[0].id)) < 1e-5, hits[0]
+# Discovery: near point 12 within the side of the pair (6, 24) nearer 6, as Qdrant scores it.
+def discover_score(i):
+    sim = lambda j: -((grid[i][0] - grid[j][0]) ** 2 + (grid[i][1] - grid[j][1]) ** 2)
+    rank = 1 if sim(6) > sim(24) else -1
+    t = sim(12)
+    return rank + 0.5 * (t / (1 + abs(t)) + 1)
+
+
+by_discovery = sorted((i for i in grid if i not in (12, 6, 24)), key=lambda i: (-discover_score(i), i))
+hits = client.query_points(
+    collection_name=reco,
+    query=models.DiscoverQuery(
+        discover=models.DiscoverInput(target=12, context=[models.ContextPair(positive=6, negative=24)])
+    ),
+    limit=4,
+    search_params=models.SearchParams(exact=True),
+).points
+assert [h.id for h in hits] == by_discovery[:4], ([h.id for h in hits], by_discovery[:4])
+hits = client.query_points(
+    collection_name=reco,
+    query=models.ContextQuery(context=models.ContextPair(positive=6, negative=24)),
+    limit=3,
+    search_params=models.SearchParams(exact=True),
+).points
+assert all(h.score == 0 for h in hits), hits
 
 # Groups: the grid's rows (payload `row`), the nearest two rows with their two nearest points.
 client.set_payload(
