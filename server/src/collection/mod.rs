@@ -458,16 +458,57 @@ impl Collection {
     }
 
     /// Gives existing points new vectors (checked), keeping their payloads (blocking); an id
-    /// the collection lacks is a 404 and nothing is written. In a partitioned collection a
-    /// new vector may move its point: the points go through placement like an upsert.
+    /// the collection lacks is a 404 and nothing is written. With `only_where`, only the
+    /// stored points that pass it change. In a partitioned collection a new vector may move
+    /// its point: the points go through placement like an upsert.
     pub fn update_vectors(
         &self,
         points: Vec<NewPoint>,
         only_where: Option<&Filter>,
     ) -> Result<WriteTicket> {
-        let partitions = self.local_partitions("vector updates are made")?;
+        self.rewrite_stored(
+            points,
+            "vector updates are made",
+            |only, points| only.update_vectors(points, only_where),
+            |points, stored, judge| {
+                // As in one partition: payloads are kept, and so are the vectors not given.
+                let mut rewritten = Vec::with_capacity(points.len());
+                for point in points {
+                    let mut old = stored
+                        .get(&point.id)
+                        .cloned()
+                        .ok_or(ServerError::PointNotFound(point.id))?;
+                    if only_where.is_some_and(|f| !judge.point_matches(&old, f)) {
+                        continue;
+                    }
+                    merge_vectors(&mut old, point);
+                    rewritten.push(old);
+                }
+                Ok(rewritten)
+            },
+        )
+    }
+
+    /// A write that reads the points' stored values first, under the write lock: one
+    /// partition makes it itself (`single`); in a partitioned collection the stored values of
+    /// the points' ids are read from copies holding every acknowledged write, `change` makes
+    /// the points to write from them (the first partition judging filters), and those are
+    /// placed as an upsert's are. Standalone collections only for now (`what` says which
+    /// write, for the refusal).
+    fn rewrite_stored(
+        &self,
+        points: Vec<NewPoint>,
+        what: &str,
+        single: impl FnOnce(&Partition, Vec<NewPoint>) -> Result<Option<u64>>,
+        change: impl FnOnce(
+            Vec<NewPoint>,
+            &HashMap<PointId, NewPoint>,
+            &Partition,
+        ) -> Result<Vec<NewPoint>>,
+    ) -> Result<WriteTicket> {
+        let partitions = self.local_partitions(what)?;
         if let [only] = partitions.as_slice() {
-            return Ok(match only.update_vectors(points, only_where)? {
+            return Ok(match single(only, points)? {
                 Some(seq) => WriteTicket::single(seq),
                 None => self.ticket(Vec::new()),
             });
@@ -479,19 +520,7 @@ impl Collection {
         };
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
         let stored = self.stored_locked(&writer, &ids)?;
-        // As in one partition: payloads are kept, and so are the vectors not given.
-        let mut rewritten = Vec::with_capacity(points.len());
-        for point in points {
-            let mut old = stored
-                .get(&point.id)
-                .cloned()
-                .ok_or(ServerError::PointNotFound(point.id))?;
-            if only_where.is_some_and(|f| !partitions[0].point_matches(&old, f)) {
-                continue;
-            }
-            merge_vectors(&mut old, point);
-            rewritten.push(old);
-        }
+        let rewritten = change(points, &stored, partitions[0])?;
         let routing = self.routing();
         self.place_locked(&mut writer, &routing, rewritten)
     }
@@ -570,31 +599,21 @@ impl Collection {
     /// and the rest written under the write lock. Standalone collections only for now, like
     /// payload updates.
     pub fn upsert_where(&self, points: Vec<NewPoint>, filter: &Filter) -> Result<WriteTicket> {
-        let partitions = self.local_partitions("upserts with update_filter are made")?;
-        if let [only] = partitions.as_slice() {
-            return Ok(match only.upsert_where(points, filter)? {
-                Some(seq) => WriteTicket::single(seq),
-                None => self.ticket(Vec::new()),
-            });
-        }
-        let Some(mut writer) = self.lead()? else {
-            return Err(ServerError::Internal(
-                "a standalone collection has no writer elsewhere".into(),
-            ));
-        };
-        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
-        let stored = self.stored_locked(&writer, &ids)?;
-        let judge = partitions[0];
-        let kept: Vec<NewPoint> = points
-            .into_iter()
-            .filter(|p| {
-                stored
-                    .get(&p.id)
-                    .is_none_or(|old| judge.point_matches(old, filter))
-            })
-            .collect();
-        let routing = self.routing();
-        self.place_locked(&mut writer, &routing, kept)
+        self.rewrite_stored(
+            points,
+            "upserts with update_filter are made",
+            |only, points| only.upsert_where(points, filter),
+            |points, stored, judge| {
+                Ok(points
+                    .into_iter()
+                    .filter(|p| {
+                        stored
+                            .get(&p.id)
+                            .is_none_or(|old| judge.point_matches(old, filter))
+                    })
+                    .collect())
+            },
+        )
     }
 
     /// Commits a delete durably (blocking).

@@ -61,6 +61,36 @@ fn load(server: &Server, name: &str, points: &[Vec<f32>]) {
     }
 }
 
+/// The (id, score) pairs a query on `items` answers.
+fn scored(server: &Server, body: &Value) -> Vec<(u64, f32)> {
+    let answer = server.ok("POST", "/collections/items/points/query", Some(body));
+    answer["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_u64().unwrap(),
+                p["score"].as_f64().unwrap() as f32,
+            )
+        })
+        .collect()
+}
+
+/// The ten best (id, score) pairs of `points` under `score`, higher first, ties by id,
+/// `skip` left out.
+fn top10(points: &[Vec<f32>], skip: &[u64], score: &dyn Fn(&[f32]) -> f32) -> Vec<(u64, f32)> {
+    let mut all: Vec<(u64, f32)> = points
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !skip.contains(&(*i as u64)))
+        .map(|(i, v)| (i as u64, score(v)))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(10);
+    all
+}
+
 fn recommend(server: &Server, name: &str, body: Value) -> Vec<u64> {
     ids(&server.ok(
         "POST",
@@ -185,33 +215,17 @@ fn best_score_and_sum_scores_rank_by_every_example() {
         positive.iter().map(|&i| -sq(v, &points[i])).sum::<f32>()
             - negative.iter().map(|&i| -sq(v, &points[i])).sum::<f32>()
     };
-    let ranked = |score: &dyn Fn(&[f32]) -> f32| -> Vec<(u64, f32)> {
-        let mut all: Vec<(u64, f32)> = points
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !positive.contains(i) && !negative.contains(i))
-            .map(|(i, v)| (i as u64, score(v)))
-            .collect();
-        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        all.truncate(10);
-        all
-    };
+    let skip: Vec<u64> = positive
+        .iter()
+        .chain(&negative)
+        .map(|&i| i as u64)
+        .collect();
+    let ranked = |score: &dyn Fn(&[f32]) -> f32| top10(&points, &skip, score);
     for (strategy, want) in [("best_score", ranked(&best)), ("sum_scores", ranked(&sum))] {
         let body = json!({"query": {"recommend": {"positive": positive, "negative": negative,
                                                   "strategy": strategy}},
                           "limit": 10, "params": {"exact": true}});
-        let answer = server.ok("POST", "/collections/items/points/query", Some(&body));
-        let got: Vec<(u64, f32)> = answer["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| {
-                (
-                    p["id"].as_u64().unwrap(),
-                    p["score"].as_f64().unwrap() as f32,
-                )
-            })
-            .collect();
+        let got = scored(&server, &body);
         assert_eq!(
             got.iter().map(|g| g.0).collect::<Vec<_>>(),
             want.iter().map(|w| w.0).collect::<Vec<_>>(),
@@ -271,17 +285,7 @@ fn discover_and_context_rank_by_the_pairs() {
             .map(|&(p, n)| fast((sim(v, p) - sim(v, n) - f32::EPSILON).min(0.0)))
             .sum()
     };
-    let ranked = |score: &dyn Fn(&[f32]) -> f32| -> Vec<(u64, f32)> {
-        let mut all: Vec<(u64, f32)> = points
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !examples.contains(&(*i as u64)))
-            .map(|(i, v)| (i as u64, score(v)))
-            .collect();
-        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        all.truncate(10);
-        all
-    };
+    let ranked = |score: &dyn Fn(&[f32]) -> f32| top10(&points, &examples, score);
     let context_pairs: Vec<Value> = pairs
         .iter()
         .map(|&(p, n)| json!({"positive": p, "negative": n}))
@@ -294,18 +298,7 @@ fn discover_and_context_rank_by_the_pairs() {
         (json!({"context": context_pairs}), ranked(&context)),
     ] {
         let body = json!({"query": query, "limit": 10, "params": {"exact": true}});
-        let answer = server.ok("POST", "/collections/items/points/query", Some(&body));
-        let got: Vec<(u64, f32)> = answer["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| {
-                (
-                    p["id"].as_u64().unwrap(),
-                    p["score"].as_f64().unwrap() as f32,
-                )
-            })
-            .collect();
+        let got = scored(&server, &body);
         assert_eq!(
             got.iter().map(|g| g.0).collect::<Vec<_>>(),
             want.iter().map(|w| w.0).collect::<Vec<_>>(),
