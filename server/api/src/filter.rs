@@ -90,6 +90,12 @@ pub enum Condition {
         /// `{"key": …}`.
         is_null: KeyRef,
     },
+    /// Some element of the array at `key` passes `filter` alone (every condition on that one
+    /// element, its keys relative to it).
+    NestedArray {
+        /// `{"key", "filter"}`.
+        nested: Box<NestedCondition>,
+    },
     /// The point holds the named vector (`""`: the unnamed one), dense or sparse.
     HasVector {
         /// The vector's name.
@@ -98,6 +104,17 @@ pub enum Condition {
     /// A nested filter.
     #[schema(no_recursion)]
     Nested(Box<Filter>),
+}
+
+/// `nested`: a filter that one element of an array of objects must pass on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NestedCondition {
+    /// Dotted path of the array (`a[]` and `a` alike).
+    pub key: String,
+    /// The filter each element is tried against.
+    #[schema(no_recursion)]
+    pub filter: Filter,
 }
 
 /// `{"key": "a.b"}`.
@@ -144,6 +161,11 @@ impl<'de> Deserialize<'de> for Condition {
             Ok(Condition::IsNull {
                 is_null: from::<_, D::Error>(key.clone())?,
             })
+        } else if let Some(nested) = map.get("nested") {
+            alone("nested")?;
+            Ok(Condition::NestedArray {
+                nested: from::<_, D::Error>(nested.clone())?,
+            })
         } else if let Some(name) = map.get("has_vector") {
             alone("has_vector")?;
             Ok(Condition::HasVector {
@@ -161,16 +183,13 @@ impl<'de> Deserialize<'de> for Condition {
                 nested.must = Some(Vec::new());
             }
             Ok(Condition::Nested(Box::new(nested)))
-        } else if let Some(qdrant_only) = ["nested", "slice"]
-            .into_iter()
-            .find(|k| map.contains_key(*k))
-        {
+        } else if let Some(qdrant_only) = ["slice"].into_iter().find(|k| map.contains_key(*k)) {
             Err(D::Error::custom(Unsupported::field(qdrant_only)))
         } else {
             let keys: Vec<String> = map.keys().map(|k| format!("`{k}`")).collect();
             Err(D::Error::custom(format!(
                 "unknown filter condition {{{}}}: expected one of `key`, `has_id`, `is_empty`, \
-                 `is_null`, `has_vector` or a nested `must`/`should`/`must_not`",
+                 `is_null`, `has_vector`, `nested` or a nested `must`/`should`/`must_not`",
                 keys.join(", ")
             )))
         }
@@ -386,6 +405,10 @@ impl RefuseUnsupported for Condition {
         match self {
             Condition::Field(field) => field.refuse_unsupported(),
             Condition::Nested(filter) => filter.refuse_unsupported(),
+            Condition::NestedArray { nested } => nested
+                .filter
+                .refuse_unsupported()
+                .map_err(|e| e.within("nested.filter")),
             Condition::HasId { .. }
             | Condition::IsEmpty { .. }
             | Condition::IsNull { .. }
@@ -574,8 +597,8 @@ mod tests {
                 "unknown field `x` in a `has_id` condition",
             ),
             (
-                r#"{"must": [{"nested": {"key": "a", "filter": {}}}]}"#,
-                "nested: not supported by Cairn",
+                r#"{"must": [{"nested": {"key": "a", "filter": {}, "x": 1}}]}"#,
+                "unknown field `x`",
             ),
             (
                 r#"{"must": [{"has_vector": "image", "x": 1}]}"#,

@@ -522,9 +522,10 @@ impl PayloadIndexes {
                 .is_some_and(|index| index.answers(field)),
             Condition::HasId { .. } => true,
             Condition::Nested(inner) => self.answers(inner),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
-                false
-            }
+            Condition::IsEmpty { .. }
+            | Condition::IsNull { .. }
+            | Condition::HasVector { .. }
+            | Condition::NestedArray { .. } => false,
         }
     }
 
@@ -539,9 +540,10 @@ impl PayloadIndexes {
                 Some(sorted(has_id.iter().filter_map(slot_of).collect()))
             }
             Condition::Nested(inner) => self.candidates(inner, slot_of),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
-                None
-            }
+            Condition::IsEmpty { .. }
+            | Condition::IsNull { .. }
+            | Condition::HasVector { .. }
+            | Condition::NestedArray { .. } => None,
         }
     }
 
@@ -550,9 +552,10 @@ impl PayloadIndexes {
             Condition::Field(field) => self.fields.get(&field.key)?.lists(field).map(|l| l.bound()),
             Condition::HasId { has_id } => Some(has_id.len()),
             Condition::Nested(inner) => self.bound(inner),
-            Condition::IsEmpty { .. } | Condition::IsNull { .. } | Condition::HasVector { .. } => {
-                None
-            }
+            Condition::IsEmpty { .. }
+            | Condition::IsNull { .. }
+            | Condition::HasVector { .. }
+            | Condition::NestedArray { .. } => None,
         }
     }
 }

@@ -33,6 +33,15 @@ fn validate_at(filter: &Filter, path: &str, depth: usize, max_depth: usize) -> R
             match condition {
                 Condition::Field(field) => validate_field(field, &here)?,
                 Condition::Nested(inner) => validate_at(inner, &here, depth + 1, max_depth)?,
+                Condition::NestedArray { nested } => {
+                    if nested.key.is_empty() {
+                        return Err(ServerError::InvalidRequest(format!(
+                            "{here}.nested.key must not be empty"
+                        )));
+                    }
+                    let inner = format!("{here}.nested.filter");
+                    validate_at(&nested.filter, &inner, depth + 1, max_depth)?
+                }
                 Condition::HasId { .. }
                 | Condition::IsEmpty { .. }
                 | Condition::IsNull { .. }
@@ -190,6 +199,15 @@ fn condition(
             !values.is_empty() && values.iter().all(|v| v.is_null())
         }
         Condition::HasVector { has_vector } => vectors(has_vector),
+        // Each element on its own: its keys relative to it, text indexes by their full path.
+        Condition::NestedArray { nested } => {
+            let text_within = |key: &str| text(&format!("{}.{key}", nested.key));
+            lookup(payload, &nested.key).into_iter().any(|element| {
+                element.as_object().is_some_and(|object| {
+                    matches(&nested.filter, id, Some(object), &text_within, vectors)
+                })
+            })
+        }
         Condition::Nested(inner) => matches(inner, id, payload, text, vectors),
     }
 }
@@ -358,6 +376,21 @@ mod tests {
         ));
         yes(r#"{"must":[{"key":"addr[].zip[].code","match":{"value":7}}]}"#);
         yes(r#"{"must":[{"has_vector":"image"}]}"#);
+        // `nested`: one element must pass the whole filter; across elements, plain keys do.
+        let p2 = payload(r#"{"items":[{"a":1,"b":"x"},{"a":2,"b":"y"}]}"#);
+        let holds = |f: &str| matches(&filter(f), &id, Some(&p2), &no_text_keys, &vectors);
+        assert!(holds(
+            r#"{"must":[{"nested":{"key":"items","filter":{"must":[{"key":"a","match":{"value":1}},{"key":"b","match":{"value":"x"}}]}}}]}"#
+        ));
+        assert!(!holds(
+            r#"{"must":[{"nested":{"key":"items[]","filter":{"must":[{"key":"a","match":{"value":1}},{"key":"b","match":{"value":"y"}}]}}}]}"#
+        ));
+        assert!(holds(
+            r#"{"must":[{"key":"items[].a","match":{"value":1}},{"key":"items[].b","match":{"value":"y"}}]}"#
+        ));
+        assert!(!holds(
+            r#"{"must":[{"nested":{"key":"missing","filter":{}}}]}"#
+        ));
         yes(r#"{"must":[{"key":"tags","values_count":{"gte":2,"lt":3}}]}"#);
         no(r#"{"must":[{"key":"tags","values_count":{"gt":2}}]}"#);
         yes(r#"{"must":[{"key":"missing","values_count":{"lt":1}}]}"#);

@@ -210,12 +210,34 @@ fn filter_match_prefix_is_refused() {
     refused_match("prefix", "o");
 }
 
+/// Refused until it was built: `nested` holds when one element of the array passes its
+/// whole filter (keys relative to the element); a refused test inside it is still refused.
 #[test]
-fn filter_nested_condition_is_refused() {
-    let nested = json!({"key": "items", "filter": {"must": [{"key": "a", "match": {"value": 1}}]}});
+fn filter_nested_condition_matches_one_element_at_a_time() {
+    let (_dir, server) = fixture();
+    let items = json!({"points": [
+        {"id": 1, "vector": [1.0, 0.0, 0.0], "payload": {"items": [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]}},
+        {"id": 2, "vector": [0.0, 1.0, 0.0], "payload": {"items": [{"a": 1, "b": "y"}]}}]});
+    server.ok("PUT", "/collections/c/points?wait=true", Some(&items));
+    let count = |filter: Value| {
+        server.ok(
+            "POST",
+            "/collections/c/points/count",
+            Some(&json!({ "filter": filter })),
+        )["count"]
+            .clone()
+    };
+    let one_and_y = json!({"key": "items", "filter": {"must": [
+        {"key": "a", "match": {"value": 1}}, {"key": "b", "match": {"value": "y"}}]}});
+    assert_eq!(count(json!({"must": [{"nested": one_and_y}]})), 1);
+    assert_eq!(count(json!({"must_not": [{"nested": one_and_y}]})), 2);
+    let across = json!({"must": [{"key": "items[].a", "match": {"value": 1}},
+                                 {"key": "items[].b", "match": {"value": "y"}}]});
+    assert_eq!(count(across), 2);
+    let geo = json!({"key": "items", "filter": {"must": [{"key": "a", "geo_radius": {}}]}});
     refused_filter(
-        json!({"must_not": [{"nested": nested}]}),
-        &not_supported("nested"),
+        json!({"must": [{"nested": geo}]}),
+        &not_supported("filter.must[0].nested.filter.must[0].geo_radius"),
     );
 }
 
