@@ -49,6 +49,12 @@ fn refused(server: &Server, route: &str, body: Option<&Value>, needle: &str) {
     assert_eq!(snapshot(server), before, "{route} changed the data");
 }
 
+/// How many points of `c` pass `filter`.
+fn count_of(server: &Server, filter: Value) -> Value {
+    let body = json!({ "filter": filter });
+    server.ok("POST", "/collections/c/points/count", Some(&body))["count"].clone()
+}
+
 /// [`refused`] on a fresh [`fixture`], returned for further checks.
 fn refused_alone(route: &str, body: Value, needle: &str) -> (tempfile::TempDir, Server) {
     let (dir, server) = fixture();
@@ -117,14 +123,7 @@ fn create_refused(vectors_extra: Value, extra: Value, needle: &str) -> (tempfile
 #[test]
 fn delete_by_a_filter_of_only_min_should_deletes_only_its_matches() {
     let (_dir, server) = fixture();
-    let count = |filter: Value| {
-        server.ok(
-            "POST",
-            "/collections/c/points/count",
-            Some(&json!({ "filter": filter })),
-        )["count"]
-            .clone()
-    };
+    let count = |filter: Value| count_of(&server, filter);
     let min_should = json!({"conditions": [{"key": "tag", "match": {"value": "one"}},
                                            {"key": "n", "range": {"lte": 2}}], "min_count": 2});
     assert_eq!(count(json!({"min_should": min_should})), 1);
@@ -219,14 +218,7 @@ fn filter_nested_condition_matches_one_element_at_a_time() {
         {"id": 1, "vector": [1.0, 0.0, 0.0], "payload": {"items": [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]}},
         {"id": 2, "vector": [0.0, 1.0, 0.0], "payload": {"items": [{"a": 1, "b": "y"}]}}]});
     server.ok("PUT", "/collections/c/points?wait=true", Some(&items));
-    let count = |filter: Value| {
-        server.ok(
-            "POST",
-            "/collections/c/points/count",
-            Some(&json!({ "filter": filter })),
-        )["count"]
-            .clone()
-    };
+    let count = |filter: Value| count_of(&server, filter);
     let one_and_y = json!({"key": "items", "filter": {"must": [
         {"key": "a", "match": {"value": 1}}, {"key": "b", "match": {"value": "y"}}]}});
     assert_eq!(count(json!({"must": [{"nested": one_and_y}]})), 1);
