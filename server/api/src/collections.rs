@@ -526,9 +526,9 @@ pub enum PayloadSchemaType {
     Uuid,
     /// Text split into lower-cased words (`match.text`: every word of the query).
     Text,
-    /// Not indexed yet: refused.
+    /// Datetime strings, to the microsecond (`range` with datetime bounds).
     Datetime,
-    /// Not indexed yet: refused.
+    /// `{"lon", "lat"}` points (`geo_bounding_box`, `geo_radius`, `geo_polygon`).
     Geo,
 }
 

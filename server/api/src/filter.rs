@@ -9,7 +9,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::unsupported::{refuse_each, refuse_set, refuse_within};
-use crate::{PointId, RefuseUnsupported, Unsupported};
+use crate::{
+    DatetimeRange, GeoBoundingBox, GeoPoint, GeoPolygon, GeoRadius, PointId, RefuseUnsupported,
+    Unsupported,
+};
 
 /// A boolean combination of conditions. `must`: all hold; `should`: at least one holds (when
 /// any are given); `must_not`: none holds. Each accepts one condition or a list, as Qdrant does.
@@ -196,7 +199,7 @@ impl<'de> Deserialize<'de> for Condition {
     }
 }
 
-/// A test on one payload key: exactly one of `match` or `range`.
+/// A test on one payload key: exactly one of `match`, `range`, `values_count` or a geo test.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldCondition {
@@ -205,22 +208,18 @@ pub struct FieldCondition {
     /// Equality tests.
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub r#match: Option<Match>,
-    /// Numeric bounds.
+    /// Numeric or datetime bounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<Range>,
-    /// Qdrant's geo tests, value counts and the `is_empty: true` / `is_null: true` spellings:
-    /// refused.
+    pub range: Option<RangeCondition>,
+    /// Inside a longitude/latitude box.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub geo_bounding_box: Option<Value>,
-    /// Refused.
+    pub geo_bounding_box: Option<GeoBoundingBox>,
+    /// Within a distance of a point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub geo_radius: Option<Value>,
-    /// Refused.
+    pub geo_radius: Option<GeoRadius>,
+    /// Inside a polygon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub geo_polygon: Option<Value>,
+    pub geo_polygon: Option<GeoPolygon>,
     /// Bounds on how many values the key holds (an array's elements each count; a missing
     /// key or a null holds none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,6 +284,57 @@ pub struct Range {
     pub lte: Option<f64>,
 }
 
+/// A `range`: numeric bounds, or datetime bounds when any bound is a string (Qdrant's rule);
+/// a range never mixes the two.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum RangeCondition {
+    /// Numeric bounds.
+    Numbers(Range),
+    /// Datetime bounds (payload strings read as datetimes).
+    Datetimes(DatetimeRange),
+}
+
+impl<'de> Deserialize<'de> for RangeCondition {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(d)?;
+        let bounds = value.as_object().map(|map| {
+            ["gt", "gte", "lt", "lte"]
+                .iter()
+                .filter_map(|k| map.get(*k))
+                .filter(|v| !v.is_null())
+                .collect::<Vec<_>>()
+        });
+        let strings = bounds.iter().flatten().filter(|v| v.is_string()).count();
+        if strings == 0 {
+            return serde_json::from_value(value)
+                .map(RangeCondition::Numbers)
+                .map_err(D::Error::custom);
+        }
+        if bounds.is_some_and(|b| b.len() != strings) {
+            return Err(D::Error::custom(
+                "range bounds are either all numbers or all datetime strings",
+            ));
+        }
+        serde_json::from_value(value)
+            .map(RangeCondition::Datetimes)
+            .map_err(D::Error::custom)
+    }
+}
+
+impl From<Range> for RangeCondition {
+    fn from(r: Range) -> Self {
+        RangeCondition::Numbers(r)
+    }
+}
+
+impl From<DatetimeRange> for RangeCondition {
+    fn from(r: DatetimeRange) -> Self {
+        RangeCondition::Datetimes(r)
+    }
+}
+
 /// `values_count` bounds; at least one given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -341,7 +391,7 @@ impl Filter {
 
 impl Condition {
     /// A test on `key`: a `match` or a `range`.
-    fn field(key: String, r#match: Option<Match>, range: Option<Range>) -> Self {
+    fn field(key: String, r#match: Option<Match>, range: Option<RangeCondition>) -> Self {
         Condition::Field(Box::new(FieldCondition {
             key,
             r#match,
@@ -371,9 +421,44 @@ impl Condition {
         Self::field(key.into(), Some(any), None)
     }
 
-    /// The number at `key` lies within `range`.
-    pub fn range(key: impl Into<String>, range: Range) -> Self {
-        Self::field(key.into(), None, Some(range))
+    /// The number at `key` lies within `range` (a [`Range`]), or the datetime there within a
+    /// [`DatetimeRange`].
+    pub fn range(key: impl Into<String>, range: impl Into<RangeCondition>) -> Self {
+        Self::field(key.into(), None, Some(range.into()))
+    }
+
+    /// A point at `key` lies within `radius` metres of `center`.
+    pub fn geo_radius(key: impl Into<String>, center: GeoPoint, radius: f64) -> Self {
+        Condition::Field(Box::new(FieldCondition {
+            key: key.into(),
+            geo_radius: Some(GeoRadius { center, radius }),
+            ..FieldCondition::default()
+        }))
+    }
+
+    /// A point at `key` lies inside the box.
+    pub fn geo_bounding_box(
+        key: impl Into<String>,
+        top_left: GeoPoint,
+        bottom_right: GeoPoint,
+    ) -> Self {
+        Condition::Field(Box::new(FieldCondition {
+            key: key.into(),
+            geo_bounding_box: Some(GeoBoundingBox {
+                top_left,
+                bottom_right,
+            }),
+            ..FieldCondition::default()
+        }))
+    }
+
+    /// A point at `key` lies inside the polygon.
+    pub fn geo_polygon(key: impl Into<String>, polygon: GeoPolygon) -> Self {
+        Condition::Field(Box::new(FieldCondition {
+            key: key.into(),
+            geo_polygon: Some(polygon),
+            ..FieldCondition::default()
+        }))
     }
 
     /// The point's id is one of `ids`.
@@ -419,13 +504,7 @@ impl RefuseUnsupported for Condition {
 
 impl RefuseUnsupported for FieldCondition {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[
-            ("geo_bounding_box", &self.geo_bounding_box),
-            ("geo_radius", &self.geo_radius),
-            ("geo_polygon", &self.geo_polygon),
-            ("is_empty", &self.is_empty),
-            ("is_null", &self.is_null),
-        ])?;
+        refuse_set(&[("is_empty", &self.is_empty), ("is_null", &self.is_null)])?;
         refuse_within("match", self.r#match.as_ref())
     }
 }
@@ -490,6 +569,46 @@ mod tests {
     }
 
     #[test]
+    fn datetime_and_geo_conditions_parse_and_write_back() {
+        let f: Filter = serde_json::from_str(
+            r#"{"must": [
+                {"key": "t", "range": {"gte": "2023-02-08", "lt": "2023-02-09T00:00:00Z", "gt": null}},
+                {"key": "at", "geo_radius": {"center": {"lon": 13.4, "lat": 52.5}, "radius": 1000.0}},
+                {"key": "at", "geo_bounding_box": {"top_left": {"lon": 13, "lat": 53}, "bottom_right": {"lon": 14, "lat": 52}}},
+                {"key": "at", "geo_polygon": {"exterior": {"points": [{"lon": 0, "lat": 0}, {"lon": 1, "lat": 0}, {"lon": 0, "lat": 1}, {"lon": 0, "lat": 0}]}}}
+            ]}"#,
+        )
+        .unwrap();
+        let must = f.must.as_ref().unwrap();
+        assert!(matches!(
+            &must[0],
+            Condition::Field(c) if matches!(c.range, Some(RangeCondition::Datetimes(_)))
+        ));
+        let wire = serde_json::to_string(&f).unwrap();
+        assert_eq!(serde_json::from_str::<Filter>(&wire).unwrap(), f, "{wire}");
+        assert_eq!(refused(&wire), None);
+        for (json, needle) in [
+            (
+                r#"{"must": {"key": "t", "range": {"gte": "2023-02-08", "lt": 5}}}"#,
+                "all numbers or all datetime strings",
+            ),
+            (
+                r#"{"must": {"key": "t", "range": {"gte": "last week"}}}"#,
+                "'last week' is not a datetime",
+            ),
+            (
+                r#"{"must": {"key": "at", "geo_radius": {"center": {"lon": 1, "lat": 2, "alt": 3}, "radius": 1}}}"#,
+                "unknown field `alt`",
+            ),
+        ] {
+            let err = serde_json::from_str::<Filter>(json)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{json}: {err}");
+        }
+    }
+
+    #[test]
     fn unknown_condition_says_what_is_expected() {
         let err = serde_json::from_str::<Filter>(r#"{"must":[{"keyy":"x"}]}"#).unwrap_err();
         assert!(
@@ -507,20 +626,12 @@ mod tests {
     fn qdrant_tests_cairn_lacks_are_refused_with_their_path() {
         let cases = [
             (
-                r#"{"min_should": {"conditions": [{"key": "a", "geo_polygon": {}}], "min_count": 1}}"#,
-                "min_should.conditions[0].geo_polygon",
+                r#"{"min_should": {"conditions": [{"key": "a", "match": {"phrase": "x"}}], "min_count": 1}}"#,
+                "min_should.conditions[0].match.phrase",
             ),
             (
-                r#"{"must_not": {"key": "a", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1}}}"#,
-                "must_not[0].geo_radius",
-            ),
-            (
-                r#"{"must": [{"key": "a", "geo_bounding_box": {}}]}"#,
-                "must[0].geo_bounding_box",
-            ),
-            (
-                r#"{"must": [{"key": "a", "geo_polygon": {}}]}"#,
-                "must[0].geo_polygon",
+                r#"{"must_not": {"key": "a", "is_null": true}}"#,
+                "must_not[0].is_null",
             ),
             (
                 r#"{"must": [{"key": "a", "is_empty": true}]}"#,

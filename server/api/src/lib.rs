@@ -14,9 +14,11 @@
 
 mod collections;
 mod consistency;
+mod datetime;
 mod error;
 mod facet;
 mod filter;
+mod geo;
 mod groups;
 pub mod internal;
 mod points;
@@ -27,9 +29,11 @@ mod unsupported;
 
 pub use collections::*;
 pub use consistency::{ReadConsistency, ReadQuery, ReadToken};
+pub use datetime::{Datetime, DatetimeRange, NotADatetime};
 pub use error::{ErrorBody, ErrorCode, ErrorStatus};
 pub use facet::{FacetHit, FacetRequest, FacetResponse};
 pub use filter::*;
+pub use geo::{GeoBoundingBox, GeoLineString, GeoPoint, GeoPolygon, GeoRadius};
 pub use groups::{GroupId, GroupsResult, PointGroup, QueryGroupsRequest, WithLookup};
 pub use points::*;
 pub use search::*;

@@ -736,14 +736,36 @@ pub struct ScrollRequest {
 /// Scroll's `order_by`: a payload key, or `{"key", "direction", "start_from"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct OrderBy {
-    /// The payload key, which needs an `integer` or `float` index.
+    /// The payload key, which needs an `integer`, `float` or `datetime` index.
     pub key: String,
     /// `asc` (the default) or `desc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
     /// The first value (inclusive) in the direction of the order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_from: Option<f64>,
+    pub start_from: Option<StartFrom>,
+}
+
+/// Where an ordered scroll starts: a number, or a datetime string.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum StartFrom {
+    /// A number.
+    Number(f64),
+    /// A datetime, for a `datetime` index.
+    #[schema(value_type = String, format = DateTime)]
+    Datetime(crate::Datetime),
+}
+
+impl StartFrom {
+    /// The value on an index's scale: a datetime index orders by microseconds since the epoch,
+    /// so a number there is read as microseconds too (the `order_value` it returns).
+    pub fn value(self) -> f64 {
+        match self {
+            StartFrom::Number(n) => n,
+            StartFrom::Datetime(t) => t.micros() as f64,
+        }
+    }
 }
 
 /// An order's direction.
@@ -767,7 +789,7 @@ impl<'de> Deserialize<'de> for OrderBy {
             #[serde(default)]
             direction: Option<Direction>,
             #[serde(default)]
-            start_from: Option<f64>,
+            start_from: Option<StartFrom>,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -885,9 +907,9 @@ mod tests {
             Some("shard_key")
         );
         assert_eq!(
-            upsert(r#"{"points": [], "update_filter": {"must": {"key": "a", "geo_radius": {}}}}"#)
+            upsert(r#"{"points": [], "update_filter": {"must": {"key": "a", "match": {"phrase": "x"}}}}"#)
                 .as_deref(),
-            Some("update_filter.must[0].geo_radius")
+            Some("update_filter.must[0].match.phrase")
         );
         assert_eq!(
             upsert(r#"{"batch": {"ids": [], "vectors": []}, "update_mode": "insert_only"}"#)
@@ -906,10 +928,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<DeletePointsRequest>(
-                r#"{"filter": {"min_should": {"conditions": [{"key": "a", "geo_radius": {}}], "min_count": 1}}}"#
+                r#"{"filter": {"min_should": {"conditions": [{"key": "a", "match": {"phrase": "x"}}], "min_count": 1}}}"#
             )
             .as_deref(),
-            Some("filter.min_should.conditions[0].geo_radius")
+            Some("filter.min_should.conditions[0].match.phrase")
         );
         assert_eq!(
             refused_path::<GetPointsRequest>(r#"{"ids": [1], "shard_key": "eu"}"#).as_deref(),
@@ -921,10 +943,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<ScrollRequest>(
-                r#"{"filter": {"must": {"key": "a", "geo_polygon": {"exterior": {}}}}}"#
+                r#"{"filter": {"must": {"key": "a", "is_empty": true}}}"#
             )
             .as_deref(),
-            Some("filter.must[0].geo_polygon")
+            Some("filter.must[0].is_empty")
         );
         assert_eq!(
             refused_path::<CountRequest>(r#"{"shard_key": "eu", "exact": false}"#).as_deref(),

@@ -881,10 +881,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<QueryBatchRequest>(
-                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"prefetch": {"filter": {"must": {"key": "a", "geo_radius": {}}}}}]}]}"#
+                r#"{"searches": [{"query": [1], "prefetch": []}, {"query": [1], "prefetch": [{"prefetch": {"filter": {"must": {"key": "a", "match": {"phrase": "x"}}}}}]}]}"#
             )
             .as_deref(),
-            Some("searches[1].prefetch[0].prefetch[0].filter.must[0].geo_radius")
+            Some("searches[1].prefetch[0].prefetch[0].filter.must[0].match.phrase")
         );
         assert_eq!(
             refused_path::<SearchRequest>(r#"{"vector": [1], "limit": 1, "shard_key": 1}"#)
@@ -893,10 +893,10 @@ mod tests {
         );
         assert_eq!(
             refused_path::<SearchBatchRequest>(
-                r#"{"searches": [{"vector": [1], "limit": 1, "filter": {"must_not": {"key": "a", "geo_radius": {}}}}]}"#
+                r#"{"searches": [{"vector": [1], "limit": 1, "filter": {"must_not": {"key": "a", "match": {"phrase": "x"}}}}]}"#
             )
             .as_deref(),
-            Some("searches[0].filter.must_not[0].geo_radius")
+            Some("searches[0].filter.must_not[0].match.phrase")
         );
     }
 

@@ -158,7 +158,7 @@ fn index_done() -> UpdateResult {
 /// Most bytes in an indexed key.
 const MAX_INDEXED_KEY: usize = 1024;
 
-/// The index type a request asks for; the types Cairn does not index yet are refused.
+/// The index type a request asks for.
 fn field_index_kind(request: &CreateFieldIndex) -> Result<PayloadSchemaType> {
     if request.field_name.is_empty() || request.field_name.len() > MAX_INDEXED_KEY {
         return Err(ServerError::InvalidRequest(format!(
@@ -167,24 +167,12 @@ fn field_index_kind(request: &CreateFieldIndex) -> Result<PayloadSchemaType> {
     }
     let Some(schema) = &request.field_schema else {
         return Err(ServerError::InvalidRequest(
-            "field_schema is required: one of keyword, integer, float, bool, uuid, text".into(),
+            "field_schema is required: one of keyword, integer, float, bool, uuid, datetime, \
+             geo, text"
+                .into(),
         ));
     };
-    match schema.kind() {
-        kind @ (PayloadSchemaType::Datetime | PayloadSchemaType::Geo) => {
-            Err(ServerError::InvalidRequest(format!(
-                "field_schema: {} indexes are not supported yet; keyword, integer, float, bool, \
-                 uuid and text are",
-                kind.name()
-            )))
-        }
-        kind @ (PayloadSchemaType::Keyword
-        | PayloadSchemaType::Integer
-        | PayloadSchemaType::Float
-        | PayloadSchemaType::Bool
-        | PayloadSchemaType::Uuid
-        | PayloadSchemaType::Text) => Ok(kind),
-    }
+    Ok(schema.kind())
 }
 
 /// `GET /collections/{c}/cluster`: where each partition (Qdrant's shard) lives, in Qdrant's

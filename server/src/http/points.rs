@@ -367,14 +367,16 @@ pub(super) async fn scroll(
     let plan = scroll_plan(collection.settings(), request, &state.limits)?;
     if let Some(order) = &plan.order_by {
         // As in Qdrant: an order needs an index that holds the key's values in order.
-        let numeric = matches!(
+        let ordered = matches!(
             collection.payload_index_type(&order.key)?,
-            Some(PayloadSchemaType::Integer | PayloadSchemaType::Float)
+            Some(
+                PayloadSchemaType::Integer | PayloadSchemaType::Float | PayloadSchemaType::Datetime
+            )
         );
-        if !numeric {
+        if !ordered {
             return Err(ServerError::InvalidRequest(format!(
-                "order_by.key: `{}` has no integer or float payload index; create one \
-                 (PUT /collections/{{c}}/index) to order by it",
+                "order_by.key: `{}` has no integer, float or datetime payload index; create \
+                 one (PUT /collections/{{c}}/index) to order by it",
                 order.key
             )));
         }

@@ -12,11 +12,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
-use cairn_api::{Condition, FieldCondition, Filter, Payload, PayloadSchemaType, PointId, Range};
+use cairn_api::{
+    Condition, DatetimeRange, FieldCondition, Filter, Payload, PayloadSchemaType, PointId,
+    RangeCondition,
+};
 use cairn_index::Slot;
 use serde_json::Value;
 
-use crate::request::filter::{lookup, words};
+use crate::request::filter::{datetime, lookup, words};
+use crate::request::geo::{self, CoverBox};
 
 /// Indexed keys and what each is indexed as; stored in the partition's meta as JSON.
 pub type PayloadSchema = BTreeMap<String, PayloadSchemaType>;
@@ -51,6 +55,24 @@ enum Postings {
     Numeric(BTreeMap<Number, Vec<Slot>>),
     /// Text: each word once per slot.
     Words(HashMap<String, Vec<Slot>>),
+    /// Datetime: microseconds since the epoch.
+    Instants(BTreeMap<i64, Vec<Slot>>),
+    /// Geo: cells of the longitude/latitude grid, keyed `(latitude row, longitude column)`.
+    Cells(BTreeMap<(i32, i32), Vec<Slot>>),
+}
+
+/// Degrees per side of a geo index's cell: about 1.1 km of latitude. A query's candidates are
+/// the points of the cells its cover boxes touch.
+const CELL_DEGREES: f64 = 0.01;
+
+/// A geo cover box spanning more rows than this is looked up by walking every occupied cell
+/// rather than each row's range of columns.
+const MAX_ROWS_WALKED: i64 = 256;
+
+/// The row or column of a coordinate. Monotone, so a coordinate within a box has its cell
+/// within the box's cells.
+fn cell(degrees: f64) -> i32 {
+    (degrees / CELL_DEGREES).floor() as i32
 }
 
 /// One indexed key.
@@ -74,11 +96,11 @@ impl FieldIndex {
                 Postings::Numeric(BTreeMap::new())
             }
             PayloadSchemaType::Text => Postings::Words(HashMap::new()),
-            PayloadSchemaType::Keyword
-            | PayloadSchemaType::Bool
-            | PayloadSchemaType::Uuid
-            | PayloadSchemaType::Datetime
-            | PayloadSchemaType::Geo => Postings::Exact(HashMap::new()),
+            PayloadSchemaType::Datetime => Postings::Instants(BTreeMap::new()),
+            PayloadSchemaType::Geo => Postings::Cells(BTreeMap::new()),
+            PayloadSchemaType::Keyword | PayloadSchemaType::Bool | PayloadSchemaType::Uuid => {
+                Postings::Exact(HashMap::new())
+            }
         };
         Self { kind, postings }
     }
@@ -120,6 +142,16 @@ impl FieldIndex {
                     }
                 }
             }
+            Postings::Instants(map) => {
+                for t in values.iter().filter_map(|v| datetime(v)) {
+                    push_once(map.entry(t.micros()).or_default(), slot);
+                }
+            }
+            Postings::Cells(map) => {
+                for p in values.iter().filter_map(|v| geo::point(v)) {
+                    push_once(map.entry((cell(p.lat), cell(p.lon))).or_default(), slot);
+                }
+            }
         }
     }
 
@@ -156,16 +188,29 @@ impl FieldIndex {
                         numbers.iter().filter_map(|n| map.get(n)).collect(),
                     ))
                 }
-                Postings::Words(_) => None,
+                Postings::Words(_) | Postings::Instants(_) | Postings::Cells(_) => None,
             };
         }
-        let (Some(range), Postings::Numeric(map)) = (&c.range, &self.postings) else {
-            return None;
-        };
-        Some(Lists::Any(match bounds(range) {
-            Some(bounds) => map.range(bounds).map(|(_, slots)| slots).collect(),
-            None => Vec::new(),
-        }))
+        match (&c.range, &self.postings) {
+            (Some(RangeCondition::Numbers(r)), Postings::Numeric(map)) => {
+                let bounds = bounds([r.gt, r.gte, r.lt, r.lte].map(|b| b.map(Number)));
+                Some(Lists::Any(in_bounds(map, bounds)))
+            }
+            (Some(RangeCondition::Datetimes(r)), Postings::Instants(map)) => {
+                Some(Lists::Any(in_bounds(map, bounds(micros(r)))))
+            }
+            (None, Postings::Cells(map)) => {
+                let boxes = geo::cover(
+                    c.geo_bounding_box.as_ref(),
+                    c.geo_radius.as_ref(),
+                    c.geo_polygon.as_ref(),
+                )?;
+                Some(Lists::Any(
+                    boxes.iter().flat_map(|b| in_cells(map, b)).collect(),
+                ))
+            }
+            (Some(_) | None, _) => None,
+        }
     }
 
     /// Whether the slots of [`Self::lists`] are exactly those passing `c` (dead ones aside):
@@ -184,16 +229,17 @@ impl FieldIndex {
             (None, Some(_)) => true,
             (Some(_), Some(_)) | (None, None) => false,
         };
-        let refused_tests = [
-            &c.geo_bounding_box,
-            &c.geo_radius,
-            &c.geo_polygon,
-            &c.is_empty,
-            &c.is_null,
+        // Cells hold more than a geo condition's points: the full check decides.
+        let geo = [
+            c.geo_bounding_box.is_some(),
+            c.geo_radius.is_some(),
+            c.geo_polygon.is_some(),
         ];
         one_test
             && c.values_count.is_none()
-            && refused_tests.iter().all(|t| t.is_none())
+            && !geo.contains(&true)
+            && c.is_empty.is_none()
+            && c.is_null.is_none()
             && self.kind != PayloadSchemaType::Uuid
             && self.lists(c).is_some()
     }
@@ -203,6 +249,8 @@ impl FieldIndex {
         let lists: Vec<&Vec<Slot>> = match &self.postings {
             Postings::Exact(map) | Postings::Words(map) => map.values().collect(),
             Postings::Numeric(map) => map.values().collect(),
+            Postings::Instants(map) => map.values().collect(),
+            Postings::Cells(map) => map.values().collect(),
         };
         union(lists.into_iter())
             .into_iter()
@@ -263,19 +311,19 @@ fn push_once(list: &mut Vec<Slot>, slot: Slot) {
     }
 }
 
-/// The bounds of `r`, the tighter of each pair (`gt` and `gte` both given keep the larger);
-/// `None` when no number lies within them.
-fn bounds(r: &Range) -> Option<(Bound<Number>, Bound<Number>)> {
-    let low = match (r.gt, r.gte) {
-        (Some(gt), Some(gte)) if gte > gt => Included(Number(gte)),
-        (Some(gt), _) => Excluded(Number(gt)),
-        (None, Some(gte)) => Included(Number(gte)),
+/// The bounds `[gt, gte, lt, lte]` as a range, the tighter of each pair (`gt` and `gte` both
+/// given keep the larger); `None` when no value lies within them.
+fn bounds<T: Ord + Copy>([gt, gte, lt, lte]: [Option<T>; 4]) -> Option<(Bound<T>, Bound<T>)> {
+    let low = match (gt, gte) {
+        (Some(gt), Some(gte)) if gte > gt => Included(gte),
+        (Some(gt), _) => Excluded(gt),
+        (None, Some(gte)) => Included(gte),
         (None, None) => Unbounded,
     };
-    let high = match (r.lt, r.lte) {
-        (Some(lt), Some(lte)) if lte < lt => Included(Number(lte)),
-        (Some(lt), _) => Excluded(Number(lt)),
-        (None, Some(lte)) => Included(Number(lte)),
+    let high = match (lt, lte) {
+        (Some(lt), Some(lte)) if lte < lt => Included(lte),
+        (Some(lt), _) => Excluded(lt),
+        (None, Some(lte)) => Included(lte),
         (None, None) => Unbounded,
     };
     // BTreeMap::range panics on an empty range.
@@ -285,6 +333,71 @@ fn bounds(r: &Range) -> Option<(Bound<Number>, Bound<Number>)> {
         _ => false,
     };
     (!empty).then_some((low, high))
+}
+
+/// A datetime range's bounds in microseconds.
+fn micros(r: &DatetimeRange) -> [Option<i64>; 4] {
+    [r.gt, r.gte, r.lt, r.lte].map(|b| b.map(|t| t.micros()))
+}
+
+/// Visits each (key, slot) of `map` in key order (reversed when `descending`) from `start`
+/// (inclusive) on, until `visit` breaks.
+fn walk<K: Ord + Copy>(
+    map: &BTreeMap<K, Vec<Slot>>,
+    descending: bool,
+    start: Option<K>,
+    mut visit: impl FnMut(K, Slot) -> std::ops::ControlFlow<()>,
+) {
+    let mut range = match (start, descending) {
+        (None, _) => map.range(..),
+        (Some(v), false) => map.range(v..),
+        (Some(v), true) => map.range(..=v),
+    };
+    let mut each = |(value, slots): (&K, &Vec<Slot>)| {
+        slots
+            .iter()
+            .try_for_each(|&slot| visit(*value, slot))
+            .is_continue()
+    };
+    if descending {
+        range.rev().all(&mut each);
+    } else {
+        range.all(&mut each);
+    }
+}
+
+/// The lists of the keys within `bounds`.
+fn in_bounds<K: Ord>(
+    map: &BTreeMap<K, Vec<Slot>>,
+    bounds: Option<(Bound<K>, Bound<K>)>,
+) -> Vec<&Vec<Slot>> {
+    match bounds {
+        Some(bounds) => map.range(bounds).map(|(_, slots)| slots).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The lists of the cells a cover box touches: each row's run of columns, or, for a box of
+/// many rows, every occupied cell filtered by position (a country-sized box would otherwise
+/// look up thousands of rows, mostly empty).
+fn in_cells<'a>(map: &'a BTreeMap<(i32, i32), Vec<Slot>>, b: &CoverBox) -> Vec<&'a Vec<Slot>> {
+    let (south, north) = (cell(b.south), cell(b.north));
+    let (west, east) = (cell(b.west), cell(b.east));
+    if south > north || west > east {
+        return Vec::new();
+    }
+    if i64::from(north) - i64::from(south) >= MAX_ROWS_WALKED {
+        return map
+            .iter()
+            .filter(|((row, column), _)| {
+                (south..=north).contains(row) && (west..=east).contains(column)
+            })
+            .map(|(_, slots)| slots)
+            .collect();
+    }
+    (south..=north)
+        .flat_map(|row| map.range((row, west)..=(row, east)).map(|(_, slots)| slots))
+        .collect()
 }
 
 fn sorted(mut slots: Vec<Slot>) -> Vec<Slot> {
@@ -358,9 +471,10 @@ impl PayloadIndexes {
         }
     }
 
-    /// Visits the slots of `key`'s numeric index in the order of their values (largest first
-    /// when `descending`), from `start_from` (inclusive) on, until `visit` breaks; a slot is
-    /// visited once per value it holds. False when `key` has no numeric index.
+    /// Visits the slots of `key`'s numeric or datetime index in the order of their values
+    /// (largest first when `descending`), from `start_from` (inclusive) on, until `visit`
+    /// breaks; a slot is visited once per value it holds. A datetime's value is its
+    /// microseconds since the epoch. False when `key` has no such index.
     pub fn walk_ordered(
         &self,
         key: &str,
@@ -368,24 +482,22 @@ impl PayloadIndexes {
         start_from: Option<f64>,
         mut visit: impl FnMut(f64, Slot) -> std::ops::ControlFlow<()>,
     ) -> bool {
-        let Some(Postings::Numeric(map)) = self.fields.get(key).map(|f| &f.postings) else {
-            return false;
-        };
-        let mut range = match (start_from, descending) {
-            (None, _) => map.range(..),
-            (Some(v), false) => map.range(Number(v)..),
-            (Some(v), true) => map.range(..=Number(v)),
-        };
-        let mut each = |(value, slots): (&Number, &Vec<Slot>)| {
-            slots
-                .iter()
-                .try_for_each(|&slot| visit(value.0, slot))
-                .is_continue()
-        };
-        if descending {
-            range.rev().all(&mut each);
-        } else {
-            range.all(&mut each);
+        match self.fields.get(key).map(|f| &f.postings) {
+            Some(Postings::Numeric(map)) => {
+                let start = start_from.map(Number);
+                walk(map, descending, start, |n, slot| visit(n.0, slot));
+            }
+            Some(Postings::Instants(map)) => {
+                // The first whole microsecond at or past the start in the walk's direction.
+                let start = start_from.map(|v| match descending {
+                    false => v.ceil() as i64,
+                    true => v.floor() as i64,
+                });
+                walk(map, descending, start, |t, slot| visit(t as f64, slot));
+            }
+            Some(Postings::Exact(_) | Postings::Words(_) | Postings::Cells(_)) | None => {
+                return false
+            }
         }
         true
     }
@@ -416,7 +528,11 @@ impl PayloadIndexes {
                 .map(|(n, slots)| (Value::from(n.0 as i64), kept(slots)))
                 .collect(),
             (
-                Postings::Exact(_) | Postings::Numeric(_) | Postings::Words(_),
+                Postings::Exact(_)
+                | Postings::Numeric(_)
+                | Postings::Words(_)
+                | Postings::Instants(_)
+                | Postings::Cells(_),
                 PayloadSchemaType::Keyword
                 | PayloadSchemaType::Integer
                 | PayloadSchemaType::Float
@@ -742,6 +858,96 @@ mod tests {
         ] {
             assert!(!ix.answers(&filter(partial.clone())), "{partial}");
         }
+    }
+
+    /// Geo cells and datetime lists hold every slot that passes, wherever the region lies
+    /// (poles, the antimeridian, regions of many rows); datetime ranges are answered exactly.
+    #[test]
+    fn geo_and_datetime_candidates_hold_every_match() {
+        let mut seed = 11u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let entries: Vec<Option<Payload>> = (0..2000)
+            .map(|i| {
+                let (lon, lat) = (next() * 360.0 - 180.0, next() * 180.0 - 90.0);
+                // Every fifth point is near a pole or the antimeridian.
+                let (lon, lat) = if i % 5 == 0 {
+                    (179.99 - lon.abs() / 1000.0, lat.signum() * 89.9)
+                } else {
+                    (lon, lat)
+                };
+                let micros = (next() * 1e15) as i64;
+                let when = cairn_api::Datetime::from_micros(micros).to_string();
+                payload(json!({"at": {"lon": lon, "lat": lat}, "when": when}))
+            })
+            .collect();
+        let ix = indexes(
+            &entries,
+            &[
+                ("at", PayloadSchemaType::Geo),
+                ("when", PayloadSchemaType::Datetime),
+            ],
+        );
+        let none = |_: &PointId| None;
+        let mut matched_rounds = 0;
+        let point = |next: &mut dyn FnMut() -> f64| json!({"lon": next() * 360.0 - 180.0, "lat": next() * 180.0 - 90.0});
+        for round in 0..300 {
+            let condition = match round % 4 {
+                0 => {
+                    json!({"key": "at", "geo_radius": {"center": point(&mut next), "radius": 10f64.powf(next() * 7.3)}})
+                }
+                1 => {
+                    let (a, b) = (point(&mut next), point(&mut next));
+                    let (north, south) = (
+                        a["lat"].as_f64().unwrap().max(b["lat"].as_f64().unwrap()),
+                        a["lat"].as_f64().unwrap().min(b["lat"].as_f64().unwrap()),
+                    );
+                    json!({"key": "at", "geo_bounding_box": {"top_left": {"lon": a["lon"], "lat": north}, "bottom_right": {"lon": b["lon"], "lat": south}}})
+                }
+                2 => {
+                    let ring: Vec<Value> = (0..5).map(|_| point(&mut next)).collect();
+                    let mut ring = ring;
+                    ring.push(ring[0].clone());
+                    json!({"key": "at", "geo_polygon": {"exterior": {"points": ring}}})
+                }
+                _ => {
+                    let (a, b) = ((next() * 1e15) as i64, (next() * 1e15) as i64);
+                    let at = |t: i64| cairn_api::Datetime::from_micros(t).to_string();
+                    json!({"key": "when", "range": {"gte": at(a.min(b)), "lt": at(a.max(b))}})
+                }
+            };
+            let f = filter(json!({"must": [condition]}));
+            let candidates = ix.candidates(&f, &none).unwrap();
+            let matching: Vec<Slot> = (0..entries.len())
+                .filter(|&i| {
+                    matches(
+                        &f,
+                        &PointId::Num(i as u64),
+                        entries[i].as_ref(),
+                        &|_| false,
+                        &no_vectors,
+                    )
+                })
+                .map(|i| i as Slot)
+                .collect();
+            if ix.answers(&f) {
+                assert_eq!(candidates, matching, "{f:?}");
+            } else {
+                assert!(
+                    matching.iter().all(|s| candidates.binary_search(s).is_ok()),
+                    "{f:?}"
+                );
+            }
+            matched_rounds += usize::from(!matching.is_empty());
+        }
+        assert!(
+            matched_rounds > 150,
+            "{matched_rounds} of 300 rounds matched anything"
+        );
     }
 
     #[test]

@@ -539,12 +539,16 @@ impl Partition {
     }
 
     /// The first `plan.limit` (point, value) pairs of live points passing the filter, in the
-    /// order of a numeric payload index: as in Qdrant, a point holding several values comes
+    /// order of a numeric or datetime payload index: as in Qdrant, a point holding several values comes
     /// once per value. Empty when the key has no such index (the caller checked that it had
     /// one). One hold of the table's read lock: the walk stops at the page, but a filter that
     /// few points pass may walk far.
     fn scroll_ordered(&self, plan: &ScrollPlan, order: &OrderPlan) -> Vec<Record> {
-        let integer = self.payload_index_type(&order.key) == Some(PayloadSchemaType::Integer);
+        // A datetime index orders by whole microseconds, returned as integers (Qdrant's).
+        let integer = matches!(
+            self.payload_index_type(&order.key),
+            Some(PayloadSchemaType::Integer | PayloadSchemaType::Datetime)
+        );
         let live = self.shared.live();
         let table = live.table.read();
         let mut page = Vec::with_capacity(plan.limit.min(1024));

@@ -4,10 +4,14 @@
 //! array every element is tried, so `{"key": "tags", "match": {"value": "x"}}` matches a point
 //! whose `tags` array contains "x". Numbers compare numerically (1 equals 1.0).
 
-use cairn_api::{Condition, FieldCondition, Filter, Match, Payload, PointId, Range, ValuesCount};
+use cairn_api::{
+    Condition, Datetime, FieldCondition, Filter, Match, Payload, PointId, Range, RangeCondition,
+    ValuesCount,
+};
 use serde_json::Value;
 
 use crate::error::{Result, ServerError};
+use crate::request::geo;
 
 /// Checks a filter's shape before it runs, so mistakes are a 400 that names the field.
 pub fn validate(filter: &Filter, path: &str, max_depth: usize) -> Result<()> {
@@ -61,13 +65,23 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
         field.r#match.is_some(),
         field.range.is_some(),
         field.values_count.is_some(),
+        field.geo_bounding_box.is_some(),
+        field.geo_radius.is_some(),
+        field.geo_polygon.is_some(),
     ];
     if tests.iter().filter(|&&t| t).count() != 1 {
         return bad(format!(
-            "condition on `{}` needs exactly one of `match`, `range` or `values_count`",
+            "condition on `{}` needs exactly one of `match`, `range`, `values_count`, \
+             `geo_bounding_box`, `geo_radius` or `geo_polygon`",
             field.key
         ));
     }
+    geo::validate(
+        field.geo_bounding_box.as_ref(),
+        field.geo_radius.as_ref(),
+        field.geo_polygon.as_ref(),
+        path,
+    )?;
     if let Some(count) = &field.values_count {
         if [count.gt, count.gte, count.lt, count.lte]
             .iter()
@@ -107,7 +121,11 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
             Ok(())
         }
         (None, Some(r)) => {
-            if [r.gt, r.gte, r.lt, r.lte].iter().all(Option::is_none) {
+            let given = match r {
+                RangeCondition::Numbers(r) => [r.gt, r.gte, r.lt, r.lte].map(|b| b.is_some()),
+                RangeCondition::Datetimes(r) => [r.gt, r.gte, r.lt, r.lte].map(|b| b.is_some()),
+            };
+            if !given.contains(&true) {
                 return bad("range needs at least one of `gt`, `gte`, `lt`, `lte`".into());
             }
             Ok(())
@@ -185,9 +203,17 @@ fn condition(
                 }
                 (Some(m), _) => match_values(m, &values),
                 (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
-                (None, None) => field
-                    .values_count
-                    .is_some_and(|count| values_count_holds(payload, &field.key, count)),
+                (None, None) => match &field.values_count {
+                    Some(count) => values_count_holds(payload, &field.key, *count),
+                    None => values.iter().filter_map(|v| geo::point(v)).any(|p| {
+                        field.geo_bounding_box.is_some_and(|b| geo::in_box(&b, p))
+                            || field.geo_radius.is_some_and(|c| geo::in_circle(&c, p))
+                            || field
+                                .geo_polygon
+                                .as_ref()
+                                .is_some_and(|polygon| geo::in_polygon(polygon, p))
+                    }),
+                },
             }
         }
         Condition::HasId { has_id } => has_id.contains(id),
@@ -248,12 +274,24 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn in_range(r: &Range, v: &Value) -> bool {
-    let Some(x) = v.as_f64() else { return false };
+/// A number within numeric bounds, or a string that reads as a datetime within datetime ones.
+fn in_range(r: &RangeCondition, v: &Value) -> bool {
+    match r {
+        RangeCondition::Numbers(r) => v.as_f64().is_some_and(|x| in_numbers(r, x)),
+        RangeCondition::Datetimes(r) => datetime(v).is_some_and(|t| r.holds(t)),
+    }
+}
+
+fn in_numbers(r: &Range, x: f64) -> bool {
     r.gt.is_none_or(|b| x > b)
         && r.gte.is_none_or(|b| x >= b)
         && r.lt.is_none_or(|b| x < b)
         && r.lte.is_none_or(|b| x <= b)
+}
+
+/// A payload value read as a datetime: a string in one of the spellings Qdrant accepts.
+pub fn datetime(v: &Value) -> Option<Datetime> {
+    v.as_str()?.parse().ok()
 }
 
 /// `values_count` as Qdrant reads it: each value found at the path counts its elements (an
@@ -406,6 +444,62 @@ mod tests {
         yes(r#"{"min_should":{"min_count":0,"conditions":[]}}"#);
         no(r#"{"must":[{"has_vector":"text"}]}"#);
         yes(r#"{"must_not":[{"has_vector":"text"}]}"#);
+    }
+
+    #[test]
+    fn datetime_ranges_and_geo_conditions() {
+        let p = payload(
+            r#"{"t":["2023-02-08T10:49:00Z","not a date"],"n":5,
+                "at":{"lon":13.404954,"lat":52.520008},"stops":[{"lon":2.35,"lat":48.86},{"lon":200,"lat":0}]}"#,
+        );
+        let id = PointId::Num(1);
+        let holds = |f: &str| matches(&filter(f), &id, Some(&p), &no_text_keys, &no_vectors);
+        assert!(holds(
+            r#"{"must":{"key":"t","range":{"gte":"2023-02-08","lt":"2023-02-09"}}}"#
+        ));
+        assert!(holds(
+            r#"{"must":{"key":"t","range":{"gt":"2023-02-08T11:48:59+01:00"}}}"#
+        ));
+        assert!(!holds(
+            r#"{"must":{"key":"t","range":{"gt":"2023-02-08T11:49:00+01:00"}}}"#
+        ));
+        assert!(
+            !holds(r#"{"must":{"key":"n","range":{"gte":"1970-01-01"}}}"#),
+            "a number is no datetime"
+        );
+        assert!(
+            !holds(r#"{"must":{"key":"t","range":{"gte":0}}}"#),
+            "nor a string a number"
+        );
+        // Berlin is 877 km from Paris.
+        assert!(holds(
+            r#"{"must":{"key":"at","geo_radius":{"center":{"lon":2.35,"lat":48.86},"radius":880000}}}"#
+        ));
+        assert!(!holds(
+            r#"{"must":{"key":"at","geo_radius":{"center":{"lon":2.35,"lat":48.86},"radius":870000}}}"#
+        ));
+        assert!(holds(
+            r#"{"must":{"key":"stops","geo_bounding_box":{"top_left":{"lon":2,"lat":49},"bottom_right":{"lon":3,"lat":48}}}}"#
+        ));
+        // Across the antimeridian, where lon 200 would pass if it were read as a point.
+        assert!(
+            !holds(
+                r#"{"must":{"key":"stops","geo_bounding_box":{"top_left":{"lon":179,"lat":1},"bottom_right":{"lon":-179,"lat":-1}}}}"#
+            ),
+            "lon 200 is no point"
+        );
+        assert!(holds(
+            r#"{"must":{"key":"at","geo_polygon":{"exterior":{"points":[{"lon":13,"lat":52},{"lon":14,"lat":52},{"lon":14,"lat":53},{"lon":13,"lat":53},{"lon":13,"lat":52}]}}}}"#
+        ));
+        assert!(!holds(
+            r#"{"must":{"key":"at","geo_polygon":{"exterior":{"points":[{"lon":13,"lat":52},{"lon":14,"lat":52},{"lon":14,"lat":53},{"lon":13,"lat":53},{"lon":13,"lat":52}]},"interiors":[{"points":[{"lon":13.3,"lat":52.4},{"lon":13.5,"lat":52.4},{"lon":13.5,"lat":52.6},{"lon":13.3,"lat":52.6},{"lon":13.3,"lat":52.4}]}]}}}"#
+        ));
+        let two: Filter = serde_json::from_str(
+            r#"{"must":{"key":"at","range":{"gte":1},"geo_radius":{"center":{"lon":0,"lat":0},"radius":1}}}"#,
+        )
+        .unwrap();
+        let err = validate(&two, "filter", 16).unwrap_err().to_string();
+        assert!(err.contains("exactly one of"), "{err}");
     }
 
     /// `match.text` compares words where a text index covers the key, substrings elsewhere.

@@ -2,7 +2,7 @@
 //!
 //! Everything here is pure: it turns wire shapes (`cairn-api`) into validated values —
 //! collection settings ([`settings`]), points ready to commit ([`points`]), query and scroll
-//! plans ([`query`]) — and evaluates payload filters ([`filter`]). Every rejection is a
+//! plans ([`query`]) — and evaluates payload filters ([`filter`], with [`geo`] for geo conditions). Every rejection is a
 //! [`ServerError`](crate::error::ServerError) whose message names the offending field, and
 //! nothing is committed unless the whole request is valid.
 //!
@@ -11,6 +11,7 @@
 //! engine crates.
 
 pub mod filter;
+pub mod geo;
 pub mod groups;
 pub mod hybrid;
 pub mod mmr;

@@ -4,7 +4,7 @@
 use cairn_api::internal::{OrderPlan, PayloadSelection, QueryTarget, ScrollPlan, SearchPlan};
 use cairn_api::{
     Direction, NearestTarget, PointId, QueryInput, QueryRequest, QueryResponse, ScrollRequest,
-    SparseVector, WithVector,
+    SparseVector, StartFrom, WithVector,
 };
 use cairn_index::IndexParams;
 
@@ -486,7 +486,7 @@ pub fn scroll_plan(
                 "order_by.key must not be empty".into(),
             ))
         }
-        Some(order) if order.start_from.is_some_and(|v| !v.is_finite()) => {
+        Some(order) if order.start_from.is_some_and(|v| !v.value().is_finite()) => {
             return Err(ServerError::InvalidRequest(
                 "order_by.start_from must be finite".into(),
             ))
@@ -494,7 +494,7 @@ pub fn scroll_plan(
         Some(order) => Some(OrderPlan {
             key: order.key,
             descending: order.direction == Some(Direction::Desc),
-            start_from: order.start_from,
+            start_from: order.start_from.map(StartFrom::value),
         }),
     };
     Ok(ScrollPlan {

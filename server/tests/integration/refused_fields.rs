@@ -142,35 +142,6 @@ fn delete_by_a_filter_of_only_min_should_deletes_only_its_matches() {
 // ---- filters ----
 
 #[test]
-fn filter_geo_bounding_box_is_refused() {
-    let bbox = json!({"top_left": {"lon": 0, "lat": 1}, "bottom_right": {"lon": 1, "lat": 0}});
-    refused_filter(
-        json!({"must_not": [{"key": "loc", "geo_bounding_box": bbox}]}),
-        &not_supported("filter.must_not[0].geo_bounding_box"),
-    );
-}
-
-#[test]
-fn filter_geo_radius_is_refused() {
-    let radius = json!({"center": {"lon": 0, "lat": 0}, "radius": 1000.0});
-    // Beside a `match` the geo test would silently be dropped, widening the match.
-    refused_filter(
-        json!({"must": [{"key": "tag", "match": {"any": ["one", "two"]}, "geo_radius": radius}]}),
-        &not_supported("filter.must[0].geo_radius"),
-    );
-}
-
-#[test]
-fn filter_geo_polygon_is_refused() {
-    let polygon = json!({"exterior": {"points": [
-        {"lon": 0, "lat": 0}, {"lon": 1, "lat": 0}, {"lon": 1, "lat": 1}, {"lon": 0, "lat": 0}]}});
-    refused_filter(
-        json!({"must_not": {"key": "loc", "geo_polygon": polygon}}),
-        &not_supported("filter.must_not[0].geo_polygon"),
-    );
-}
-
-#[test]
 fn filter_field_is_empty_flag_is_refused() {
     refused_filter(
         json!({"must_not": [{"key": "tag", "is_empty": false}]}),
@@ -226,10 +197,11 @@ fn filter_nested_condition_matches_one_element_at_a_time() {
     let across = json!({"must": [{"key": "items[].a", "match": {"value": 1}},
                                  {"key": "items[].b", "match": {"value": "y"}}]});
     assert_eq!(count(across), 2);
-    let geo = json!({"key": "items", "filter": {"must": [{"key": "a", "geo_radius": {}}]}});
+    let phrase =
+        json!({"key": "items", "filter": {"must": [{"key": "a", "match": {"phrase": "x"}}]}});
     refused_filter(
-        json!({"must": [{"nested": geo}]}),
-        &not_supported("filter.must[0].nested.filter.must[0].geo_radius"),
+        json!({"must": [{"nested": phrase}]}),
+        &not_supported("filter.must[0].nested.filter.must[0].match.phrase"),
     );
 }
 
@@ -387,13 +359,13 @@ fn upsert_update_filter_replaces_only_matching_points() {
     assert_eq!(tag(1), "one");
     assert_eq!(tag(2), "replaced");
     assert_eq!(tag(4), "new");
-    let geo = json!({"points": [{"id": 1, "vector": [9.0, 9.0, 9.0]}],
-                     "update_filter": {"must": [{"key": "tag", "geo_radius": {}}]}});
+    let phrase = json!({"points": [{"id": 1, "vector": [9.0, 9.0, 9.0]}],
+                     "update_filter": {"must": [{"key": "tag", "match": {"phrase": "x"}}]}});
     refused(
         &server,
         "PUT /collections/c/points?wait=true",
-        Some(&geo),
-        &not_supported("update_filter.must[0].geo_radius"),
+        Some(&phrase),
+        &not_supported("update_filter.must[0].match.phrase"),
     );
 }
 

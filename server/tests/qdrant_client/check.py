@@ -4,8 +4,10 @@ Usage: check.py URL [API_KEY [CA_FILE]] — exits non-zero on the first wrong an
 With an API key, the client sends it, and a client without it is first shown to be refused.
 With a CA file (an https:// URL), the client trusts the server's certificate through it.
 """
+import datetime
 import hashlib
 import io
+import math
 import ssl
 import sys
 import warnings
@@ -291,6 +293,84 @@ client.create_payload_index(
 facets = client.facet(collection_name=reco, key="row", limit=3)
 assert [(h.value, h.count) for h in facets.hits] == [(0, 5), (1, 5), (2, 5)], facets
 assert client.delete_collection(collection_name=reco)
+
+# Datetime ranges (the client's DatetimeRange of Python datetimes) and geo conditions, counted
+# as computed here, before and after their keys are indexed.
+places = name + "_places"
+assert client.create_collection(
+    collection_name=places, vectors_config=models.VectorParams(size=2, distance=models.Distance.EUCLID)
+)
+start = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+spot = {i: (-30.0 + (i * 7) % 60, -20.0 + (i * 11) % 40) for i in range(200)}
+client.upsert(
+    collection_name=places,
+    points=[
+        models.PointStruct(
+            id=i,
+            vector=[float(i), 0.0],
+            payload={"when": (start + datetime.timedelta(hours=i)).isoformat(), "at": {"lon": lon, "lat": lat}},
+        )
+        for i, (lon, lat) in spot.items()
+    ],
+    wait=True,
+)
+
+
+def haversine(lon1, lat1, lon2, lat2):
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    h = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(math.radians(lon2 - lon1) / 2) ** 2
+    return 2 * 6371008.8 * math.asin(math.sqrt(h))
+
+
+def ring(west, south, east, north):
+    corners = [(west, south), (east, south), (east, north), (west, north), (west, south)]
+    return models.GeoLineString(points=[models.GeoPoint(lon=x, lat=y) for x, y in corners])
+
+
+place_cases = [
+    (
+        models.FieldCondition(
+            key="when",
+            range=models.DatetimeRange(gte=start + datetime.timedelta(hours=20), lt=datetime.datetime(2024, 1, 4, 3)),
+        ),
+        sum(20 <= i < 75 for i in spot),
+    ),
+    (
+        models.FieldCondition(
+            key="at", geo_radius=models.GeoRadius(center=models.GeoPoint(lon=0.0, lat=0.0), radius=1_500_000.0)
+        ),
+        sum(haversine(0, 0, lon, lat) < 1_500_000 for lon, lat in spot.values()),
+    ),
+    (
+        models.FieldCondition(
+            key="at",
+            geo_bounding_box=models.GeoBoundingBox(
+                top_left=models.GeoPoint(lon=-10.0, lat=15.0), bottom_right=models.GeoPoint(lon=20.0, lat=-5.0)
+            ),
+        ),
+        sum(-10 < lon < 20 and -5 < lat < 15 for lon, lat in spot.values()),
+    ),
+    (
+        models.FieldCondition(
+            key="at", geo_polygon=models.GeoPolygon(exterior=ring(-20, -15, 20, 15), interiors=[ring(-5, -5, 5, 5)])
+        ),
+        sum(
+            -20 < lon < 20 and -15 < lat < 15 and not (-5 <= lon <= 5 and -5 <= lat <= 5)
+            for lon, lat in spot.values()
+        ),
+    ),
+]
+for indexed in (False, True):
+    if indexed:
+        client.create_payload_index(places, field_name="when", field_schema=models.PayloadSchemaType.DATETIME, wait=True)
+        client.create_payload_index(places, field_name="at", field_schema=models.PayloadSchemaType.GEO, wait=True)
+    for condition, expected in place_cases:
+        assert expected > 5, condition
+        got = client.count(collection_name=places, count_filter=models.Filter(must=[condition]), exact=True).count
+        assert got == expected, (indexed, condition, got, expected)
+schema = client.get_collection(collection_name=places).payload_schema
+assert schema["when"].data_type == models.PayloadSchemaType.DATETIME and schema["at"].points == 200, schema
+assert client.delete_collection(collection_name=places)
 
 # The server's version as the client reads it; a Cairn-quantized collection's info still
 # validates against the client's models.
