@@ -110,10 +110,7 @@ pub struct DatetimeRange {
 impl DatetimeRange {
     /// Whether `t` is within the bounds.
     pub fn holds(&self, t: Datetime) -> bool {
-        self.gt.is_none_or(|b| t > b)
-            && self.gte.is_none_or(|b| t >= b)
-            && self.lt.is_none_or(|b| t < b)
-            && self.lte.is_none_or(|b| t <= b)
+        crate::filter::within([self.gt, self.gte, self.lt, self.lte], t)
     }
 }
 

@@ -356,11 +356,23 @@ pub struct ValuesCount {
 impl ValuesCount {
     /// Whether `n` values are within the bounds.
     pub fn holds(&self, n: usize) -> bool {
-        self.gt.is_none_or(|b| n > b)
-            && self.gte.is_none_or(|b| n >= b)
-            && self.lt.is_none_or(|b| n < b)
-            && self.lte.is_none_or(|b| n <= b)
+        within([self.gt, self.gte, self.lt, self.lte], n)
     }
+}
+
+impl Range {
+    /// Whether `x` is within the bounds.
+    pub fn holds(&self, x: f64) -> bool {
+        within([self.gt, self.gte, self.lt, self.lte], x)
+    }
+}
+
+/// Whether `x` is within the bounds `[gt, gte, lt, lte]` (an absent one is open).
+pub(crate) fn within<T: PartialOrd + Copy>([gt, gte, lt, lte]: [Option<T>; 4], x: T) -> bool {
+    gt.is_none_or(|b| x > b)
+        && gte.is_none_or(|b| x >= b)
+        && lt.is_none_or(|b| x < b)
+        && lte.is_none_or(|b| x <= b)
 }
 
 impl Filter {

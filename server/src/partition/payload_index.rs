@@ -679,7 +679,7 @@ impl PayloadIndexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::filter::{matches, no_vectors};
+    use crate::request::filter::{matches, no_text_keys, no_vectors, TextKeys};
     use serde_json::json;
 
     fn payload(json: Value) -> Option<Payload> {
@@ -698,6 +698,17 @@ mod tests {
         let mut indexes = PayloadIndexes::default();
         indexes.sync(&schema, slots(payloads));
         indexes
+    }
+
+    /// The slots whose payloads pass `f`, by the full check.
+    fn matching(f: &Filter, entries: &[Option<Payload>], text: TextKeys) -> Vec<Slot> {
+        (0..entries.len())
+            .filter(|&i| {
+                let id = PointId::Num(i as u64);
+                matches(f, &id, entries[i].as_ref(), text, &no_vectors)
+            })
+            .map(|i| i as Slot)
+            .collect()
     }
 
     fn slots(
@@ -742,19 +753,7 @@ mod tests {
             }
             // Where the indexes answer the filter, their candidates are exactly its matches.
             if ix.answers(&f) {
-                let text = |key: &str| ix.is_text(key);
-                let matching: Vec<Slot> = (0..entries.len())
-                    .filter(|&i| {
-                        matches(
-                            &f,
-                            &PointId::Num(i as u64),
-                            entries[i].as_ref(),
-                            &text,
-                            &no_vectors,
-                        )
-                    })
-                    .map(|i| i as Slot)
-                    .collect();
+                let matching = matching(&f, &entries, &|key| ix.is_text(key));
                 assert_eq!(candidates.as_deref(), Some(&matching[..]), "{f:?}");
                 answered.set(answered.get() + 1);
             }
@@ -922,18 +921,7 @@ mod tests {
             };
             let f = filter(json!({"must": [condition]}));
             let candidates = ix.candidates(&f, &none).unwrap();
-            let matching: Vec<Slot> = (0..entries.len())
-                .filter(|&i| {
-                    matches(
-                        &f,
-                        &PointId::Num(i as u64),
-                        entries[i].as_ref(),
-                        &|_| false,
-                        &no_vectors,
-                    )
-                })
-                .map(|i| i as Slot)
-                .collect();
+            let matching = matching(&f, &entries, &no_text_keys);
             if ix.answers(&f) {
                 assert_eq!(candidates, matching, "{f:?}");
             } else {

@@ -5,7 +5,7 @@
 //! whose `tags` array contains "x". Numbers compare numerically (1 equals 1.0).
 
 use cairn_api::{
-    Condition, Datetime, FieldCondition, Filter, Match, Payload, PointId, Range, RangeCondition,
+    Condition, Datetime, FieldCondition, Filter, Match, Payload, PointId, RangeCondition,
     ValuesCount,
 };
 use serde_json::Value;
@@ -277,16 +277,9 @@ fn same(a: &Value, b: &Value) -> bool {
 /// A number within numeric bounds, or a string that reads as a datetime within datetime ones.
 fn in_range(r: &RangeCondition, v: &Value) -> bool {
     match r {
-        RangeCondition::Numbers(r) => v.as_f64().is_some_and(|x| in_numbers(r, x)),
+        RangeCondition::Numbers(r) => v.as_f64().is_some_and(|x| r.holds(x)),
         RangeCondition::Datetimes(r) => datetime(v).is_some_and(|t| r.holds(t)),
     }
-}
-
-fn in_numbers(r: &Range, x: f64) -> bool {
-    r.gt.is_none_or(|b| x > b)
-        && r.gte.is_none_or(|b| x >= b)
-        && r.lt.is_none_or(|b| x < b)
-        && r.lte.is_none_or(|b| x <= b)
 }
 
 /// A payload value read as a datetime: a string in one of the spellings Qdrant accepts.
