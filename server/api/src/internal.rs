@@ -286,6 +286,16 @@ pub enum PartitionCall {
     /// The position a linearizable read must see applied (Raft's ReadIndex, from the
     /// partition's leader).
     ReadIndex,
+    /// Index payload `key` as `kind` (`None`: drop its index); answers the change's sequence
+    /// number once applied on the replica that served it.
+    PayloadIndex {
+        /// The payload key.
+        key: String,
+        /// The index type, or none to drop it.
+        kind: Option<crate::PayloadSchemaType>,
+    },
+    /// The payload indexes and the live points each holds.
+    PayloadIndexes,
 }
 
 impl PartitionCall {
@@ -300,6 +310,7 @@ impl PartitionCall {
             | Self::Count { .. }
             | Self::Holds { .. }
             | Self::ReadIndex
+            | Self::PayloadIndexes
             | Self::State => true,
             Self::Upsert { .. }
             | Self::Delete { .. }
@@ -307,7 +318,8 @@ impl PartitionCall {
             | Self::Stored { .. }
             | Self::Ids
             | Self::Sample { .. }
-            | Self::Matching { .. } => false,
+            | Self::Matching { .. }
+            | Self::PayloadIndex { .. } => false,
         }
     }
 }

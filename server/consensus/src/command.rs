@@ -38,6 +38,20 @@ pub enum PartitionCommand {
         /// The write.
         command: Box<PartitionCommand>,
     },
+    /// Sets (`value`) or removes (`None`) entry `key` of the string map stored as JSON under
+    /// the partition's meta key `name`, in the same batch as the entry's position: state kept
+    /// beside the points that every replica must change at the same place in the log (a
+    /// payload index, which changes what a text condition matches). Decided at apply time
+    /// against the stored map, so concurrent edits of different keys both hold. (Appended
+    /// last, like `Fenced`.)
+    EditMetaMap {
+        /// The meta key the map is stored under.
+        name: String,
+        /// The map's entry.
+        key: String,
+        /// Its new value, or `None` to remove it.
+        value: Option<String>,
+    },
 }
 
 /// One point of an upsert.
@@ -88,7 +102,10 @@ impl PartitionCommand {
     pub fn unfenced(&self) -> &Self {
         match self {
             Self::Fenced { command, .. } => command.unfenced(),
-            Self::Upsert(_) | Self::Delete(_) | Self::UpsertIf { .. } => self,
+            Self::Upsert(_)
+            | Self::Delete(_)
+            | Self::UpsertIf { .. }
+            | Self::EditMetaMap { .. } => self,
         }
     }
 
@@ -118,6 +135,9 @@ impl PartitionCommand {
             }
             PartitionCommand::Delete(keys) => WriteOp::Delete(keys.clone()),
             PartitionCommand::Fenced { command, .. } => command.to_write_op(index),
+            // The map is written with the batch's meta (see `state_machine::apply`); the
+            // entry still takes its sequence number, as an empty write.
+            PartitionCommand::EditMetaMap { .. } => WriteOp::Upsert(Vec::new()),
         }
     }
 }

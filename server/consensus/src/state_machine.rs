@@ -332,7 +332,11 @@ impl<O: Observer> RaftStateMachine<PartTypes> for StateMachine<O> {
                 .collect();
             let op_refs: Vec<(u64, &WriteOp)> = ops.iter().map(|(i, op)| (*i, op)).collect();
             let epoch = epoch.map(u64::to_le_bytes);
+            let maps = edited_maps(&store, &commands, &refused)?;
             let mut meta: Vec<(&str, &[u8])> = vec![(APPLIED, &applied)];
+            for (name, map) in &maps {
+                meta.push((*name, map.as_slice()));
+            }
             if let Some(m) = &membership {
                 meta.push((MEMBERSHIP, m));
             }
@@ -457,6 +461,53 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// What [`judge`] decided for a batch of entries.
+/// The string maps the batch's [`PartitionCommand::EditMetaMap`] entries leave, by meta
+/// key, encoded as JSON: each starts from the stored map and takes the edits in log order.
+/// A stored value that is not such a map fails the batch rather than being overwritten.
+fn edited_maps<'a>(
+    store: &PartitionStore,
+    commands: &'a [(u64, PartitionCommand)],
+    refused: &std::collections::BTreeSet<u64>,
+) -> Result<Vec<(&'a str, Vec<u8>)>, cairn_storage::StorageError> {
+    let mut maps: std::collections::BTreeMap<&str, std::collections::BTreeMap<String, String>> =
+        std::collections::BTreeMap::new();
+    for (index, command) in commands {
+        let PartitionCommand::EditMetaMap { name, key, value } = command.unfenced() else {
+            continue;
+        };
+        if refused.contains(index) {
+            continue;
+        }
+        let map = match maps.entry(name) {
+            std::collections::btree_map::Entry::Occupied(map) => map.into_mut(),
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                let stored = match store.get_meta(name)? {
+                    Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                        cairn_storage::StorageError::Corrupt {
+                            path: store.path().to_path_buf(),
+                            comment: format!("meta `{name}` is not a map of strings: {e}"),
+                        }
+                    })?,
+                    None => std::collections::BTreeMap::new(),
+                };
+                slot.insert(stored)
+            }
+        };
+        match value {
+            Some(value) => map.insert(key.clone(), value.clone()),
+            None => map.remove(key),
+        };
+    }
+    Ok(maps
+        .into_iter()
+        .map(|(name, map)| {
+            let json = serde_json::to_vec(&map)
+                .unwrap_or_else(|e| unreachable!("a map of strings encodes: {e}"));
+            (name, json)
+        })
+        .collect())
+}
+
 struct Judged {
     /// The indexes of the entries that write nothing.
     refused: std::collections::BTreeSet<u64>,
@@ -511,6 +562,7 @@ fn judge(
                 rows
             }
             PartitionCommand::Upsert(rows) => rows,
+            PartitionCommand::EditMetaMap { .. } => continue,
             PartitionCommand::Delete(keys) => {
                 for key in keys {
                     pending.insert(key, 0);

@@ -10,7 +10,11 @@ use std::sync::Arc;
 use cairn_api::internal::{
     NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan, SearchPlan,
 };
-use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use std::collections::BTreeMap;
+
+use cairn_api::{
+    Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record, ReplicaInfo,
+};
 
 use crate::error::{Result, ServerError};
 use crate::partition::{LoadReport, Partition};
@@ -87,6 +91,14 @@ pub trait PartitionHandle: Send + Sync {
     /// position, or a read index): this handle once its copy has applied that far, or another
     /// copy that has. `floor` 0 is any copy: the handle itself, at no cost.
     fn at_least(self: Arc<Self>, floor: u64) -> Result<Arc<dyn PartitionHandle>>;
+
+    /// Indexes payload `key` as `kind` from now on (`None`: drops its index) on every copy of
+    /// the partition; returns the sequence number to wait for before the index serves (0: it
+    /// serves already).
+    fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<u64>;
+
+    /// The payload indexes and the live points each holds.
+    fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>>;
 
     /// Live points (0 when a remote partition cannot be asked).
     fn points(&self) -> usize {
@@ -212,5 +224,11 @@ pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<Vec<u8
             with_vector,
         } => encode(&p.get_points(&ids, &with_payload, with_vector)?),
         PartitionCall::ReadIndex => encode(&p.read_index()?),
+        PartitionCall::PayloadIndex { key, kind } => {
+            let seq = p.set_payload_index(&key, kind)?;
+            p.wait_applied_blocking(seq)?;
+            encode(&seq)
+        }
+        PartitionCall::PayloadIndexes => encode(&p.payload_indexes()?),
     }
 }

@@ -1,11 +1,12 @@
 //! Partitions in this process: [`PartitionHandle`] for [`Partition`], and [`LocalHost`],
 //! which keeps a collection's partitions in folders under the collection's own.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryResponse, Record};
+use cairn_api::{Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record};
 use cairn_index::Trainers;
 
 use super::handle::{HandleFuture, PartitionHandle, ReadTrace};
@@ -17,6 +18,19 @@ use crate::partition::Partition;
 use crate::request::CollectionSettings;
 
 impl PartitionHandle for Partition {
+    /// Built before this returns.
+    fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<u64> {
+        match kind {
+            Some(kind) => self.create_payload_index(key, kind)?,
+            None => self.delete_payload_index(key)?,
+        }
+        Ok(0)
+    }
+
+    fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>> {
+        Ok(Partition::payload_indexes(self))
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, _fence: u64) -> Result<u64> {
         self.upsert_blocking(points)
     }

@@ -297,13 +297,6 @@ impl Collection {
         total
     }
 
-    /// The partitions, when every one lives in this process and the collection's records are
-    /// its own (not a cluster's): what payload indexes need for now, since an index is
-    /// built in each partition and a cluster would have to tell every replica.
-    fn own_partitions(&self) -> Result<Vec<&Partition>> {
-        self.local_partitions("payload indexes are built")
-    }
-
     /// Every partition, when they are all in this process and the collection is not a
     /// cluster's; otherwise a 400 saying that `what` happens on standalone collections only.
     fn local_partitions(&self, what: &str) -> Result<Vec<&Partition>> {
@@ -382,28 +375,26 @@ impl Collection {
         frozen.into_iter().map(|f| f.export()).collect()
     }
 
-    /// Indexes payload `key` as `kind` in every partition (blocking: builds the index).
-    pub fn create_payload_index(&self, key: &str, kind: PayloadSchemaType) -> Result<()> {
-        for partition in self.own_partitions()? {
-            partition.create_payload_index(key, kind)?;
+    /// Indexes payload `key` as `kind` (`None`: drops its index) in every partition, on
+    /// every replica of a clustered one, and waits until each serves with it (blocking: the
+    /// index is built from the points there). A replicated partition changes at one place in
+    /// its log, so its replicas never disagree on what a text condition matches; one that was
+    /// away catches up from the log or a snapshot. The change is idempotent: after a failure
+    /// part-way, the same request finishes it.
+    pub fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<()> {
+        for partition in &self.partitions {
+            let seq = partition.set_payload_index(key, kind)?;
+            partition.wait_applied_blocking(seq)?;
         }
         Ok(())
     }
 
-    /// Drops the payload index of `key` in every partition.
-    pub fn delete_payload_index(&self, key: &str) -> Result<()> {
-        for partition in self.own_partitions()? {
-            partition.delete_payload_index(key)?;
-        }
-        Ok(())
-    }
-
-    /// The payload indexes and the live points each holds over all partitions (none on a
-    /// clustered collection).
+    /// The payload indexes and the live points each holds over all partitions; a partition
+    /// that cannot be asked (no replica reachable) counts no points.
     pub fn payload_schema(&self) -> BTreeMap<String, PayloadIndexInfo> {
         let mut schema = BTreeMap::new();
-        for partition in self.own_partitions().unwrap_or_default() {
-            for (key, info) in partition.payload_indexes() {
+        for partition in &self.partitions {
+            for (key, info) in partition.payload_indexes().unwrap_or_default() {
                 schema
                     .entry(key)
                     .and_modify(|sum: &mut PayloadIndexInfo| sum.points += info.points)
@@ -413,11 +404,17 @@ impl Collection {
         schema
     }
 
-    /// The type of `key`'s payload index, if it has one (read from the schema alone, without
-    /// counting the indexed points as [`Self::payload_schema`] does).
+    /// The type of `key`'s payload index, if it has one (every partition has the same
+    /// schema: the first one's answers).
     pub fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
-        let partitions = self.local_partitions("payload indexes (and orders by them) are kept")?;
-        Ok(partitions.first().and_then(|p| p.payload_index_type(key)))
+        let Some(first) = self.partitions.first() else {
+            return Ok(None);
+        };
+        // In this process, the schema alone, without counting the indexed points.
+        if let Some(local) = first.local() {
+            return Ok(local.payload_index_type(key));
+        }
+        Ok(first.payload_indexes()?.get(key).map(|info| info.data_type))
     }
 
     /// Changes the selected points' payloads or removes some of their vectors (blocking): in

@@ -127,7 +127,7 @@ pub(super) async fn create_index(
     request.refuse_unsupported()?;
     let kind = field_index_kind(&request)?;
     let collection = state.catalog()?.get(&name)?;
-    blocking(move || collection.create_payload_index(&request.field_name, kind)).await?;
+    blocking(move || collection.set_payload_index(&request.field_name, Some(kind))).await?;
     Ok(ok(index_done(), t))
 }
 
@@ -141,7 +141,7 @@ pub(super) async fn delete_index(
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
     let collection = state.catalog()?.get(&name)?;
-    blocking(move || collection.delete_payload_index(&field_name)).await?;
+    blocking(move || collection.set_payload_index(&field_name, None)).await?;
     Ok(ok(index_done(), t))
 }
 

@@ -8,11 +8,14 @@
 //! index, a write's token: `cairn_api::ReadConsistency`) waits for this replica to apply that
 //! far, or goes to the partition's other replicas ([`PartitionHandle::at_least`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use cairn_api::{
+    Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record, ReplicaInfo,
+};
 use cairn_consensus::Role;
 
 use super::replica::PartitionReplica;
@@ -97,6 +100,26 @@ impl ReplicatedPartition {
 }
 
 impl PartitionHandle for ReplicatedPartition {
+    fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<u64> {
+        if let Some(other) = self.closed_instead() {
+            return other.set_payload_index(key, kind);
+        }
+        let attempt = self.block_on(self.replica.set_payload_index(key, kind, WRITE_TIMEOUT));
+        match self.closed_instead() {
+            // Closed under the change (moved away): the edit is idempotent, so the
+            // partition's other replicas take it.
+            Some(other) if attempt.is_err() => other.set_payload_index(key, kind),
+            _ => attempt,
+        }
+    }
+
+    fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>> {
+        if let Some(other) = self.instead()? {
+            return other.payload_indexes();
+        }
+        Ok(self.partition().payload_indexes())
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         if let Some(other) = self.closed_instead() {
             return other.upsert(points, fence);

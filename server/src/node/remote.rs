@@ -16,7 +16,7 @@
 //! without the partition as `allow_partial` says; a node that neither answers nor fails
 //! cannot hold a query for the 30 s a write may take.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,7 +27,9 @@ use cairn_api::internal::{
     self, CollectionWrite, NewPoint, PartitionCall, PartitionState, PayloadSelection, ScrollPlan,
     SearchPlan, WriteReceipt,
 };
-use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use cairn_api::{
+    Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record, ReplicaInfo,
+};
 use cairn_consensus::GroupId;
 use serde::de::DeserializeOwned;
 
@@ -313,6 +315,18 @@ impl ForwardedPartition {
 }
 
 impl PartitionHandle for ForwardedPartition {
+    fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<u64> {
+        let call = PartitionCall::PayloadIndex {
+            key: key.to_owned(),
+            kind,
+        };
+        self.send(call).map(|seq| self.wrote(seq))
+    }
+
+    fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>> {
+        self.read_blocking(PartitionCall::PayloadIndexes)
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         self.send(PartitionCall::Upsert { points, fence })
             .map(|seq| self.wrote(seq))

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::PointId;
+use cairn_api::{PayloadSchemaType, PointId};
 use cairn_consensus::{
     Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, ReadError,
     ReplicaAddr, ReplicaId, Row, Timing, Transport, WriteError,
@@ -24,7 +24,7 @@ use cairn_storage::{PartitionStore, StoreOptions};
 
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
-use crate::partition::{keys, paths, ApplyOp, Partition};
+use crate::partition::{keys, paths, payload_index, ApplyOp, Partition};
 use crate::request::CollectionSettings;
 
 /// Hands the group's applied entries to the partition (see the module docs).
@@ -43,8 +43,18 @@ impl Observer for Feed {
             PartitionCommand::Delete(keys) => {
                 ApplyOp::Delete(keys.iter().filter_map(|key| keys::decode(key)).collect())
             }
-            // `unfenced` unwraps every fence.
-            PartitionCommand::Fenced { .. } => return,
+            // The state machine stored the edited schema with the entry.
+            PartitionCommand::EditMetaMap { name, .. } if name == payload_index::SCHEMA_KEY => {
+                match self.partition.stored_payload_schema() {
+                    Ok(schema) => ApplyOp::PayloadSchema(schema),
+                    Err(e) => {
+                        tracing::error!(partition = self.partition.name(), index, error = %e, "a payload index change did not reach the index");
+                        return;
+                    }
+                }
+            }
+            // No other map is kept; `unfenced` unwraps every fence.
+            PartitionCommand::EditMetaMap { .. } | PartitionCommand::Fenced { .. } => return,
         };
         if let Err(e) = self.partition.apply_committed(index, op) {
             // The entry is in the store; the index catches up from it on the next load.
@@ -263,6 +273,23 @@ impl PartitionReplica {
         let keys = ids.iter().map(keys::encode).collect();
         self.write(PartitionCommand::Delete(keys).fenced(fence), within)
             .await
+    }
+
+    /// Indexes payload `key` as `kind` (`None`: drops its index) on every replica, at one
+    /// place in the group's log; returns the entry's log index. Not fenced: a schema edit
+    /// changes no point, so a writer's turn does not order it.
+    pub async fn set_payload_index(
+        &self,
+        key: &str,
+        kind: Option<PayloadSchemaType>,
+        within: Duration,
+    ) -> Result<u64> {
+        let edit = PartitionCommand::EditMetaMap {
+            name: payload_index::SCHEMA_KEY.to_owned(),
+            key: key.to_owned(),
+            value: kind.map(|k| k.name().to_owned()),
+        };
+        self.write(edit, within).await
     }
 
     async fn write(&self, command: PartitionCommand, within: Duration) -> Result<u64> {

@@ -6,10 +6,13 @@
 //! it (`host.rs`). A call in flight keeps the handle it started with, so a swap never cuts a
 //! request short: a replica being removed serves its last calls, then closes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_api::internal::{NewPoint, PartitionState, PayloadSelection, ScrollPlan, SearchPlan};
-use cairn_api::{Filter, PointId, QueryResponse, Record, ReplicaInfo};
+use cairn_api::{
+    Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record, ReplicaInfo,
+};
 use parking_lot::RwLock;
 
 use crate::collection::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
@@ -41,6 +44,14 @@ impl Slot {
 }
 
 impl PartitionHandle for Slot {
+    fn set_payload_index(&self, key: &str, kind: Option<PayloadSchemaType>) -> Result<u64> {
+        self.get().set_payload_index(key, kind)
+    }
+
+    fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>> {
+        self.get().payload_indexes()
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         self.get().upsert(points, fence)
     }

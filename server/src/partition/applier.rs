@@ -85,6 +85,13 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
                 table.remove(id);
             }
         }
+        ApplyOp::PayloadSchema(schema) => {
+            // Under the schema's lock, as a local change is: a vacuum swapping tables syncs
+            // after it.
+            let mut current = shared.payload_schema.write();
+            *current = schema;
+            live.table.write().sync_payload_schema(&current);
+        }
     }
     true
 }

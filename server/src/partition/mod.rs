@@ -65,6 +65,9 @@ pub enum ApplyOp {
     Upsert(Vec<NewPoint>),
     /// Remove these points.
     Delete(Vec<PointId>),
+    /// Index the payload keys of this schema from now on (a replica's log changed its
+    /// payload indexes; the store holds the new schema already).
+    PayloadSchema(PayloadSchema),
 }
 
 pub(crate) struct ApplyJob {
@@ -223,12 +226,7 @@ impl Partition {
         settings: CollectionSettings,
     ) -> Result<Self> {
         let loaded = recovery::load(&settings, trainers, &store, dir)?;
-        let payload_schema: PayloadSchema = match store.get_meta(payload_index::SCHEMA_KEY)? {
-            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                ServerError::Internal(format!("payload schema of `{name}` does not parse: {e}"))
-            })?,
-            None => PayloadSchema::new(),
-        };
+        let payload_schema = stored_schema(name, &store)?;
         loaded
             .live
             .table
@@ -331,8 +329,10 @@ impl Partition {
             &self.shared.dir,
         )?;
         let last_seq = self.shared.store.last_seq()?;
-        // The schema stays read-locked until the swap: an index created meanwhile waits.
-        let schema = self.shared.payload_schema.read();
+        // The replacement state brings its own payload indexes. The schema stays locked until
+        // the swap: an index created meanwhile waits.
+        let mut schema = self.shared.payload_schema.write();
+        *schema = stored_schema(self.name(), &self.shared.store)?;
         loaded.live.table.write().sync_payload_schema(&schema);
         *self.shared.live.write() = Arc::new(loaded.live);
         drop(schema);
@@ -666,6 +666,12 @@ impl Partition {
         Ok(())
     }
 
+    /// The payload schema this replica's store holds now (written by its log), for
+    /// [`ApplyOp::PayloadSchema`].
+    pub fn stored_payload_schema(&self) -> Result<PayloadSchema> {
+        stored_schema(self.name(), &self.shared.store)
+    }
+
     /// The type of `key`'s payload index, if it has one.
     pub fn payload_index_type(&self, key: &str) -> Option<PayloadSchemaType> {
         self.shared.payload_schema.read().get(key).copied()
@@ -727,6 +733,13 @@ impl Partition {
                     .collect(),
             ),
             ApplyOp::Delete(ids) => WriteOp::Delete(ids.iter().map(keys::encode).collect()),
+            // A partition of its own changes its schema in place (`change_payload_schema`);
+            // only a replica's log hands one over.
+            ApplyOp::PayloadSchema(_) => {
+                return Err(ServerError::Internal(
+                    "a payload schema is not a write of its own".into(),
+                ))
+            }
         };
         // Queue first, so the applier links the vectors while RocksDB syncs; it publishes
         // them only on `durable_tx`'s word. A failed write reuses `seq` for the next op.
@@ -795,6 +808,16 @@ impl Partition {
 impl Drop for Partition {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// The payload schema stored in `store` (none stored: no index).
+fn stored_schema(name: &str, store: &PartitionStore) -> Result<PayloadSchema> {
+    match store.get_meta(payload_index::SCHEMA_KEY)? {
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            ServerError::Internal(format!("payload schema of `{name}` does not parse: {e}"))
+        }),
+        None => Ok(PayloadSchema::new()),
     }
 }
 

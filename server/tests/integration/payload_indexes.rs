@@ -486,3 +486,70 @@ fn order_by_pages_by_an_indexed_number() {
     let (status, refused) = scroll(json!({"order_by": "doc"}));
     assert_eq!(status, 400, "{refused}");
 }
+
+/// On a cluster, an index changes at one place in each partition's log: created through any
+/// node, every replica builds it; a node away meanwhile gets it with the snapshot that brings
+/// it back; each node's info reports it from its own replica and its queries use it; dropped
+/// through another node, it goes everywhere.
+#[test]
+fn on_a_cluster_every_replica_indexes_at_the_same_place_in_its_log() {
+    use crate::peers::{nodes_with_collection, upsert, wait_count, wait_log, write_until_purged};
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = nodes_with_collection(
+        root.path(),
+        &[
+            ("CAIRN__CLUSTER__SNAPSHOT_EVERY_ENTRIES", "100"),
+            ("CAIRN__CLUSTER__LOG_KEEP_ENTRIES", "20"),
+        ],
+        "ix",
+        3,
+    );
+    let (status, body) = upsert(&nodes[0], "ix", 0..20, "early");
+    assert_eq!(status, 200, "{body}");
+    nodes[2].kill9();
+    let created = nodes[1].ok(
+        "PUT",
+        "/collections/ix/index?wait=true",
+        Some(&json!({"field_name": "tag", "field_schema": "keyword"})),
+    );
+    assert_eq!(created["status"], "completed");
+    // Node 3 comes back behind the retained log: only a snapshot can bring it the index.
+    let next = write_until_purged(&[&nodes[0], &nodes[1]], "ix", 20, 100);
+    nodes[2].restart();
+    wait_log(&nodes[2], "snapshot installed");
+    wait_count(&nodes[2], "ix", next);
+    let schema_on = |node: &crate::harness::Server| {
+        node.ok("GET", "/collections/ix", None)["payload_schema"].clone()
+    };
+    let early = json!({"must": [{"key": "tag", "match": {"value": "early"}}]});
+    for node in &nodes {
+        assert_eq!(
+            schema_on(node),
+            json!({"tag": {"data_type": "keyword", "points": next}}),
+            "{}",
+            node.addr
+        );
+        let q =
+            json!({"query": [1.2, 1.0, 0.5, 0.25], "limit": 5, "filter": early, "explain": true});
+        let answer = node.ok("POST", "/collections/ix/points/query", Some(&q));
+        assert_eq!(
+            answer["explain"]["payload_index_candidates"], 20,
+            "{answer}"
+        );
+        assert_eq!(ids(&answer), [1, 2, 0, 3, 4], "{answer}");
+    }
+    // Dropped through node 3: every replica drops it (each a moment after the answer).
+    nodes[2].ok("DELETE", "/collections/ix/index/tag?wait=true", None);
+    for node in &nodes {
+        let started = std::time::Instant::now();
+        while schema_on(node) != json!({}) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{} keeps the index: {}",
+                node.addr,
+                schema_on(node)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
