@@ -187,7 +187,8 @@ fn condition(
 ) -> bool {
     match c {
         Condition::Field(field) => {
-            let values = lookup(payload, &field.key);
+            // The inner loop of every unindexed filter: values visited in place, no list built.
+            let mut any = |f: &mut dyn FnMut(&Value) -> bool| any_value(payload, &field.key, f);
             match (&field.r#match, &field.range) {
                 (
                     Some(Match {
@@ -196,22 +197,21 @@ fn condition(
                     _,
                 ) => {
                     let by_words = text(&field.key);
-                    values
-                        .iter()
-                        .filter_map(|v| v.as_str())
-                        .any(|v| text_matches(v, query, by_words))
+                    any(&mut |v| v.as_str().is_some_and(|v| text_matches(v, query, by_words)))
                 }
-                (Some(m), _) => match_values(m, &values),
-                (None, Some(r)) => values.iter().any(|v| in_range(r, v)),
+                (Some(m), _) => match_values(m, &mut any),
+                (None, Some(r)) => any(&mut |v| in_range(r, v)),
                 (None, None) => match &field.values_count {
                     Some(count) => values_count_holds(payload, &field.key, *count),
-                    None => values.iter().filter_map(|v| geo::point(v)).any(|p| {
-                        field.geo_bounding_box.is_some_and(|b| geo::in_box(&b, p))
-                            || field.geo_radius.is_some_and(|c| geo::in_circle(&c, p))
-                            || field
-                                .geo_polygon
-                                .as_ref()
-                                .is_some_and(|polygon| geo::in_polygon(polygon, p))
+                    None => any(&mut |v| {
+                        geo::point(v).is_some_and(|p| {
+                            field.geo_bounding_box.is_some_and(|b| geo::in_box(&b, p))
+                                || field.geo_radius.is_some_and(|c| geo::in_circle(&c, p))
+                                || field
+                                    .geo_polygon
+                                    .as_ref()
+                                    .is_some_and(|polygon| geo::in_polygon(polygon, p))
+                        })
                     }),
                 },
             }
@@ -254,15 +254,18 @@ fn text_matches(value: &str, query: &str, by_words: bool) -> bool {
     words(query).all(|w| held.contains(&w))
 }
 
-fn match_values(m: &Match, values: &[&Value]) -> bool {
+/// Answers whether some value at a condition's key passes a test.
+type AnyValue<'f> = dyn FnMut(&mut dyn FnMut(&Value) -> bool) -> bool + 'f;
+
+fn match_values(m: &Match, any: &mut AnyValue) -> bool {
     if let Some(want) = &m.value {
-        return values.iter().any(|v| same(v, want));
+        return any(&mut |v| same(v, want));
     }
-    if let Some(any) = &m.any {
-        return values.iter().any(|v| any.iter().any(|w| same(v, w)));
+    if let Some(values) = &m.any {
+        return any(&mut |v| values.iter().any(|w| same(v, w)));
     }
     if let Some(except) = &m.except {
-        return !values.is_empty() && values.iter().all(|v| !except.iter().any(|w| same(v, w)));
+        return any(&mut |_| true) && !any(&mut |v| except.iter().any(|w| same(v, w)));
     }
     false
 }
@@ -302,6 +305,52 @@ fn values_count_holds(payload: Option<&Payload>, key: &str, count: ValuesCount) 
             Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Object(_) => 1,
         })
     })
+}
+
+/// Whether `f` holds for some value at a dotted path, arrays flattened as [`lookup`] flattens
+/// them, visiting the values in place and stopping at the first that passes.
+pub fn any_value<'a>(
+    payload: Option<&'a Payload>,
+    key: &str,
+    f: &mut dyn FnMut(&'a Value) -> bool,
+) -> bool {
+    let mut parts = key.split('.');
+    let (Some(payload), Some(first)) = (payload, parts.next()) else {
+        return false;
+    };
+    payload
+        .get(first.strip_suffix("[]").unwrap_or(first))
+        .is_some_and(|v| descend(v, parts, f))
+}
+
+/// [`any_value`] below `value`, with the path's `rest` still to walk.
+fn descend<'a>(
+    value: &'a Value,
+    mut rest: std::str::Split<'_, char>,
+    f: &mut dyn FnMut(&'a Value) -> bool,
+) -> bool {
+    let Some(part) = rest.next() else {
+        return match value {
+            Value::Array(items) => items.iter().any(&mut *f),
+            other @ (Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Object(_)) => f(other),
+        };
+    };
+    let part = part.strip_suffix("[]").unwrap_or(part);
+    match value {
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|item| item.get(part))
+            .any(|v| descend(v, rest.clone(), f)),
+        other @ (Value::Null
+        | Value::Bool(_)
+        | Value::Number(_)
+        | Value::String(_)
+        | Value::Object(_)) => other.get(part).is_some_and(|v| descend(v, rest, f)),
+    }
 }
 
 /// Every value at a dotted path, arrays flattened (an empty vector when the key is missing).
@@ -517,6 +566,26 @@ mod tests {
         assert!(check("Quick-brown", false));
         assert!(check("uick-br", false));
         assert!(!check("quick fox", false), "a substring, case and all");
+    }
+
+    /// The walk in place visits exactly the values [`lookup`] lists.
+    #[test]
+    fn any_value_visits_what_lookup_lists() {
+        let p = payload(
+            r#"{"a":[{"b":[1,2]},{"b":3},{"c":4},[{"b":5}]],"d":{"e":[[6],7]},"f":null,"g":[]}"#,
+        );
+        for key in [
+            "a", "a.b", "a[].b", "a.c", "a.b.x", "d.e", "d", "f", "g", "missing", "",
+        ] {
+            let mut seen = Vec::new();
+            let found = any_value(Some(&p), key, &mut |v| {
+                seen.push(v.clone());
+                false
+            });
+            let listed: Vec<Value> = lookup(Some(&p), key).into_iter().cloned().collect();
+            assert!(!found);
+            assert_eq!(seen, listed, "{key}");
+        }
     }
 
     #[test]
