@@ -460,7 +460,6 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     fs_err::rename(&scratch, to)
 }
 
-/// What [`judge`] decided for a batch of entries.
 /// The string maps the batch's [`PartitionCommand::EditMetaMap`] entries leave, by meta
 /// key, encoded as JSON: each starts from the stored map and takes the edits in log order.
 /// A stored value that is not such a map fails the batch rather than being overwritten.
@@ -508,6 +507,7 @@ fn edited_maps<'a>(
         .collect())
 }
 
+/// What [`judge`] decided for a batch of entries.
 struct Judged {
     /// The indexes of the entries that write nothing.
     refused: std::collections::BTreeSet<u64>,
@@ -562,7 +562,13 @@ fn judge(
                 rows
             }
             PartitionCommand::Upsert(rows) => rows,
-            PartitionCommand::EditMetaMap { .. } => continue,
+            // The log's own state is not a map any entry may edit.
+            PartitionCommand::EditMetaMap { name, .. } => {
+                if [APPLIED, MEMBERSHIP, EPOCH].contains(&name.as_str()) {
+                    refused.insert(*index);
+                }
+                continue;
+            }
             PartitionCommand::Delete(keys) => {
                 for key in keys {
                     pending.insert(key, 0);

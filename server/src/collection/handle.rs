@@ -100,6 +100,12 @@ pub trait PartitionHandle: Send + Sync {
     /// The payload indexes and the live points each holds.
     fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>>;
 
+    /// The type of `key`'s payload index, if it has one (a partition in this process reads
+    /// its schema alone, without counting the indexed points).
+    fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
+        Ok(self.payload_indexes()?.get(key).map(|info| info.data_type))
+    }
+
     /// Live points (0 when a remote partition cannot be asked).
     fn points(&self) -> usize {
         self.state().map_or(0, |s| s.points as usize)

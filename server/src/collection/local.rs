@@ -31,6 +31,10 @@ impl PartitionHandle for Partition {
         Ok(Partition::payload_indexes(self))
     }
 
+    fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
+        Ok(Partition::payload_index_type(self, key))
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, _fence: u64) -> Result<u64> {
         self.upsert_blocking(points)
     }
@@ -111,7 +115,7 @@ impl PartitionHandle for Partition {
     }
 
     fn scroll(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
-        Ok(self.scroll_blocking(plan))
+        self.scroll_blocking(plan)
     }
 
     fn count(&self, filter: Option<&Filter>) -> Result<u64> {

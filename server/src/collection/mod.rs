@@ -405,16 +405,12 @@ impl Collection {
     }
 
     /// The type of `key`'s payload index, if it has one (every partition has the same
-    /// schema: the first one's answers).
+    /// schema: the first one's answers). Blocking: a partition may be asked on another node.
     pub fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
-        let Some(first) = self.partitions.first() else {
-            return Ok(None);
-        };
-        // In this process, the schema alone, without counting the indexed points.
-        if let Some(local) = first.local() {
-            return Ok(local.payload_index_type(key));
+        match self.partitions.first() {
+            Some(first) => first.payload_index_type(key),
+            None => Ok(None),
         }
-        Ok(first.payload_indexes()?.get(key).map(|info| info.data_type))
     }
 
     /// Changes the selected points' payloads or removes some of their vectors (blocking): in

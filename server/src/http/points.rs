@@ -365,25 +365,30 @@ pub(super) async fn scroll(
     let collection = state.catalog()?.get(&name)?;
     let names = request.with_vector.clone();
     let plan = scroll_plan(collection.settings(), request, &state.limits)?;
-    if let Some(order) = &plan.order_by {
-        // As in Qdrant: an order needs an index that holds the key's values in order.
-        let ordered = matches!(
-            collection.payload_index_type(&order.key)?,
-            Some(
-                PayloadSchemaType::Integer | PayloadSchemaType::Float | PayloadSchemaType::Datetime
-            )
-        );
-        if !ordered {
-            return Err(ServerError::InvalidRequest(format!(
-                "order_by.key: `{}` has no integer, float or datetime payload index; create \
-                 one (PUT /collections/{{c}}/index) to order by it",
-                order.key
-            )));
-        }
-    }
     let c = collection.clone();
-    let (mut points, next_page_offset) =
-        blocking(move || c.scroll_blocking(&plan, &consistency)).await?;
+    let (mut points, next_page_offset) = blocking(move || {
+        if let Some(order) = &plan.order_by {
+            // As in Qdrant: an order needs an index that holds the key's values in order. (A
+            // clustered collection's partition may be asked on another node: blocking.)
+            let ordered = matches!(
+                c.payload_index_type(&order.key)?,
+                Some(
+                    PayloadSchemaType::Integer
+                        | PayloadSchemaType::Float
+                        | PayloadSchemaType::Datetime
+                )
+            );
+            if !ordered {
+                return Err(ServerError::InvalidRequest(format!(
+                    "order_by.key: `{}` has no integer, float or datetime payload index; \
+                     create one (PUT /collections/{{c}}/index) to order by it",
+                    order.key
+                )));
+            }
+        }
+        c.scroll_blocking(&plan, &consistency)
+    })
+    .await?;
     keep_named_vectors(&collection, &mut points, names.as_ref());
     Ok(ok(
         ScrollResult {

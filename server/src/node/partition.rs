@@ -120,6 +120,13 @@ impl PartitionHandle for ReplicatedPartition {
         Ok(self.partition().payload_indexes())
     }
 
+    fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
+        if let Some(other) = self.instead()? {
+            return other.payload_index_type(key);
+        }
+        Ok(self.partition().payload_index_type(key))
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         if let Some(other) = self.closed_instead() {
             return other.upsert(points, fence);
@@ -294,7 +301,7 @@ impl PartitionHandle for ReplicatedPartition {
         if let Some(other) = self.instead()? {
             return other.scroll(plan);
         }
-        Ok(self.partition().scroll_blocking(plan))
+        self.partition().scroll_blocking(plan)
     }
 
     fn count(&self, filter: Option<&Filter>) -> Result<u64> {

@@ -43,13 +43,22 @@ impl Observer for Feed {
             PartitionCommand::Delete(keys) => {
                 ApplyOp::Delete(keys.iter().filter_map(|key| keys::decode(key)).collect())
             }
-            // The state machine stored the edited schema with the entry.
-            PartitionCommand::EditMetaMap { name, .. } if name == payload_index::SCHEMA_KEY => {
-                match self.partition.stored_payload_schema() {
-                    Ok(schema) => ApplyOp::PayloadSchema(schema),
+            // The state machine stored the edited schema with the entry; the index follows.
+            PartitionCommand::EditMetaMap { name, key, value }
+                if name == payload_index::SCHEMA_KEY =>
+            {
+                let kind = value
+                    .as_ref()
+                    .map(|v| serde_json::from_value(serde_json::Value::String(v.clone())));
+                match kind.transpose() {
+                    Ok(kind) => ApplyOp::PayloadIndex {
+                        key: key.clone(),
+                        kind,
+                    },
                     Err(e) => {
-                        tracing::error!(partition = self.partition.name(), index, error = %e, "a payload index change did not reach the index");
-                        return;
+                        // Still a position the index must pass, as an empty write.
+                        tracing::error!(partition = self.partition.name(), index, error = %e, "a payload index entry names no index type");
+                        ApplyOp::Upsert(Vec::new())
                     }
                 }
             }

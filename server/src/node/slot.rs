@@ -52,6 +52,10 @@ impl PartitionHandle for Slot {
         self.get().payload_indexes()
     }
 
+    fn payload_index_type(&self, key: &str) -> Result<Option<PayloadSchemaType>> {
+        self.get().payload_index_type(key)
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         self.get().upsert(points, fence)
     }

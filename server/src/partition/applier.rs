@@ -85,12 +85,15 @@ fn apply(shared: &Shared, job: ApplyJob) -> bool {
                 table.remove(id);
             }
         }
-        ApplyOp::PayloadSchema(schema) => {
+        ApplyOp::PayloadIndex { key, kind } => {
             // Under the schema's lock, as a local change is: a vacuum swapping tables syncs
             // after it.
-            let mut current = shared.payload_schema.write();
-            *current = schema;
-            live.table.write().sync_payload_schema(&current);
+            let mut schema = shared.payload_schema.write();
+            match kind {
+                Some(kind) => schema.insert(key, kind),
+                None => schema.remove(&key),
+            };
+            live.table.write().sync_payload_schema(&schema);
         }
     }
     true

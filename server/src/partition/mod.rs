@@ -65,9 +65,15 @@ pub enum ApplyOp {
     Upsert(Vec<NewPoint>),
     /// Remove these points.
     Delete(Vec<PointId>),
-    /// Index the payload keys of this schema from now on (a replica's log changed its
-    /// payload indexes; the store holds the new schema already).
-    PayloadSchema(PayloadSchema),
+    /// Index payload `key` as `kind` from now on (`None`: drop its index): an entry of a
+    /// replica's log, whose store holds the edited schema already. Applied in log order, so
+    /// between two such entries the index serves the schema of its position.
+    PayloadIndex {
+        /// The payload key.
+        key: String,
+        /// The index type, or none.
+        kind: Option<PayloadSchemaType>,
+    },
 }
 
 pub(crate) struct ApplyJob {
@@ -666,12 +672,6 @@ impl Partition {
         Ok(())
     }
 
-    /// The payload schema this replica's store holds now (written by its log), for
-    /// [`ApplyOp::PayloadSchema`].
-    pub fn stored_payload_schema(&self) -> Result<PayloadSchema> {
-        stored_schema(self.name(), &self.shared.store)
-    }
-
     /// The type of `key`'s payload index, if it has one.
     pub fn payload_index_type(&self, key: &str) -> Option<PayloadSchemaType> {
         self.shared.payload_schema.read().get(key).copied()
@@ -735,7 +735,7 @@ impl Partition {
             ApplyOp::Delete(ids) => WriteOp::Delete(ids.iter().map(keys::encode).collect()),
             // A partition of its own changes its schema in place (`change_payload_schema`);
             // only a replica's log hands one over.
-            ApplyOp::PayloadSchema(_) => {
+            ApplyOp::PayloadIndex { .. } => {
                 return Err(ServerError::Internal(
                     "a payload schema is not a write of its own".into(),
                 ))

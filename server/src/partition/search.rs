@@ -506,9 +506,9 @@ impl Partition {
 
     /// Points in id order from `offset`, and the id that starts the next page; with
     /// `order_by`, one page in the order of a payload index (and no next id).
-    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> (Vec<Record>, Option<PointId>) {
+    pub fn scroll_blocking(&self, plan: &ScrollPlan) -> Result<(Vec<Record>, Option<PointId>)> {
         if let Some(order) = &plan.order_by {
-            return (self.scroll_ordered(plan, order), None);
+            return Ok((self.scroll_ordered(plan, order)?, None));
         }
         let mut page = Vec::with_capacity(plan.limit);
         let mut next = None;
@@ -535,15 +535,16 @@ impl Partition {
             });
             ControlFlow::Continue(())
         });
-        (page, next)
+        Ok((page, next))
     }
 
     /// The first `plan.limit` (point, value) pairs of live points passing the filter, in the
-    /// order of a numeric or datetime payload index: as in Qdrant, a point holding several values comes
-    /// once per value. Empty when the key has no such index (the caller checked that it had
-    /// one). One hold of the table's read lock: the walk stops at the page, but a filter that
+    /// order of a numeric or datetime payload index: as in Qdrant, a point holding several
+    /// values comes once per value. Unavailable when the key has no such index here: the
+    /// caller checked that the collection has one, so this replica has yet to apply it. One
+    /// hold of the table's read lock: the walk stops at the page, but a filter that
     /// few points pass may walk far.
-    fn scroll_ordered(&self, plan: &ScrollPlan, order: &OrderPlan) -> Vec<Record> {
+    fn scroll_ordered(&self, plan: &ScrollPlan, order: &OrderPlan) -> Result<Vec<Record>> {
         // A datetime index orders by whole microseconds, returned as integers (Qdrant's).
         let integer = matches!(
             self.payload_index_type(&order.key),
@@ -552,7 +553,7 @@ impl Partition {
         let live = self.shared.live();
         let table = live.table.read();
         let mut page = Vec::with_capacity(plan.limit.min(1024));
-        table.payload_index.walk_ordered(
+        let walked = table.payload_index.walk_ordered(
             &order.key,
             order.descending,
             order.start_from,
@@ -578,7 +579,14 @@ impl Partition {
                 ControlFlow::Continue(())
             },
         );
-        page
+        if !walked {
+            return Err(ServerError::Unavailable(format!(
+                "order_by.key: the payload index of `{}` is not built on this replica yet (it \
+                 was created a moment ago); retry",
+                order.key
+            )));
+        }
+        Ok(page)
     }
 
     /// Points passing `filter` (all points without one).

@@ -538,6 +538,32 @@ fn on_a_cluster_every_replica_indexes_at_the_same_place_in_its_log() {
         );
         assert_eq!(ids(&answer), [1, 2, 0, 3, 4], "{answer}");
     }
+    // One replica on three nodes: two nodes forward, and order by an index they ask for.
+    nodes[0].create("one", 4, "Euclid", json!({"replication_factor": 1}));
+    for node in &nodes {
+        wait_count(node, "one", 0);
+    }
+    let points: Vec<Value> = (0..30u64)
+        .map(|i| json!({"id": i, "vector": [i as f32, 0.0, 0.0, 1.0], "payload": {"n": (i * 7) % 30}}))
+        .collect();
+    nodes[1].ok(
+        "PUT",
+        "/collections/one/points?wait=true",
+        Some(&json!({"points": points})),
+    );
+    let body = json!({"field_name": "n", "field_schema": "integer"});
+    nodes[2].ok("PUT", "/collections/one/index?wait=true", Some(&body));
+    for node in &nodes {
+        let scroll = json!({"limit": 3, "order_by": {"key": "n", "direction": "desc"}});
+        let page = node.ok("POST", "/collections/one/points/scroll", Some(&scroll));
+        let values: Vec<u64> = page["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["order_value"].as_u64().unwrap())
+            .collect();
+        assert_eq!(values, [29, 28, 27], "{}: {page}", node.addr);
+    }
     // Dropped through node 3: every replica drops it (each a moment after the answer).
     nodes[2].ok("DELETE", "/collections/ix/index/tag?wait=true", None);
     for node in &nodes {
