@@ -234,7 +234,7 @@ pub struct FieldCondition {
     pub is_null: Option<Value>,
 }
 
-/// Equality tests: exactly one of `value`, `any`, `except`, `text`.
+/// Equality tests: exactly one of `value`, `any`, `except`, `text`, `text_any`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
@@ -252,10 +252,11 @@ pub struct Match {
     /// full-text index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Refused.
+    /// Any word of this text, where a text index covers the key; elsewhere any of its
+    /// whitespace-separated pieces as a substring (Qdrant's rule). A text of no words matches
+    /// nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub text_any: Option<Value>,
+    pub text_any: Option<String>,
     /// Refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
@@ -523,11 +524,7 @@ impl RefuseUnsupported for FieldCondition {
 
 impl RefuseUnsupported for Match {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[
-            ("text_any", &self.text_any),
-            ("phrase", &self.phrase),
-            ("prefix", &self.prefix),
-        ])
+        refuse_set(&[("phrase", &self.phrase), ("prefix", &self.prefix)])
     }
 }
 
@@ -654,12 +651,8 @@ mod tests {
                 "must[0].is_null",
             ),
             (
-                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"text_any": "x"}}]}"#,
-                "should[1].match.text_any",
-            ),
-            (
-                r#"{"must": {"key": "a", "match": {"text_any": "x y"}}}"#,
-                "must[0].match.text_any",
+                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"prefix": "x"}}]}"#,
+                "should[1].match.prefix",
             ),
             (
                 r#"{"must": {"key": "a", "match": {"phrase": "x y"}}}"#,

@@ -166,6 +166,14 @@ impl FieldIndex {
                 };
                 return words_lists(map, text);
             }
+            if let Some(text) = &m.text_any {
+                let Postings::Words(map) = &self.postings else {
+                    return None;
+                };
+                return Some(Lists::Any(
+                    words(text).filter_map(|w| map.get(&w)).collect(),
+                ));
+            }
             let wanted: Vec<&Value> = match (&m.value, &m.any) {
                 (Some(v), None) => vec![v],
                 (None, Some(any)) => any.iter().collect(),
@@ -219,10 +227,14 @@ impl FieldIndex {
     fn answers(&self, c: &FieldCondition) -> bool {
         let one_test = match (&c.r#match, &c.range) {
             (Some(m), None) => {
-                let tests = [m.value.is_some(), m.any.is_some(), m.text.is_some()];
+                let tests = [
+                    m.value.is_some(),
+                    m.any.is_some(),
+                    m.text.is_some(),
+                    m.text_any.is_some(),
+                ];
                 tests.iter().filter(|&&t| t).count() == 1
                     && m.except.is_none()
-                    && m.text_any.is_none()
                     && m.phrase.is_none()
                     && m.prefix.is_none()
             }
@@ -813,6 +825,14 @@ mod tests {
         );
         assert_eq!(
             must(json!({"key": "body", "match": {"text": "cat"}})),
+            Some(vec![])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"text_any": "cat LAZY quick"}})),
+            Some(vec![0, 1, 3])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"text_any": "cat"}})),
             Some(vec![])
         );
         // Unindexed keys and conditions no index bounds leave the filter to the full check.

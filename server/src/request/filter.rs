@@ -99,12 +99,16 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
                 m.any.is_some(),
                 m.except.is_some(),
                 m.text.is_some(),
+                m.text_any.is_some(),
             ]
             .iter()
             .filter(|x| **x)
             .count();
             if given != 1 {
-                return bad("match needs exactly one of `value`, `any`, `except`, `text`".into());
+                return bad(
+                    "match needs exactly one of `value`, `any`, `except`, `text`, `text_any`"
+                        .into(),
+                );
             }
             let values = m
                 .value
@@ -199,6 +203,19 @@ fn condition(
                     let by_words = text(&field.key);
                     any(&mut |v| v.as_str().is_some_and(|v| text_matches(v, query, by_words)))
                 }
+                (
+                    Some(Match {
+                        text_any: Some(query),
+                        ..
+                    }),
+                    _,
+                ) => {
+                    let by_words = text(&field.key);
+                    any(&mut |v| {
+                        v.as_str()
+                            .is_some_and(|v| text_any_matches(v, query, by_words))
+                    })
+                }
                 (Some(m), _) => match_values(m, &mut any),
                 (None, Some(r)) => any(&mut |v| in_range(r, v)),
                 (None, None) => match &field.values_count {
@@ -252,6 +269,16 @@ fn text_matches(value: &str, query: &str, by_words: bool) -> bool {
     }
     let held: std::collections::HashSet<String> = words(value).collect();
     words(query).all(|w| held.contains(&w))
+}
+
+/// `match.text_any`: some word of `query` among the value's words, or some whitespace-separated
+/// piece of it a substring.
+fn text_any_matches(value: &str, query: &str, by_words: bool) -> bool {
+    if !by_words {
+        return query.split_whitespace().any(|piece| value.contains(piece));
+    }
+    let held: std::collections::HashSet<String> = words(value).collect();
+    words(query).any(|w| held.contains(&w))
 }
 
 /// Answers whether some value at a condition's key passes a test.
@@ -566,6 +593,20 @@ mod tests {
         assert!(check("Quick-brown", false));
         assert!(check("uick-br", false));
         assert!(!check("quick fox", false), "a substring, case and all");
+        // `text_any`: one word (or, without an index, one whitespace-separated piece) will do.
+        let any = |query: &str, by_words: bool| {
+            let f = filter(&format!(
+                r#"{{"must":[{{"key":"body","match":{{"text_any":"{query}"}}}}]}}"#
+            ));
+            let keys = move |key: &str| by_words && key == "body";
+            matches(&f, &id, Some(&p), &keys, &no_vectors)
+        };
+        assert!(any("cat QUICK", true));
+        assert!(!any("cat qui", true), "words, not prefixes");
+        assert!(!any("", true), "no word matches nothing");
+        assert!(any("cat uick-b", false));
+        assert!(!any("cat QUICK", false));
+        assert!(!any("  ", false));
     }
 
     /// The walk in place visits exactly the values [`lookup`] lists.

@@ -139,6 +139,14 @@ assert client.retrieve(collection_name=name, ids=[40])[0].payload == {"city": "N
 client.delete(collection_name=name, points_selector=models.PointIdsList(points=[40]), wait=True)
 client.overwrite_payload(collection_name=name, payload={"city": "London", "n": 2}, points=[2], wait=True)
 
+# match.text_any without a text index: any whitespace-separated piece as a substring.
+def any_piece(text):
+    match = models.MatchTextAny(text_any=text)
+    only = models.Filter(must=[models.FieldCondition(key="city", match=match)])
+    return client.count(collection_name=name, count_filter=only, exact=True).count
+
+
+assert any_piece("Lon Mum") == 2 and any_piece("york") == 0, (any_piece("Lon Mum"), any_piece("york"))
 # A batch of writes, applied in order.
 results = client.batch_update_points(
     collection_name=name,
