@@ -296,6 +296,14 @@ pub enum PartitionCall {
     },
     /// The payload indexes and the live points each holds.
     PayloadIndexes,
+    /// The values of a payload index, each with the live points holding it that pass the
+    /// filter (the parts of a facet).
+    Facet {
+        /// The indexed key.
+        key: String,
+        /// The filter.
+        filter: Option<Filter>,
+    },
 }
 
 impl PartitionCall {
@@ -311,6 +319,7 @@ impl PartitionCall {
             | Self::Holds { .. }
             | Self::ReadIndex
             | Self::PayloadIndexes
+            | Self::Facet { .. }
             | Self::State => true,
             Self::Upsert { .. }
             | Self::Delete { .. }

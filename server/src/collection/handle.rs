@@ -12,6 +12,8 @@ use cairn_api::internal::{
 };
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use cairn_api::{
     Filter, PayloadIndexInfo, PayloadSchemaType, PointId, QueryResponse, Record, ReplicaInfo,
 };
@@ -99,6 +101,10 @@ pub trait PartitionHandle: Send + Sync {
 
     /// The payload indexes and the live points each holds.
     fn payload_indexes(&self) -> Result<BTreeMap<String, PayloadIndexInfo>>;
+
+    /// The values of `key`'s payload index, each with the live points holding it that pass
+    /// `filter` (the parts of a facet).
+    fn facet(&self, key: &str, filter: Option<&Filter>) -> Result<Vec<(Value, Vec<PointId>)>>;
 
     /// The type of `key`'s payload index, if it has one (a partition in this process reads
     /// its schema alone, without counting the indexed points).
@@ -236,5 +242,6 @@ pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<Vec<u8
             encode(&seq)
         }
         PartitionCall::PayloadIndexes => encode(&p.payload_indexes()?),
+        PartitionCall::Facet { key, filter } => encode(&p.facet(&key, filter.as_ref())?),
     }
 }

@@ -35,6 +35,14 @@ impl PartitionHandle for Partition {
         Ok(Partition::payload_index_type(self, key))
     }
 
+    fn facet(
+        &self,
+        key: &str,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<(serde_json::Value, Vec<PointId>)>> {
+        self.facet_blocking(key, filter)
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, _fence: u64) -> Result<u64> {
         self.upsert_blocking(points)
     }

@@ -321,10 +321,9 @@ impl Collection {
         filter: Option<&cairn_api::Filter>,
         limit: usize,
     ) -> Result<Vec<cairn_api::FacetHit>> {
-        let partitions = self.local_partitions("facets are counted")?;
-        let mut counts: Vec<(serde_json::Value, u64)> = match partitions.as_slice() {
+        let mut counts: Vec<(serde_json::Value, u64)> = match self.partitions.as_slice() {
             [only] => only
-                .facet_blocking(key, filter)?
+                .facet(key, filter)?
                 .into_iter()
                 .map(|(value, ids)| (value, ids.len() as u64))
                 .collect(),
@@ -334,7 +333,7 @@ impl Collection {
                     (serde_json::Value, std::collections::HashSet<PointId>),
                 > = HashMap::new();
                 for partition in many {
-                    for (value, ids) in partition.facet_blocking(key, filter)? {
+                    for (value, ids) in partition.facet(key, filter)? {
                         merged
                             .entry(value.to_string())
                             .or_insert_with(|| (value, Default::default()))

@@ -431,8 +431,8 @@ pub(super) async fn count(
     Ok(ok(CountResult { count }, t))
 }
 
-/// `POST /collections/{c}/facet`: counts of the values of an indexed payload key. Standalone
-/// collections only for now, like payload indexes.
+/// `POST /collections/{c}/facet`: counts of the values of an indexed payload key, over every
+/// partition wherever it lives.
 #[utoipa::path(post, path = "/collections/{collection}/facet", tag = "points", params(("collection" = String, Path, description = "Collection name."), ReadQuery), request_body = FacetRequest, responses((status = 200, description = "The most frequent values, each with its exact count.", body = cairn_api::Response<FacetResponse>)))]
 pub(super) async fn facet(
     AxState(state): AxState<State>,

@@ -127,6 +127,17 @@ impl PartitionHandle for ReplicatedPartition {
         Ok(self.partition().payload_index_type(key))
     }
 
+    fn facet(
+        &self,
+        key: &str,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<(serde_json::Value, Vec<PointId>)>> {
+        if let Some(other) = self.instead()? {
+            return other.facet(key, filter);
+        }
+        self.partition().facet_blocking(key, filter)
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         if let Some(other) = self.closed_instead() {
             return other.upsert(points, fence);

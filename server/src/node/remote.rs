@@ -327,6 +327,17 @@ impl PartitionHandle for ForwardedPartition {
         self.read_blocking(PartitionCall::PayloadIndexes)
     }
 
+    fn facet(
+        &self,
+        key: &str,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<(serde_json::Value, Vec<PointId>)>> {
+        self.read_blocking(PartitionCall::Facet {
+            key: key.to_owned(),
+            filter: filter.cloned(),
+        })
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         self.send(PartitionCall::Upsert { points, fence })
             .map(|seq| self.wrote(seq))

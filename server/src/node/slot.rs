@@ -56,6 +56,14 @@ impl PartitionHandle for Slot {
         self.get().payload_index_type(key)
     }
 
+    fn facet(
+        &self,
+        key: &str,
+        filter: Option<&Filter>,
+    ) -> Result<Vec<(serde_json::Value, Vec<PointId>)>> {
+        self.get().facet(key, filter)
+    }
+
     fn upsert(&self, points: Vec<NewPoint>, fence: u64) -> Result<u64> {
         self.get().upsert(points, fence)
     }

@@ -489,7 +489,8 @@ fn order_by_pages_by_an_indexed_number() {
 
 /// On a cluster, an index changes at one place in each partition's log: created through any
 /// node, every replica builds it; a node away meanwhile gets it with the snapshot that brings
-/// it back; each node's info reports it from its own replica and its queries use it; dropped
+/// it back; each node's info reports it from its own replica and its queries use it; nodes
+/// without a replica order scrolls and count facets by it through one that has; dropped
 /// through another node, it goes everywhere.
 #[test]
 fn on_a_cluster_every_replica_indexes_at_the_same_place_in_its_log() {
@@ -563,6 +564,16 @@ fn on_a_cluster_every_replica_indexes_at_the_same_place_in_its_log() {
             .map(|p| p["order_value"].as_u64().unwrap())
             .collect();
         assert_eq!(values, [29, 28, 27], "{}: {page}", node.addr);
+        // Facets too: every value once, the smallest first among equal counts.
+        let facet =
+            json!({"key": "n", "limit": 2, "filter": {"must": {"key": "n", "range": {"gte": 10}}}});
+        let hits = node.ok("POST", "/collections/one/facet", Some(&facet));
+        assert_eq!(
+            hits["hits"],
+            json!([{"value": 10, "count": 1}, {"value": 11, "count": 1}]),
+            "{}",
+            node.addr
+        );
     }
     // Dropped through node 3: every replica drops it (each a moment after the answer).
     nodes[2].ok("DELETE", "/collections/ix/index/tag?wait=true", None);
