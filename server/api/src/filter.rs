@@ -234,7 +234,7 @@ pub struct FieldCondition {
     pub is_null: Option<Value>,
 }
 
-/// Equality tests: exactly one of `value`, `any`, `except`, `text`, `text_any`.
+/// Equality tests: exactly one of `value`, `any`, `except`, `text`, `text_any`, `prefix`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
@@ -261,10 +261,9 @@ pub struct Match {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub phrase: Option<Value>,
-    /// Refused.
+    /// A string value starting with this (case and all), whatever index the key has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
-    pub prefix: Option<Value>,
+    pub prefix: Option<String>,
 }
 
 /// Numeric bounds; absent bounds are open.
@@ -524,7 +523,7 @@ impl RefuseUnsupported for FieldCondition {
 
 impl RefuseUnsupported for Match {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[("phrase", &self.phrase), ("prefix", &self.prefix)])
+        refuse_set(&[("phrase", &self.phrase)])
     }
 }
 
@@ -651,16 +650,12 @@ mod tests {
                 "must[0].is_null",
             ),
             (
-                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"prefix": "x"}}]}"#,
-                "should[1].match.prefix",
+                r#"{"should": [{"has_id": [1]}, {"key": "a", "match": {"phrase": "x"}}]}"#,
+                "should[1].match.phrase",
             ),
             (
                 r#"{"must": {"key": "a", "match": {"phrase": "x y"}}}"#,
                 "must[0].match.phrase",
-            ),
-            (
-                r#"{"must": {"key": "a", "match": {"prefix": "x"}}}"#,
-                "must[0].match.prefix",
             ),
         ];
         for (json, path) in cases {

@@ -174,6 +174,19 @@ impl FieldIndex {
                     words(text).filter_map(|w| map.get(&w)).collect(),
                 ));
             }
+            if let Some(prefix) = &m.prefix {
+                // A keyword index holds the strings as they are; a uuid index does not.
+                let (Postings::Exact(map), PayloadSchemaType::Keyword) = (&self.postings, kind)
+                else {
+                    return None;
+                };
+                return Some(Lists::Any(
+                    map.iter()
+                        .filter(|(value, _)| value.starts_with(prefix.as_str()))
+                        .map(|(_, slots)| slots)
+                        .collect(),
+                ));
+            }
             let wanted: Vec<&Value> = match (&m.value, &m.any) {
                 (Some(v), None) => vec![v],
                 (None, Some(any)) => any.iter().collect(),
@@ -232,11 +245,11 @@ impl FieldIndex {
                     m.any.is_some(),
                     m.text.is_some(),
                     m.text_any.is_some(),
+                    m.prefix.is_some(),
                 ];
                 tests.iter().filter(|&&t| t).count() == 1
                     && m.except.is_none()
                     && m.phrase.is_none()
-                    && m.prefix.is_none()
             }
             (None, Some(_)) => true,
             (Some(_), Some(_)) | (None, None) => false,
@@ -834,6 +847,16 @@ mod tests {
         assert_eq!(
             must(json!({"key": "body", "match": {"text_any": "cat"}})),
             Some(vec![])
+        );
+        // A keyword index lists the values with the prefix; a text index leaves it to the
+        // full check (Qdrant's indexes do the same).
+        assert_eq!(
+            must(json!({"key": "doc", "match": {"prefix": ""}})),
+            Some(vec![0, 1, 2])
+        );
+        assert_eq!(
+            must(json!({"key": "body", "match": {"prefix": "The"}})),
+            None
         );
         // Unindexed keys and conditions no index bounds leave the filter to the full check.
         assert_eq!(must(json!({"key": "zzz", "match": {"value": "a"}})), None);

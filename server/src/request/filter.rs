@@ -100,13 +100,15 @@ fn validate_field(field: &FieldCondition, path: &str) -> Result<()> {
                 m.except.is_some(),
                 m.text.is_some(),
                 m.text_any.is_some(),
+                m.prefix.is_some(),
             ]
             .iter()
             .filter(|x| **x)
             .count();
             if given != 1 {
                 return bad(
-                    "match needs exactly one of `value`, `any`, `except`, `text`, `text_any`"
+                    "match needs exactly one of `value`, `any`, `except`, `text`, \
+                     `text_any`, `prefix`"
                         .into(),
                 );
             }
@@ -216,6 +218,13 @@ fn condition(
                             .is_some_and(|v| text_any_matches(v, query, by_words))
                     })
                 }
+                (
+                    Some(Match {
+                        prefix: Some(prefix),
+                        ..
+                    }),
+                    _,
+                ) => any(&mut |v| v.as_str().is_some_and(|v| v.starts_with(prefix.as_str()))),
                 (Some(m), _) => match_values(m, &mut any),
                 (None, Some(r)) => any(&mut |v| in_range(r, v)),
                 (None, None) => match &field.values_count {
@@ -607,6 +616,19 @@ mod tests {
         assert!(any("cat uick-b", false));
         assert!(!any("cat QUICK", false));
         assert!(!any("  ", false));
+        // `prefix`: the whole string's start, case and all, with or without a text index.
+        for by_words in [true, false] {
+            let keys = move |key: &str| by_words && key == "body";
+            let starts = |prefix: &str| {
+                let f = filter(&format!(
+                    r#"{{"must":[{{"key":"body","match":{{"prefix":"{prefix}"}}}}]}}"#
+                ));
+                matches(&f, &id, Some(&p), &keys, &no_vectors)
+            };
+            assert!(starts("The Qu"));
+            assert!(!starts("the"));
+            assert!(!starts("Quick"));
+        }
     }
 
     /// The walk in place visits exactly the values [`lookup`] lists.

@@ -181,9 +181,19 @@ fn filter_match_phrase_is_refused() {
     refused_match("phrase", "one");
 }
 
+/// Refused until it was built: a string value starting with the prefix, case and all, with
+/// or without a keyword index.
 #[test]
-fn filter_match_prefix_is_refused() {
-    refused_match("prefix", "o");
+fn filter_match_prefix_matches_the_start_of_a_string() {
+    let (_dir, server) = fixture();
+    let starts = |prefix: &str| json!({"must": [{"key": "tag", "match": {"prefix": prefix}}]});
+    assert_eq!(count_of(&server, starts("t")), 2);
+    assert_eq!(count_of(&server, starts("T")), 0);
+    let index = json!({"field_name": "tag", "field_schema": "keyword"});
+    server.ok("PUT", "/collections/c/index?wait=true", Some(&index));
+    assert_eq!(count_of(&server, starts("t")), 2);
+    assert_eq!(count_of(&server, starts("on")), 1);
+    assert_eq!(count_of(&server, starts("")), 3);
 }
 
 /// Refused until it was built: `nested` holds when one element of the array passes its
