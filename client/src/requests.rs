@@ -124,8 +124,10 @@ impl CreateCollectionBuilder {
         self
     }
 
-    /// Quantization settings as JSON (e.g. `{"neq": {"codec": "pq", "codebooks": 8}}`); a server
-    /// that cannot honour them refuses the collection with a message.
+    /// Quantization settings as JSON: Qdrant's `{"scalar": {"type": "int8"}}` or
+    /// `{"binary": {}}` (codes a graph walks by, re-ranked by the full vectors), or Cairn's
+    /// `{"neq": {"codec": "pq", "m": 8}}` for `Dot`; a server that cannot honour them refuses
+    /// the collection with a message.
     pub fn quantization(mut self, config: serde_json::Value) -> Self {
         self.request.quantization_config = Some(config);
         self
@@ -371,6 +373,16 @@ impl QueryPoints {
             .quantization
             .get_or_insert_with(QuantizationSearchParams::default)
             .rescore = Some(rescore);
+        self
+    }
+
+    /// Search the full vectors, not the quantized codes (Qdrant's `quantization.ignore`).
+    /// Collections without quantization ignore it.
+    pub fn ignore_quantization(mut self, ignore: bool) -> Self {
+        self.params()
+            .quantization
+            .get_or_insert_with(QuantizationSearchParams::default)
+            .ignore = Some(ignore);
         self
     }
 

@@ -26,7 +26,7 @@ mod trainers;
 
 pub use distance::Metric;
 pub use error::{IndexError, Result};
-pub use store::{StoreRead, VectorStore};
+pub use store::{RowCodes, StoreRead, VectorStore, TRAIN_ROWS};
 pub use topk::Neighbor;
 pub use trainers::Trainers;
 
@@ -221,6 +221,9 @@ pub struct SearchParams {
     /// Quantized indexes: re-rank candidates with the full vectors (default true); without it
     /// results are ranked, and scored, by the quantized estimate.
     pub rescore: Option<bool>,
+    /// Graphs over a store with row codes: score the full rows instead (Qdrant's
+    /// `quantization.ignore`).
+    pub ignore_quantization: bool,
 }
 
 /// What one search did, for `explain` and for benchmarks that count work instead of time.
@@ -228,6 +231,8 @@ pub struct SearchParams {
 pub struct SearchStats {
     /// Number of query-to-vector distance evaluations.
     pub distance_computations: u64,
+    /// Whether a graph search scored row codes (see [`RowCodes`]) rather than the rows.
+    pub scored_codes: bool,
 }
 
 /// The read path every index implements; object-safe so a collection can hold any index.
@@ -275,6 +280,24 @@ pub trait VectorIndex: Send + Sync {
     /// The stored (preprocessed) vector of `slot`.
     fn vector(&self, slot: Slot) -> Option<Vec<f32>> {
         self.store().get(slot).map(<[f32]>::to_vec)
+    }
+    /// Keeps row codes beside the stored rows for searches to traverse by, or drops them
+    /// (`None`); see [`RowCodes`]. Codes are derived from the rows and never written to index
+    /// files, so whoever reads an index sets them again. Graphs keep codes; other kinds refuse.
+    fn set_codes(&self, codes: Option<RowCodes>) -> Result<()> {
+        match codes {
+            None => Ok(()),
+            Some(codes) => Err(IndexError::InvalidParams(format!(
+                "{} codes speed up graph searches; {} keeps none (use hnsw, ip_nsw or \
+                 ip_nsw_plus)",
+                codes.name(),
+                self.kind().name()
+            ))),
+        }
+    }
+    /// The row codes kept beside the stored rows, if any.
+    fn codes(&self) -> Option<RowCodes> {
+        self.store().codes()
     }
     /// Serialises the whole index into `out` (see [`persist`] for the file around it).
     fn write_to(&self, out: &mut Vec<u8>);

@@ -10,6 +10,7 @@
 //! Kernels are resolved once per index ([`Metric::key_fn`]) and called through a plain
 //! function pointer, never re-dispatched per pair.
 
+pub mod codes;
 pub mod reference;
 pub mod simd;
 

@@ -34,7 +34,7 @@ pub(crate) use persist::validate_lists;
 pub(crate) use search::{best_first, Seeds};
 
 use crate::distance::Metric;
-use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
+use crate::store::{HoldsStore, Opening, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -250,13 +250,18 @@ impl VectorIndex for Hnsw {
             Opening::Answered(hits, stats) => return Ok((hits, stats)),
             Opening::Prepared(query) => query,
         };
-        let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
-        let mut scorer = graph.store.scorer(&query, filter);
-        let hits = search::knn(&graph, &mut scorer, k, ef);
+        let mut scorer = graph.store.search_scorer(&query, filter, params);
+        let ef = scorer.ef(k, params.ef.unwrap_or(self.params.ef_search).max(k));
+        let kept = scorer.kept(k, ef);
+        let hits = search::knn(&graph, &mut scorer, kept, ef);
+        let hits = scorer.finish(hits, k);
         Ok((hits, scorer.stats()))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         self.add_inner(vectors, None)
+    }
+    fn set_codes(&self, codes: Option<RowCodes>) -> Result<()> {
+        self.graph.write().store.set_codes(codes)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         persist::write(self, out);

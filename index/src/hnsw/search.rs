@@ -88,7 +88,7 @@ pub(crate) fn best_first(
         match seeds {
             Seeds::Scored(entry_points) => frontier.seed(scorer, visited, entry_points),
             Seeds::Slots(slots) => {
-                take_unvisited(graph, visited, slots.iter().copied(), pending);
+                take_unvisited(scorer, visited, slots.iter().copied(), pending);
                 frontier.score(scorer, pending);
             }
         }
@@ -105,7 +105,7 @@ pub(crate) fn best_first(
             let list = graph.list(current.slot, layer);
             let count = (list[0].load(Ordering::Acquire) as usize).min(list.len() - 1);
             let links = list[1..=count].iter().map(|w| w.load(Ordering::Relaxed));
-            take_unvisited(graph, visited, links, pending);
+            take_unvisited(scorer, visited, links, pending);
             // The next node to expand is most likely the frontier's best: fetch its list too
             // (another ~7% on the same set).
             if let Some(Reverse(next)) = frontier.candidates.peek() {
@@ -120,10 +120,10 @@ pub(crate) fn best_first(
 }
 
 /// Replaces `pending` with the slots not visited yet, marking them visited and asking the
-/// memory system for their rows (the first of the two passes in [`best_first`]).
+/// memory system for what scoring them reads (the first of the two passes in [`best_first`]).
 #[inline]
 fn take_unvisited(
-    graph: &Graph,
+    scorer: &Scorer<'_>,
     visited: &mut Visited,
     slots: impl Iterator<Item = Slot>,
     pending: &mut Vec<Slot>,
@@ -131,7 +131,7 @@ fn take_unvisited(
     pending.clear();
     for n in slots {
         if visited.insert(n) {
-            graph.store.prefetch(n);
+            scorer.prefetch(n);
             pending.push(n);
         }
     }

@@ -40,7 +40,7 @@ pub use params::IpNswPlusParams;
 
 use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
-use crate::store::{Opening, StoreRead, VectorStore};
+use crate::store::{Opening, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter, VectorIndex,
@@ -207,15 +207,16 @@ impl VectorIndex for IpNswPlus {
         let (seeds, angular_stats) = self.angular_seeds(&query)?;
         let ip = self.ip.read();
         let pool = seed_pool(&ip, &seeds);
-        let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
-        let mut scorer = ip.store.scorer(&query, filter);
-        let mut hits = best_first(&ip, &mut scorer, Seeds::Slots(&pool), ef, 0);
-        hits.truncate(k);
+        let mut scorer = ip.store.search_scorer(&query, filter, params);
+        let ef = scorer.ef(k, params.ef.unwrap_or(self.params.ef_search).max(k));
+        let hits = best_first(&ip, &mut scorer, Seeds::Slots(&pool), ef, 0);
+        let hits = scorer.finish(hits, k);
         let computed = angular_stats.distance_computations + scorer.computed();
         Ok((
             hits,
             SearchStats {
                 distance_computations: computed,
+                ..scorer.stats()
             },
         ))
     }
@@ -228,6 +229,11 @@ impl VectorIndex for IpNswPlus {
         })?;
         debug_assert_eq!(angular_first, first, "the two graphs number slots alike");
         Ok(first)
+    }
+    fn set_codes(&self, codes: Option<RowCodes>) -> Result<()> {
+        // The inner-product graph's rows: its search is where the scoring goes (the angular
+        // stage scores a few dozen directions).
+        self.ip.write().store.set_codes(codes)
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         let _no_adds = self.add_lock.lock();

@@ -204,6 +204,7 @@ impl VectorIndex for QuantizedIndex {
                 hits,
                 SearchStats {
                     distance_computations: coded,
+                    ..SearchStats::default()
                 },
             ));
         }
@@ -216,6 +217,7 @@ impl VectorIndex for QuantizedIndex {
             exact.into_sorted(),
             SearchStats {
                 distance_computations: coded + scorer.computed(),
+                ..SearchStats::default()
             },
         ))
     }

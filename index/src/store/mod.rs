@@ -21,6 +21,7 @@
 //! through a `Scorer` (query, kernels, filter, count), faiss' `DistanceComputer`.
 
 mod aligned;
+mod codes;
 mod scan;
 mod scorer;
 
@@ -34,6 +35,8 @@ use crate::persist::codec::{Decoder, Encoder};
 use crate::sync::ReadMostly;
 use crate::{IndexError, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter};
 use aligned::AlignedFloats;
+use codes::CodedRows;
+pub use codes::{RowCodes, SAMPLE_ROWS, TRAIN_ROWS};
 pub(crate) use scorer::Scorer;
 
 /// Rows of `dim` floats, preprocessed for one metric, 64-byte aligned; see the module docs.
@@ -46,6 +49,9 @@ pub struct VectorStore {
     key4_fn: KeyFn4,
     /// `len · dim` floats, row-major.
     floats: AlignedFloats,
+    /// Compressed copies of the rows that graph searches traverse by, when asked for
+    /// (`codes.rs`); boxed, as most stores keep none.
+    codes: Option<Box<CodedRows>>,
 }
 
 impl VectorStore {
@@ -62,7 +68,30 @@ impl VectorStore {
             key_fn: metric.key_fn(),
             key4_fn: metric.key4_fn(),
             floats: AlignedFloats::with_capacity(rows * dim),
+            codes: None,
         }
+    }
+
+    /// Keeps `codes` beside the rows from now on (trained once there are
+    /// [`TRAIN_ROWS`] rows), or drops them (`None`).
+    pub fn set_codes(&mut self, codes: Option<RowCodes>) -> Result<()> {
+        if let Some(kind) = codes {
+            kind.validate()?;
+        }
+        if self.codes.as_ref().map(|c| c.kind()) == codes {
+            return Ok(());
+        }
+        self.codes = codes.map(|kind| {
+            let mut coded = CodedRows::new(kind, self.metric, self.dim);
+            coded.sync(self.floats.as_slice());
+            Box::new(coded)
+        });
+        Ok(())
+    }
+
+    /// The codes kept beside the rows, if any.
+    pub fn codes(&self) -> Option<RowCodes> {
+        self.codes.as_ref().map(|c| c.kind())
     }
 
     /// The metric rows are preprocessed and scored for.
@@ -147,12 +176,15 @@ impl VectorStore {
         for row in self.floats.extend_from_slice(batch).chunks_exact_mut(dim) {
             metric.preprocess(row);
         }
+        if let Some(codes) = &mut self.codes {
+            codes.sync(self.floats.as_slice());
+        }
         Ok(first as Slot)
     }
 
-    /// Bytes of memory the rows hold.
+    /// Bytes of memory the rows (and their codes) hold.
     pub fn memory_bytes(&self) -> usize {
-        self.floats.capacity_bytes()
+        self.floats.capacity_bytes() + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
     }
 
     /// Exact search for a query as users send it: checks its dimension, preprocesses it for
@@ -295,3 +327,6 @@ impl Deref for StoreRead<'_> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod codes_tests;

@@ -41,6 +41,7 @@ impl VectorStore {
             top.into_sorted(),
             SearchStats {
                 distance_computations: computed,
+                ..SearchStats::default()
             },
         )
     }
@@ -100,6 +101,7 @@ impl VectorStore {
             top.into_sorted(),
             SearchStats {
                 distance_computations: computed,
+                ..SearchStats::default()
             },
         )
     }

@@ -5,10 +5,16 @@
 //! for [`crate::SearchStats`]; passed one by one they made a nine-parameter `best_first`.
 //! Bundled, they are faiss' `DistanceComputer` (set the query once, then score slots) plus the
 //! filter, and every computation is counted in one place.
+//!
+//! Codes. A scorer made for a search ([`VectorStore::search_scorer`]) on a store that keeps
+//! row codes (`codes.rs`) scores their estimates instead of the rows, and its
+//! [`Scorer::finish`] re-ranks what the search kept by the full rows: the graph searches stay
+//! unaware of codes, apart from asking how many candidates to keep ([`Scorer::kept`]).
 
+use super::codes::{CodedQuery, CodedRows};
 use super::VectorStore;
 use crate::distance::{KeyFn, KeyFn4};
-use crate::{SearchStats, Slot, SlotFilter};
+use crate::{Neighbor, SearchParams, SearchStats, Slot, SlotFilter};
 
 /// Scores slots of one [`VectorStore`] against one query; see the module docs.
 pub(crate) struct Scorer<'a> {
@@ -21,6 +27,18 @@ pub(crate) struct Scorer<'a> {
     filter: Option<SlotFilter<'a>>,
     /// Distance computations so far.
     computed: u64,
+    /// Scoring by the store's codes, for a search that wants them.
+    coded: Option<Coded<'a>>,
+}
+
+/// What a scorer needs to score codes and then settle the results.
+struct Coded<'a> {
+    rows: &'a CodedRows,
+    query: CodedQuery,
+    /// Re-rank the kept candidates by the full rows (Qdrant's `rescore`, default true).
+    rescore: bool,
+    /// Candidates kept per result wanted, at least 1 (Qdrant's `oversampling`).
+    oversampling: f32,
 }
 
 impl VectorStore {
@@ -37,7 +55,30 @@ impl VectorStore {
             key4_fn: self.key4_fn,
             filter,
             computed: 0,
+            coded: None,
         }
+    }
+
+    /// A scorer for a search: [`VectorStore::scorer`], scoring the row codes instead when
+    /// the store keeps trained codes and `params` does not ask to ignore them.
+    pub(crate) fn search_scorer<'a>(
+        &'a self,
+        query: &'a [f32],
+        filter: Option<SlotFilter<'a>>,
+        params: &SearchParams,
+    ) -> Scorer<'a> {
+        let mut scorer = self.scorer(query, filter);
+        if !params.ignore_quantization {
+            scorer.coded = self.codes.as_deref().and_then(|rows| {
+                Some(Coded {
+                    query: rows.query(query)?,
+                    rows,
+                    rescore: params.rescore.unwrap_or(true),
+                    oversampling: params.oversampling.unwrap_or(1.0).max(1.0),
+                })
+            });
+        }
+        scorer
     }
 }
 
@@ -46,6 +87,9 @@ impl<'a> Scorer<'a> {
     #[inline]
     pub(crate) fn key(&mut self, slot: Slot) -> f32 {
         self.computed += 1;
+        if let Some(c) = &self.coded {
+            return c.rows.key(&c.query, slot);
+        }
         (self.key_fn)(self.query, self.store.row(slot))
     }
 
@@ -53,7 +97,53 @@ impl<'a> Scorer<'a> {
     #[inline]
     pub(crate) fn key4(&mut self, slots: [Slot; 4]) -> [f32; 4] {
         self.computed += 4;
+        if let Some(c) = &self.coded {
+            return slots.map(|slot| c.rows.key(&c.query, slot));
+        }
         (self.key4_fn)(self.query, slots.map(|slot| self.store.row(slot)))
+    }
+
+    /// Asks the CPU to start loading what [`Scorer::key`] will read for `slot`.
+    #[inline]
+    pub(crate) fn prefetch(&self, slot: Slot) {
+        match &self.coded {
+            Some(c) => c.rows.prefetch(slot),
+            None => self.store.prefetch(slot),
+        }
+    }
+
+    /// The candidate list size a search for `k` results with `ef` should use: with codes, at
+    /// least `k × oversampling`.
+    pub(crate) fn ef(&self, k: usize, ef: usize) -> usize {
+        match &self.coded {
+            Some(c) => ef.max((k as f32 * c.oversampling).ceil() as usize),
+            None => ef,
+        }
+    }
+
+    /// How many of its best candidates a search for `k` results should hand to
+    /// [`Scorer::finish`]: all `ef` when they are to be re-ranked by the full rows (each
+    /// costs one exact score, a few percent of what the traversal scored), else `k`.
+    pub(crate) fn kept(&self, k: usize, ef: usize) -> usize {
+        match &self.coded {
+            Some(c) if c.rescore => ef.max(k),
+            Some(_) | None => k,
+        }
+    }
+
+    /// The best `k` of a search's `hits` (sorted by key): re-ranked by the full rows when
+    /// the search scored codes with rescoring on; otherwise as they are (keys that are the
+    /// codes' estimates when rescoring is off).
+    pub(crate) fn finish(&mut self, mut hits: Vec<Neighbor>, k: usize) -> Vec<Neighbor> {
+        if self.coded.as_ref().is_some_and(|c| c.rescore) {
+            self.computed += hits.len() as u64;
+            for hit in &mut hits {
+                hit.key = (self.key_fn)(self.query, self.store.row(hit.slot));
+            }
+            hits.sort_unstable();
+        }
+        hits.truncate(k);
+        hits
     }
 
     /// Whether `slot` may enter the results.
@@ -71,6 +161,7 @@ impl<'a> Scorer<'a> {
     pub(crate) fn stats(&self) -> SearchStats {
         SearchStats {
             distance_computations: self.computed,
+            scored_codes: self.coded.is_some(),
         }
     }
 

@@ -51,10 +51,10 @@ pub struct VectorParams {
     /// `ip_nsw_plus` when their distance is `Dot`, `hnsw` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<IndexConfig>,
-    /// Qdrant's per-vector quantization: refused (Cairn's is the collection's
-    /// `quantization_config`).
+    /// Qdrant's per-vector quantization, `scalar` or `binary`, over the collection's (Cairn's
+    /// `neq` and `pq` are the collection's `quantization_config` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
+    #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<Value>,
     /// Qdrant's storage element type: only `float32`, what Cairn stores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,10 +93,7 @@ impl VectorParams {
 
 impl RefuseUnsupported for VectorParams {
     fn refuse_unsupported(&self) -> Result<(), Unsupported> {
-        refuse_set(&[
-            ("quantization_config", &self.quantization_config),
-            ("multivector_config", &self.multivector_config),
-        ])?;
+        refuse_set(&[("multivector_config", &self.multivector_config)])?;
         refuse_other_than(
             "datatype",
             &self.datatype,
@@ -807,8 +804,9 @@ pub struct CollectionConfig {
     pub optimizer_config: OptimizersConfig,
     /// WAL settings.
     pub wal_config: WalConfig,
-    /// Qdrant's quantization (scalar, product, binary): none, as Cairn does not implement
-    /// those; always null.
+    /// Qdrant's quantization as Cairn implements it, the collection's own (each vector's
+    /// own, where it differs, is in `params.vectors`): `scalar` (int8) or `binary` row codes,
+    /// every default filled in; null without.
     #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<serde_json::Value>,
     /// Cairn's quantization (`{"neq": …}` or `{"pq": …}`, every default filled in), apart
@@ -966,11 +964,6 @@ mod tests {
     fn create_refuses_what_would_change_what_is_stored() {
         let none = json!({});
         let cases = [
-            (
-                json!({"quantization_config": {"scalar": {"type": "int8"}}}),
-                &none,
-                "vectors.quantization_config: not supported",
-            ),
             (
                 json!({"datatype": "float16"}),
                 &none,

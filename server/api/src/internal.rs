@@ -90,6 +90,10 @@ pub struct SearchPlan {
     pub oversampling: Option<f32>,
     /// Quantized collections: re-rank candidates with full vectors.
     pub rescore: Option<bool>,
+    /// Collections with row codes (Qdrant's scalar or binary quantization): traverse by the
+    /// full vectors instead (`quantization.ignore`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_quantization: bool,
     /// Drop results scoring worse.
     pub score_threshold: Option<f32>,
     /// Payload in results.
@@ -416,6 +420,7 @@ mod tests {
                 exact: false,
                 oversampling: None,
                 rescore: Some(true),
+                ignore_quantization: false,
                 score_threshold: Some(0.5),
                 with_payload: PayloadSelection::Keys {
                     include: Some(vec!["city".into()]),

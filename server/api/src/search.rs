@@ -531,6 +531,11 @@ pub struct QueryExplain {
     /// Query-to-vector distance evaluations, summed over every search the query ran
     /// (the router's included).
     pub distance_computations: u64,
+    /// The row codes a graph search traversed by (`int8` or `binary`, Qdrant's scalar and
+    /// binary quantization), re-ranking by the full vectors unless `rescore` was off; absent
+    /// when it scored the vectors themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
     /// How a partitioned collection routed the query.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<PartitionsExplain>,

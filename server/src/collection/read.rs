@@ -486,6 +486,8 @@ impl Collection {
                             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
                         };
                     sum.distance_computations += e.distance_computations;
+                    // Partitions too small to have trained their codes scored vectors.
+                    sum.quantization = sum.quantization.or(e.quantization);
                     sum
                 }
             });
@@ -508,6 +510,7 @@ impl Collection {
                 exact_fallback: false,
                 payload_index_candidates: None,
                 distance_computations: 0,
+                quantization: None,
                 partitions: None,
             })
         });

@@ -380,7 +380,7 @@ fn describe(collection: &Collection) -> CollectionInfo {
                 wal_capacity_mb: 32,
                 wal_segments_ahead: 0,
             },
-            quantization_config: None,
+            quantization_config: s.shared_codes.map(crate::request::settings::codes_json),
             cairn_quantization_config: quantization_config,
             index,
             vector_indexes: s

@@ -253,12 +253,15 @@ impl LiveIndex {
     pub fn empty(settings: &CollectionSettings, trainers: &Trainers) -> Result<Self> {
         let index =
             cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
+        index.set_codes(settings.codes)?;
         let extras = settings
             .dense_spaces()
             .skip(1)
             .map(|space| {
-                cairn_index::new_index(space.index, space.metric(), space.dim, trainers)
-                    .map(|index| (space.name.to_owned(), index))
+                let index =
+                    cairn_index::new_index(space.index, space.metric(), space.dim, trainers)?;
+                index.set_codes(space.codes)?;
+                Ok::<_, cairn_index::IndexError>((space.name.to_owned(), index))
             })
             .collect::<std::result::Result<_, _>>()?;
         Ok(Self {

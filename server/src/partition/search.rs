@@ -8,7 +8,7 @@ use cairn_api::{
     Filter, PayloadSchemaType, PointId, QueryExplain, QueryResponse, Record, ScoredPoint,
     SparseVector, VectorOutput,
 };
-use cairn_index::{IndexKind, SearchParams, Slot, VectorIndex};
+use cairn_index::{IndexKind, SearchParams, SearchStats, Slot, VectorIndex};
 
 use super::live::{LiveIndex, PointTable, SlotEntry, NO_SLOT};
 use super::Partition;
@@ -318,6 +318,7 @@ impl Partition {
             exact,
             oversampling: plan.oversampling,
             rescore: plan.rescore,
+            ignore_quantization: plan.ignore_quantization,
         };
         // An exact search over the indexes' candidates scores only those; where the indexes
         // answer the filter exactly, a live candidate is a match without a payload read.
@@ -336,14 +337,14 @@ impl Partition {
         };
         // The index's whole share of the query, the exact fallback included, is one span of
         // the search clock: `/metrics` subtracts it from the route time per query.
-        let (hits, distance_computations, exact_fallback) = self.shared.searches.time(|| {
+        let (hits, stats, exact_fallback) = self.shared.searches.time(|| {
             if let (true, Some(slots)) = (exact, &indexed) {
                 let (hits, stats) = scan_candidates(slots)?;
-                return Ok((hits, stats.distance_computations, false));
+                return Ok((hits, stats, false));
             }
             let (hits, stats) = index.search(&vector, k, &params, Some(&accept))?;
             if exact || filter.is_none() || hits.len() >= k {
-                return Ok((hits, stats.distance_computations, false));
+                return Ok((hits, stats, false));
             }
             // A filtered graph search can come up short when the filter cuts the graph's
             // reachable region; an exact scan is the guarantee.
@@ -360,11 +361,12 @@ impl Partition {
                     Some(&accept),
                 )?,
             };
-            Ok::<_, ServerError>((
-                exact_hits,
-                stats.distance_computations + exact_stats.distance_computations,
-                true,
-            ))
+            let both = SearchStats {
+                distance_computations: stats.distance_computations
+                    + exact_stats.distance_computations,
+                ..stats
+            };
+            Ok::<_, ServerError>((exact_hits, both, true))
         })?;
         let explain = plan.explain.then(|| QueryExplain {
             index: index.kind().name().to_owned(),
@@ -377,7 +379,11 @@ impl Partition {
             filter_selectivity,
             exact_fallback,
             payload_index_candidates: indexed.as_ref().map(|slots| slots.len() as u64),
-            distance_computations,
+            distance_computations: stats.distance_computations,
+            quantization: stats
+                .scored_codes
+                .then(|| index.codes().map(|c| c.name().to_owned()))
+                .flatten(),
             partitions: None,
         });
         let metric = index.metric();
@@ -485,6 +491,7 @@ impl Partition {
             exact_fallback: false,
             payload_index_candidates: None,
             distance_computations: stats.postings,
+            quantization: None,
             partitions: None,
         });
         QueryResponse {
@@ -707,6 +714,7 @@ mod tests {
             exact,
             oversampling: None,
             rescore: None,
+            ignore_quantization: false,
             score_threshold: None,
             with_payload: PayloadSelection::from_wire(None, false),
             with_vector: false,

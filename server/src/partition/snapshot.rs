@@ -91,6 +91,8 @@ pub(super) fn read(
     }
     let mut d = Decoder::new(&bytes);
     let index = cairn_index::read_index(header.kind, d.bytes()?, trainers)?;
+    // Row codes are derived from the rows and not in the file: they train again here.
+    index.set_codes(settings.codes)?;
     let slots = d.usize()?;
     if slots != index.len() {
         return Err(corrupt(
@@ -131,6 +133,7 @@ pub(super) fn read(
             ));
         }
         let extra = cairn_index::read_index(space.index.kind(), d.bytes()?, trainers)?;
+        extra.set_codes(space.codes)?;
         if extra.dim() != space.dim {
             return Err(corrupt(
                 &path,

@@ -393,9 +393,11 @@ pub fn plan(
     };
     let quantization = params.quantization.unwrap_or_default();
     // `ignore` means "search the full vectors": on a quantized collection that is the exact
-    // scan; elsewhere there are no codes to ignore (Qdrant's reading too).
+    // scan, on a graph with row codes a traversal of the full rows; elsewhere there are no
+    // codes to ignore (Qdrant's reading too).
+    let ignore = quantization.ignore == Some(true);
     let quantized = matches!(settings.index, IndexParams::Quantized(_));
-    let ignore_codes = quantized && quantization.ignore == Some(true);
+    let ignore_codes = quantized && ignore;
     Ok(QueryPlan {
         search: SearchPlan {
             target,
@@ -407,6 +409,7 @@ pub fn plan(
             exact: params.exact.unwrap_or(false) || ignore_codes,
             oversampling: quantization.oversampling.map(|o| o as f32),
             rescore: quantization.rescore,
+            ignore_quantization: ignore,
             score_threshold: request.score_threshold,
             with_payload: PayloadSelection::from_wire(request.with_payload, false),
             with_vector: with_vector || mmr.is_some(),

@@ -12,7 +12,7 @@ use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
 use cairn_index::pyramid::PyramidParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
-use cairn_index::{IndexParams, Metric};
+use cairn_index::{IndexParams, Metric, RowCodes};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -59,6 +59,14 @@ pub struct CollectionSettings {
     /// the one every point carries and partitions are routed by.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra_vectors: BTreeMap<String, ExtraVector>,
+    /// The main vector's row codes (Qdrant's `scalar` or `binary` quantization), which its
+    /// graph traverses by before re-ranking by the full vectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codes: Option<RowCodes>,
+    /// The collection's own `quantization_config` as Qdrant's kinds, which every dense vector
+    /// takes unless it names its own: what collection info reports at the top level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_codes: Option<RowCodes>,
 }
 
 /// A named dense vector beside a collection's main one.
@@ -70,6 +78,9 @@ pub struct ExtraVector {
     pub distance: Distance,
     /// Its index.
     pub index: IndexParams,
+    /// Its row codes, as the main vector's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codes: Option<RowCodes>,
 }
 
 /// One dense vector space of a collection, the main vector's or one beside it: what a vector
@@ -87,6 +98,8 @@ pub struct DenseSpace<'a> {
     pub distance: Distance,
     /// Its index.
     pub index: &'a IndexParams,
+    /// The row codes its index keeps.
+    pub codes: Option<RowCodes>,
 }
 
 impl DenseSpace<'_> {
@@ -182,14 +195,16 @@ fn quantized_index(
     let Some(value) = req.quantization_config.as_ref().filter(|q| !q.is_null()) else {
         return Ok(None);
     };
-    if let Some(qdrant) = ["scalar", "product", "binary"]
-        .into_iter()
-        .find(|k| value.get(k).is_some())
-    {
-        return Err(ServerError::InvalidRequest(format!(
-            "quantization_config.{qdrant}: Qdrant's {qdrant} quantization is not supported; \
-             use {{\"neq\": {{\"codec\": \"pq\", \"m\": 8}}}} or {{\"pq\": {{\"m\": 8}}}}"
-        )));
+    if value.get("scalar").is_some() || value.get("binary").is_some() {
+        return Ok(None);
+    }
+    if value.get("product").is_some() {
+        return Err(ServerError::InvalidRequest(
+            "quantization_config.product: Qdrant's product quantization is not supported; use \
+             scalar or binary, or for Dot Cairn's quantized scan, {\"neq\": {\"codec\": \"pq\", \
+             \"m\": 8}} or {\"pq\": {\"m\": 8}}"
+                .into(),
+        ));
     }
     let parsed: QuantizationRequest = serde_json::from_value(value.clone())
         .map_err(|e| ServerError::InvalidRequest(format!("quantization_config: {e}")))?;
@@ -231,6 +246,130 @@ fn quantized_index(
         ));
     }
     Ok(Some(params))
+}
+
+/// Qdrant's `scalar` quantization: only `int8`, which is all Qdrant has.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScalarRequest {
+    #[serde(rename = "type")]
+    kind: ScalarType,
+    #[serde(default)]
+    quantile: Option<f64>,
+    /// Where Qdrant keeps the codes when vectors are on disk; Cairn keeps both in memory, so
+    /// either value gives the same answers.
+    #[serde(default, rename = "always_ram")]
+    _always_ram: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScalarType {
+    Int8,
+}
+
+/// Qdrant's `binary` quantization: one bit per coordinate, the query's too (`one_bit`,
+/// `query_encoding` `default` or `binary`); the other encodings are refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BinaryRequest {
+    #[serde(default, rename = "always_ram")]
+    _always_ram: Option<bool>,
+    #[serde(default)]
+    encoding: Option<String>,
+    #[serde(default)]
+    query_encoding: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum CodesRequest {
+    Scalar(ScalarRequest),
+    Binary(BinaryRequest),
+}
+
+/// The row codes a Qdrant-shaped `quantization_config` (`field`) asks for: `None` without one
+/// or for Cairn's own kinds, which [`quantized_index`] reads.
+fn row_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<RowCodes>> {
+    let Some(value) = value.filter(|v| v.get("scalar").is_some() || v.get("binary").is_some())
+    else {
+        return Ok(None);
+    };
+    let invalid = |m: String| ServerError::InvalidRequest(format!("{field}: {m}"));
+    let parsed: CodesRequest =
+        serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
+    let codes = match parsed {
+        CodesRequest::Scalar(r) => {
+            let ScalarType::Int8 = r.kind;
+            RowCodes::Int8 {
+                quantile: r.quantile.unwrap_or(RowCodes::DEFAULT_QUANTILE),
+            }
+        }
+        CodesRequest::Binary(r) => {
+            if let Some(e) = r.encoding.filter(|e| e != "one_bit") {
+                return Err(invalid(format!(
+                    "binary.encoding `{e}` is not implemented; Cairn's binary codes are one_bit"
+                )));
+            }
+            if let Some(e) = r.query_encoding.filter(|e| e != "default" && e != "binary") {
+                return Err(invalid(format!(
+                    "binary.query_encoding `{e}` is not implemented; queries are coded as the \
+                     points are (default)"
+                )));
+            }
+            RowCodes::Binary
+        }
+    };
+    codes.validate().map_err(|e| invalid(e.to_string()))?;
+    Ok(Some(codes))
+}
+
+/// The row codes a vector's own `quantization_config` asks for: Qdrant's kinds only.
+fn vector_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<RowCodes>> {
+    match value.filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) if v.get("scalar").is_some() || v.get("binary").is_some() => {
+            row_codes(Some(v), field)
+        }
+        Some(_) => Err(ServerError::InvalidRequest(format!(
+            "{field}: a vector's own quantization is Qdrant's scalar or binary; Cairn's neq and \
+             pq are set by the collection's quantization_config"
+        ))),
+    }
+}
+
+/// Checks that `index` (of `field`) can keep row codes: graphs only.
+fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Result<()> {
+    match (codes, index) {
+        (None, _)
+        | (Some(_), IndexParams::Hnsw(_) | IndexParams::IpNsw(_) | IndexParams::IpNswPlus(_)) => {
+            Ok(())
+        }
+        (
+            Some(codes),
+            IndexParams::Flat
+            | IndexParams::SimpleLsh(_)
+            | IndexParams::RangeLsh(_)
+            | IndexParams::Quantized(_),
+        ) => Err(ServerError::InvalidRequest(format!(
+            "{field}: {} quantization speeds up graph search; the {} index keeps no codes (use \
+             hnsw, ip_nsw or ip_nsw_plus)",
+            codes.name(),
+            index.kind().name()
+        ))),
+    }
+}
+
+/// The Qdrant-shaped `quantization_config` to report for row codes, every default filled in.
+pub fn codes_json(codes: RowCodes) -> serde_json::Value {
+    match codes {
+        RowCodes::Int8 { quantile } => json!({
+            "scalar": {"type": "int8", "quantile": quantile, "always_ram": true}
+        }),
+        RowCodes::Binary => json!({
+            "binary": {"always_ram": true, "encoding": "one_bit", "query_encoding": "default"}
+        }),
+    }
 }
 
 /// Why an update may not change an index parameter.
@@ -460,6 +599,17 @@ impl CollectionSettings {
             (None, index) => Self::index_params(index, || hnsw_checked(hnsw, ""))?,
         };
         check_index(&index, metric_of(v.distance), "index")?;
+        // Qdrant's collection-wide quantization applies to every dense vector; a vector's own
+        // overrides it.
+        let shared_codes = row_codes(req.quantization_config.as_ref(), "quantization_config")?;
+        let codes = match vector_codes(
+            v.quantization_config.as_ref(),
+            &format!("{main_field}.quantization_config"),
+        )? {
+            Some(own) => Some(own),
+            None => shared_codes,
+        };
+        check_codes(codes, &index, "quantization_config")?;
         let mut extra_vectors = BTreeMap::new();
         for (name, params) in others {
             let field = format!("vectors.{name}");
@@ -474,12 +624,17 @@ impl CollectionSettings {
                 metric_of(params.distance),
                 &format!("{field}.index"),
             )?;
+            let codes_field = format!("{field}.quantization_config");
+            let codes =
+                vector_codes(params.quantization_config.as_ref(), &codes_field)?.or(shared_codes);
+            check_codes(codes, &index, &codes_field)?;
             extra_vectors.insert(
                 name.clone(),
                 ExtraVector {
                     dim: params.size,
                     distance: params.distance,
                     index,
+                    codes,
                 },
             );
         }
@@ -533,6 +688,8 @@ impl CollectionSettings {
             dim: v.size,
             distance: v.distance,
             index,
+            codes,
+            shared_codes,
             full_scan_threshold: diff
                 .full_scan_threshold
                 .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
@@ -639,13 +796,21 @@ impl CollectionSettings {
     /// `vectors` as created: one unnamed vector space, or the map naming them (each beside
     /// the main one with its HNSW parameters, if it has a graph).
     pub fn vectors_config(&self) -> VectorsConfig {
-        let params = VectorParams::new(self.dim, self.distance);
+        // A vector's own quantization is reported where it differs from the collection's.
+        let own_codes = |codes: Option<RowCodes>| {
+            (codes != self.shared_codes)
+                .then(|| codes.map(codes_json))
+                .flatten()
+        };
+        let mut params = VectorParams::new(self.dim, self.distance);
+        params.quantization_config = own_codes(self.codes);
         let Some(name) = &self.vector_name else {
             return params.into();
         };
         let mut named = BTreeMap::from([(name.clone(), params)]);
         for (name, extra) in &self.extra_vectors {
             let mut params = VectorParams::new(extra.dim, extra.distance);
+            params.quantization_config = own_codes(extra.codes);
             if let IndexParams::Hnsw(p) | IndexParams::IpNsw(p) = extra.index {
                 params.hnsw_config = Some(HnswConfigDiff {
                     m: Some(p.m),
@@ -666,6 +831,7 @@ impl CollectionSettings {
             dim: self.dim,
             distance: self.distance,
             index: &self.index,
+            codes: self.codes,
         }
     }
 
@@ -685,6 +851,7 @@ impl CollectionSettings {
             dim: extra.dim,
             distance: extra.distance,
             index: &extra.index,
+            codes: extra.codes,
         })
     }
 
@@ -705,6 +872,7 @@ impl CollectionSettings {
                 dim: extra.dim,
                 distance: extra.distance,
                 index: &extra.index,
+                codes: extra.codes,
             },
         ))
     }

@@ -30,6 +30,7 @@ mod payload_indexes;
 mod peers;
 mod point_updates;
 mod qdrant_client;
+mod quantization;
 mod recall;
 mod recommend;
 mod refused_fields;

@@ -171,8 +171,8 @@ fn quantization_configs_are_checked() {
     let refused = [
         (
             json!({"vectors": {"size": 8, "distance": "Dot"},
-                   "quantization_config": {"scalar": {"type": "int8"}}}),
-            "scalar",
+                   "quantization_config": {"product": {"compression": "x16"}}}),
+            "product",
         ),
         (
             json!({"vectors": {"size": 8, "distance": "Euclid"},

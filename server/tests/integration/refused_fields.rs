@@ -263,13 +263,18 @@ fn filter_unknown_keys_are_refused_naming_them() {
 // ---- collections ----
 
 #[test]
-fn create_vectors_quantization_config_is_refused() {
-    let quantization = json!({"quantization_config": {"scalar": {"type": "int8"}}});
-    create_refused(
-        quantization,
+fn create_vectors_quantization_config_takes_qdrant_kinds_only() {
+    let neq = json!({"quantization_config": {"neq": {"codec": "pq"}}});
+    let (_dir, server) = create_refused(
+        neq,
         json!({}),
-        &not_supported("vectors.quantization_config"),
+        "vectors.quantization_config: a vector's own quantization is Qdrant's scalar or binary",
     );
+    let scalar = create_x(
+        json!({"quantization_config": {"scalar": {"type": "int8"}}}),
+        json!({}),
+    );
+    server.ok("PUT", "/collections/x", Some(&scalar));
 }
 
 #[test]
