@@ -310,9 +310,18 @@ impl Collection {
         let vectors = examples.vectors(stored)?;
         let wanted = plan.search.offset + plan.search.limit + ids.len();
         let mut queries = examples.candidate_queries(space, &vectors);
-        let pool = if plan.search.exact {
+        let every_point = examples.scores_every_point(space);
+        let pool = if plan.search.exact || every_point {
             // Exact: every point is a candidate, gathered by one search that returns them all.
             let points = self.points();
+            if points > MAX_EXACT_CANDIDATES && every_point {
+                return Err(ServerError::LimitExceeded(format!(
+                    "a {} ranking from negatives alone on a Euclid vector scores every point \
+                     (the best are the farthest from them), and the collection has {points}, \
+                     above the maximum of {MAX_EXACT_CANDIDATES}; add a positive example",
+                    examples.strategy.name()
+                )));
+            }
             if points > MAX_EXACT_CANDIDATES {
                 return Err(ServerError::LimitExceeded(format!(
                     "params.exact: an exact {} ranking scores every point, and the collection \
@@ -336,6 +345,7 @@ impl Collection {
             sub.search.limit = pool;
             sub.search.with_vector = true;
             sub.search.score_threshold = None;
+            sub.search.exact |= every_point;
             let answer = self.search_blocking(&sub, consistency)?;
             warning = warning.or(answer.warning);
             for point in answer.points {

@@ -182,7 +182,29 @@ impl Examples {
                 queries.push(sum);
             }
         }
+        if queries.is_empty() {
+            // Negatives alone: the points least like them. For `Dot` and `Cosine` that is the
+            // direction away from their sum; Euclid's farthest points are no nearest-neighbour
+            // search, so there every point is scored ([`Examples::scores_every_point`]) and
+            // this query only carries the search that fetches them.
+            let mut away = vec![0f32; space.dim];
+            for v in &vectors.negative {
+                for (a, x) in away.iter_mut().zip(v) {
+                    *a -= x;
+                }
+            }
+            space.metric().preprocess(&mut away);
+            queries.push(away);
+        }
         queries
+    }
+
+    /// Whether a `best_score` or `sum_scores` ranking must score every point: negatives alone
+    /// on a Euclid space, whose best candidates are the points farthest from them.
+    pub fn scores_every_point(&self, space: DenseSpace<'_>) -> bool {
+        self.positive.is_empty()
+            && space.metric() == cairn_index::Metric::L2
+            && matches!(self.strategy, Strategy::BestScore | Strategy::SumScores)
     }
 
     /// A candidate's score under `best_score` or `sum_scores` (higher is better), from the
@@ -365,12 +387,25 @@ pub(super) fn examples(
         pairs: Vec::new(),
         strategy,
     };
-    // Qdrant's `best_score` and `sum_scores` also take negatives alone (the points least like
-    // them); Cairn gathers candidates near positives, so it needs one.
-    if examples.positive.is_empty() {
-        return Err(ServerError::InvalidRequest(format!(
-            "{field}.positive: at least one positive example is needed"
-        )));
+    // As in Qdrant: `average_vector` needs a positive (it searches near their mean); the
+    // scoring strategies also take negatives alone, ranking the points least like them.
+    match (
+        examples.positive.is_empty(),
+        examples.negative.is_empty(),
+        strategy,
+    ) {
+        (true, _, Strategy::AverageVector) => {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}.positive: average_vector needs at least one positive example \
+                 (best_score and sum_scores also take negatives alone)"
+            )))
+        }
+        (true, true, _) => {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}: at least one positive or negative example is needed"
+            )))
+        }
+        (false, _, _) | (true, false, _) => {}
     }
     check_count(examples.positive.len() + examples.negative.len(), field)?;
     Ok(examples)

@@ -147,11 +147,15 @@ fn recommend_ranks_near_the_examples_average_and_leaves_the_examples_out() {
 
     for (query, status, says) in [
         (
-            json!({"recommend": {"negative": [1], "strategy": "best_score"}}),
+            json!({"recommend": {"negative": [], "strategy": "best_score"}}),
             400,
-            "positive",
+            "at least one positive or negative",
         ),
-        (json!({"recommend": {"negative": [1]}}), 400, "positive"),
+        (
+            json!({"recommend": {"negative": [1]}}),
+            400,
+            "average_vector needs",
+        ),
         (json!({"recommend": {"positive": [424242]}}), 404, "424242"),
         (
             json!({"recommend": {"positive": [[1.0, 2.0]]}}),
@@ -249,6 +253,77 @@ fn best_score_and_sum_scores_rank_by_every_example() {
             hits >= 9,
             "{strategy}: the graph found {hits} of the exact top 10"
         );
+    }
+}
+
+/// Negatives alone, as Qdrant takes them for `best_score` and `sum_scores`: the points least
+/// like the negatives. Euclid scores every point (the farthest are no nearest-neighbour
+/// search), so its answer is exact; `Cosine` gathers candidates away from the negatives'
+/// sum, exact for `sum_scores` (one inner-product search) and nearly so for `best_score`.
+#[test]
+fn negatives_alone_rank_the_points_least_like_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let points = vectors(2_000, 8, 29);
+    let negative = [3usize, 11];
+    let skip: Vec<u64> = negative.iter().map(|&i| i as u64).collect();
+    let sigmoid = |x: f32| 0.5 * (x / (1.0 + x.abs()) + 1.0);
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    for distance in ["Euclid", "Cosine"] {
+        server.create("items", 8, distance, json!({}));
+        load(&server, "items", &points);
+        let similarity = |a: &[f32], b: &[f32]| -> f32 {
+            if distance == "Euclid" {
+                -a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f32>()
+            } else {
+                a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>() / (norm(a) * norm(b))
+            }
+        };
+        let best = |v: &[f32]| -> f32 {
+            let n = negative
+                .iter()
+                .map(|&i| similarity(v, &points[i]))
+                .fold(f32::NEG_INFINITY, f32::max);
+            -sigmoid(n)
+        };
+        let sum = |v: &[f32]| -> f32 {
+            -negative
+                .iter()
+                .map(|&i| similarity(v, &points[i]))
+                .sum::<f32>()
+        };
+        for (strategy, want) in [
+            ("best_score", top10(&points, &skip, &best)),
+            ("sum_scores", top10(&points, &skip, &sum)),
+        ] {
+            let body = json!({"query": {"recommend": {"negative": negative, "strategy": strategy}},
+                              "limit": 10});
+            let got = scored(&server, &body);
+            let want_ids: Vec<u64> = want.iter().map(|w| w.0).collect();
+            let found = got.iter().filter(|g| want_ids.contains(&g.0)).count();
+            let floor = if distance == "Euclid" || strategy == "sum_scores" {
+                10
+            } else {
+                8
+            };
+            assert!(
+                found >= floor,
+                "{distance} {strategy}: {found} of the top 10: {got:?} against {want:?}"
+            );
+            for (id, score) in &got {
+                let v = &points[*id as usize];
+                let exact = if strategy == "best_score" {
+                    best(v)
+                } else {
+                    sum(v)
+                };
+                assert!(
+                    (score - exact).abs() <= 1e-4 * exact.abs().max(1.0),
+                    "{distance} {strategy}: {score} against {exact}"
+                );
+            }
+        }
+        server.ok("DELETE", "/collections/items", None);
     }
 }
 
