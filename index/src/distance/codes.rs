@@ -1,16 +1,27 @@
-//! Kernels over compressed rows: a float query against one byte per coordinate, and the
-//! Hamming distance between two bit strings. The store's row codes (`store/codes.rs`) score
-//! through these; like the float kernels, they are chosen once per process.
+//! Kernels over compressed rows: a query in 16-bit integers against one byte per
+//! coordinate, and the Hamming distance between two bit strings. The store's row codes
+//! (`store/codes.rs`) score through these; like the float kernels, they are chosen once per
+//! process.
 //!
-//! Why the query stays in floats against byte codes. Only the stored side is quantized, so a
-//! score's error is the row's rounding alone (Qdrant also quantizes the query, which doubles
-//! it). The cost is a widening conversion per coordinate, which a graph search hides: it waits
-//! on memory, and a 128-d row of bytes is two cache lines instead of eight.
+//! Why 16 bits for the query. Qdrant quantizes the query to bytes like the rows, which
+//! doubles a score's rounding error. A query scaled to 16-bit integers rounds by one part in
+//! 16,383 at most, far below the rows' one part in 255, and keeps the arithmetic in integers:
+//! `madd` multiplies 16 pairs and adds them into 8 sums per instruction, where widening the
+//! bytes to floats took twice the instructions (measured: 1.25–1.66× the full-row search
+//! with floats, before this kernel; BENCHMARKS.md has the current figures).
 
 use std::sync::OnceLock;
 
-/// Σ qᵢ·cᵢ for a float query and byte codes.
-pub type DotU8 = fn(&[f32], &[u8]) -> f32;
+/// Σ qᵢ·cᵢ for a 16-bit query and byte codes. The caller bounds |qᵢ| so that the sum fits
+/// an `i32` ([`max_query_magnitude`]).
+pub type DotU8 = fn(&[i16], &[u8]) -> i32;
+
+/// The largest |qᵢ| a query of `dim` coordinates may have for [`DotU8`]'s sum to fit an
+/// `i32` whatever the codes: 16,383 up to 514 dimensions, less beyond.
+pub fn max_query_magnitude(dim: usize) -> i32 {
+    let bound = i32::MAX as usize / (255 * dim.max(1));
+    bound.min(16_383) as i32
+}
 
 /// Differing bits between two equal-length bit strings.
 pub type Hamming = fn(&[u64], &[u64]) -> u32;
@@ -30,8 +41,7 @@ pub fn code_kernels() -> &'static CodeKernels {
     CHOSEN.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            let avx2 = std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma");
+            let avx2 = std::arch::is_x86_feature_detected!("avx2");
             let popcnt = std::arch::is_x86_feature_detected!("popcnt");
             CodeKernels {
                 dot_u8: if avx2 { x86::dot_u8 } else { scalar_dot_u8 },
@@ -48,8 +58,11 @@ pub fn code_kernels() -> &'static CodeKernels {
 
 /// Σ qᵢ·cᵢ over the common prefix, one coordinate at a time: the reference the SIMD kernel
 /// is tested against.
-pub fn scalar_dot_u8(q: &[f32], codes: &[u8]) -> f32 {
-    q.iter().zip(codes).map(|(x, &c)| x * f32::from(c)).sum()
+pub fn scalar_dot_u8(q: &[i16], codes: &[u8]) -> i32 {
+    q.iter()
+        .zip(codes)
+        .map(|(&x, &c)| i32::from(x) * i32::from(c))
+        .sum()
 }
 
 /// Differing bits over the common prefix, without the POPCNT instruction.
@@ -64,9 +77,9 @@ mod x86 {
     // The safe wrappers are only handed out by `code_kernels()` after the CPU reported the
     // features their `target_feature` functions use, which is what makes the calls sound.
 
-    pub(super) fn dot_u8(q: &[f32], codes: &[u8]) -> f32 {
+    pub(super) fn dot_u8(q: &[i16], codes: &[u8]) -> i32 {
         debug_assert_eq!(q.len(), codes.len());
-        // SAFETY: reachable only through `code_kernels()`, which checked AVX2 and FMA.
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2.
         unsafe { dot_u8_avx2(q, codes) }
     }
 
@@ -76,34 +89,42 @@ mod x86 {
         unsafe { hamming_popcnt(a, b) }
     }
 
-    /// 16 codes per iteration: widened to two 8-lane float vectors, each feeding its own FMA
-    /// chain; the tail goes one coordinate at a time.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dot_u8_avx2(q: &[f32], codes: &[u8]) -> f32 {
+    /// 32 codes per iteration: each 16 widened to 16-bit lanes and multiplied with the
+    /// query's by `madd`, which adds neighbouring products into 8 32-bit sums; two chains.
+    #[target_feature(enable = "avx2")]
+    unsafe fn dot_u8_avx2(q: &[i16], codes: &[u8]) -> i32 {
         let n = q.len().min(codes.len());
         let (pq, pc) = (q.as_ptr(), codes.as_ptr());
-        let mut lo = _mm256_setzero_ps();
-        let mut hi = _mm256_setzero_ps();
+        let mut acc0 = _mm256_setzero_si256();
+        let mut acc1 = _mm256_setzero_si256();
         let mut i = 0;
-        // SAFETY: each iteration reads 16 bytes of codes and 16 floats of the query starting
-        // at i with i + 16 ≤ n, inside both slices; unaligned loads need no alignment.
+        // SAFETY: each load reads 16 codes or 16 query values starting at i with i + 16 ≤ n
+        // (i + 32 ≤ n in the first loop), inside both slices; unaligned loads need no
+        // alignment.
         unsafe {
-            while i + 16 <= n {
-                let bytes = _mm_loadu_si128(pc.add(i).cast());
-                let c0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-                let c1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(bytes)));
-                lo = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), c0, lo);
-                hi = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8)), c1, hi);
+            while i + 32 <= n {
+                let c0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pc.add(i).cast()));
+                let c1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pc.add(i + 16).cast()));
+                let q0 = _mm256_loadu_si256(pq.add(i).cast());
+                let q1 = _mm256_loadu_si256(pq.add(i + 16).cast());
+                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(c0, q0));
+                acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(c1, q1));
+                i += 32;
+            }
+            if i + 16 <= n {
+                let c0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(pc.add(i).cast()));
+                let q0 = _mm256_loadu_si256(pq.add(i).cast());
+                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(c0, q0));
                 i += 16;
             }
         }
-        let s = _mm256_add_ps(lo, hi);
-        let s = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
-        let mut sum = _mm_cvtss_f32(s);
+        let s = _mm256_add_epi32(acc0, acc1);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        let mut sum = _mm_cvtsi128_si32(s);
         for j in i..n {
-            sum += q[j] * f32::from(codes[j]);
+            sum += i32::from(q[j]) * i32::from(codes[j]);
         }
         sum
     }
@@ -122,11 +143,12 @@ mod tests {
     fn the_chosen_kernels_agree_with_the_scalar_ones_at_every_length() {
         let k = code_kernels();
         for n in 0..70usize {
-            let q: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let top = max_query_magnitude(n) as f32;
+            let q: Vec<i16> = (0..n)
+                .map(|i| ((i as f32 * 0.37).sin() * top) as i16)
+                .collect();
             let c: Vec<u8> = (0..n).map(|i| (i * 97 % 256) as u8).collect();
-            let want = scalar_dot_u8(&q, &c);
-            let got = (k.dot_u8)(&q, &c);
-            assert!((want - got).abs() <= 1e-3 * want.abs().max(1.0), "n {n}");
+            assert_eq!((k.dot_u8)(&q, &c), scalar_dot_u8(&q, &c), "n {n}");
             let words = n.div_ceil(8);
             let a: Vec<u64> = (0..words as u64)
                 .map(|i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))

@@ -10,8 +10,9 @@
 //! - `int8`: each coordinate of a row becomes a byte on its own dimension's range, which is
 //!   the central `quantile` share of that dimension's values (Qdrant takes one range over all
 //!   dimensions; a range per dimension costs nothing at query time here and fits data whose
-//!   dimensions differ in scale, as SIFT's do). The query stays in floats, so a score's
-//!   error is the row's rounding alone: ⟨q, x̂⟩ = ⟨q, lo⟩ + Σ (qᵢ·stepᵢ)·cᵢ.
+//!   dimensions differ in scale, as SIFT's do). The query is not rounded to bytes: its
+//!   products with the steps, qᵢ·stepᵢ, go to 16-bit integers (one part in 16,383), so a
+//!   score's error is nearly the row's rounding alone: ⟨q, x̂⟩ = ⟨q, lo⟩ + Σ (qᵢ·stepᵢ)·cᵢ.
 //! - `binary`: one bit per coordinate, set where the row lies above the dimension's mean.
 //!   Qdrant compares with zero; centring first keeps the bits informative on data that is not
 //!   centred (SIFT's coordinates are all positive, so zero would set every bit). The Hamming
@@ -30,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::distance::codes::{code_kernels, DotU8, Hamming};
+use crate::distance::codes::{code_kernels, max_query_magnitude, DotU8, Hamming};
 use crate::distance::Metric;
 use crate::{IndexError, Result, Slot};
 
@@ -131,8 +132,10 @@ struct BinaryRows {
 /// A query prepared against one store's codes.
 pub(crate) enum CodedQuery {
     Int8 {
-        /// qᵢ·stepᵢ.
-        scaled: Vec<f32>,
+        /// qᵢ·stepᵢ in 16-bit integers, times `scale`.
+        scaled: Vec<i16>,
+        /// What `scaled` was multiplied by.
+        scale: f32,
         /// ⟨q, lo⟩.
         offset: f32,
         /// ‖q‖².
@@ -290,12 +293,23 @@ impl CodedRows {
     pub(crate) fn query(&self, query: &[f32]) -> Option<CodedQuery> {
         let kernels = code_kernels();
         Some(match self.trained.as_ref()? {
-            Trained::Int8(t) => CodedQuery::Int8 {
-                scaled: query.iter().zip(&t.step).map(|(q, s)| q * s).collect(),
-                offset: query.iter().zip(&t.lo).map(|(q, l)| q * l).sum(),
-                sq_norm: query.iter().map(|q| q * q).sum(),
-                dot_u8: kernels.dot_u8,
-            },
+            Trained::Int8(t) => {
+                let scaled: Vec<f32> = query.iter().zip(&t.step).map(|(q, s)| q * s).collect();
+                let largest = scaled.iter().fold(0f32, |m, x| m.max(x.abs()));
+                let top = max_query_magnitude(self.dim) as f32;
+                let scale = if largest > 0.0 && largest.is_finite() {
+                    top / largest
+                } else {
+                    1.0
+                };
+                CodedQuery::Int8 {
+                    scaled: scaled.iter().map(|x| (x * scale).round() as i16).collect(),
+                    scale,
+                    offset: query.iter().zip(&t.lo).map(|(q, l)| q * l).sum(),
+                    sq_norm: query.iter().map(|q| q * q).sum(),
+                    dot_u8: kernels.dot_u8,
+                }
+            }
             Trained::Binary(t) => {
                 let (bits, radius, mean_dot) = binary_code(query, &t.mean, t.words);
                 CodedQuery::Binary {
@@ -318,6 +332,7 @@ impl CodedRows {
             (
                 CodedQuery::Int8 {
                     scaled,
+                    scale,
                     offset,
                     sq_norm,
                     dot_u8,
@@ -325,7 +340,7 @@ impl CodedRows {
                 Some(Trained::Int8(t)),
             ) => {
                 let codes = &t.codes[s * self.dim..(s + 1) * self.dim];
-                let dot = offset + dot_u8(scaled, codes);
+                let dot = offset + dot_u8(scaled, codes) as f32 / scale;
                 if l2 {
                     sq_norm - 2.0 * dot + t.sq_norms[s]
                 } else {
