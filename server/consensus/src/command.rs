@@ -1,6 +1,6 @@
 //! What a partition's log holds: one write per entry.
 
-use cairn_storage::{StoredPoint, WriteOp};
+use cairn_storage::{StoredDense, StoredPoint, StoredSparse, WriteOp};
 use serde::{Deserialize, Serialize};
 
 /// One write, as an entry of the partition's log. Everything in it is already validated and
@@ -52,6 +52,24 @@ pub enum PartitionCommand {
         /// Its new value, or `None` to remove it.
         value: Option<String>,
     },
+    /// Insert or replace these points, each with every vector it has: the main one, its
+    /// sparse vectors and the dense ones beside the main one. The entry every upsert writes
+    /// now; [`PartitionCommand::Upsert`], which carries the main vector only, stays for the
+    /// entries logged before. (Appended last, like `Fenced`: the log's encoding names
+    /// variants by position.)
+    UpsertPoints(Vec<PointRow>),
+}
+
+/// One point of an [`PartitionCommand::UpsertPoints`]: a [`Row`] and the vectors beside its
+/// main one, in stored form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointRow {
+    /// The id, the main vector and the payload.
+    pub row: Row,
+    /// Sparse vectors by name.
+    pub sparse: Vec<StoredSparse>,
+    /// Dense vectors beside the main one, by name.
+    pub extra: Vec<StoredDense>,
 }
 
 /// One point of an upsert.
@@ -103,6 +121,7 @@ impl PartitionCommand {
         match self {
             Self::Fenced { command, .. } => command.unfenced(),
             Self::Upsert(_)
+            | Self::UpsertPoints(_)
             | Self::Delete(_)
             | Self::UpsertIf { .. }
             | Self::EditMetaMap { .. } => self,
@@ -123,8 +142,6 @@ impl PartitionCommand {
                                     version: index,
                                     vector: row.vector.clone(),
                                     payload: row.payload.clone(),
-                                    // Cluster collections refuse sparse and extra
-                                    // vectors (for now).
                                     sparse: Vec::new(),
                                     extra: Vec::new(),
                                 },
@@ -133,6 +150,23 @@ impl PartitionCommand {
                         .collect(),
                 )
             }
+            PartitionCommand::UpsertPoints(points) => WriteOp::Upsert(
+                points
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.row.key.clone(),
+                            StoredPoint {
+                                version: index,
+                                vector: p.row.vector.clone(),
+                                payload: p.row.payload.clone(),
+                                sparse: p.sparse.clone(),
+                                extra: p.extra.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
             PartitionCommand::Delete(keys) => WriteOp::Delete(keys.clone()),
             PartitionCommand::Fenced { command, .. } => command.to_write_op(index),
             // The map is written with the batch's meta (see `state_machine::apply`); the

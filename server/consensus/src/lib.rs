@@ -35,7 +35,7 @@ mod network;
 mod snapshot;
 mod state_machine;
 
-pub use command::{Applied, PartitionCommand, Row};
+pub use command::{Applied, PartitionCommand, PointRow, Row};
 pub use group::{Group, GroupError, GroupStatus, LogPolicy, ReadError, Role, Timing, WriteError};
 pub use groups::{Groups, HandleError};
 pub use log_store::LogStore;

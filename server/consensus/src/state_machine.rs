@@ -562,6 +562,12 @@ fn judge(
                 rows
             }
             PartitionCommand::Upsert(rows) => rows,
+            PartitionCommand::UpsertPoints(points) => {
+                for p in points {
+                    pending.insert(&p.row.key, *index);
+                }
+                continue;
+            }
             // The log's own state is not a map any entry may edit.
             PartitionCommand::EditMetaMap { name, .. } => {
                 if [APPLIED, MEMBERSHIP, EPOCH].contains(&name.as_str()) {

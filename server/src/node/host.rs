@@ -271,23 +271,6 @@ impl<T: Transport> NodeHost<T> {
 
 impl<T: Transport> PartitionHost for NodeHost<T> {
     fn check(&self, settings: &CollectionSettings) -> Result<()> {
-        // A replica's log entries carry dense points only, so sparse vectors would be lost
-        // on the way to the other replicas: refused until the log carries them.
-        if !settings.sparse_vectors.is_empty() {
-            return Err(ServerError::InvalidRequest(
-                "sparse_vectors: sparse vectors are served by standalone servers only for now; \
-                 a cluster's replicated log does not carry them yet"
-                    .into(),
-            ));
-        }
-        // Likewise the dense vectors beside the main one.
-        if !settings.extra_vectors.is_empty() {
-            return Err(ServerError::InvalidRequest(
-                "vectors: several named vectors per point are served by standalone servers only \
-                 for now; a cluster's replicated log carries one dense vector per point"
-                    .into(),
-            ));
-        }
         // Raft commits a write once a majority of the replicas hold it; a larger factor makes
         // the leader wait for that many (`Group::propose_held_by`). More than there are
         // replicas could never be met.

@@ -16,8 +16,8 @@ use std::time::Duration;
 use cairn_api::internal::NewPoint;
 use cairn_api::{PayloadSchemaType, PointId};
 use cairn_consensus::{
-    Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, ReadError,
-    ReplicaAddr, ReplicaId, Row, Timing, Transport, WriteError,
+    Group, GroupId, GroupStatus, Groups, LogPolicy, Observer, PartitionCommand, PointRow,
+    ReadError, ReplicaAddr, ReplicaId, Row, Timing, Transport, WriteError,
 };
 use cairn_index::Trainers;
 use cairn_storage::{PartitionStore, StoreOptions};
@@ -40,6 +40,17 @@ impl Observer for Feed {
             PartitionCommand::Upsert(rows) | PartitionCommand::UpsertIf { rows, .. } => {
                 ApplyOp::Upsert(rows.iter().filter_map(|row| self.point(row)).collect())
             }
+            PartitionCommand::UpsertPoints(points) => ApplyOp::Upsert(
+                points
+                    .iter()
+                    .filter_map(|p| {
+                        let mut point = self.point(&p.row)?;
+                        point.sparse = keys::sparse_from_stored(p.sparse.clone());
+                        point.extra = keys::extra_from_stored(p.extra.clone());
+                        Some(point)
+                    })
+                    .collect(),
+            ),
             PartitionCommand::Delete(keys) => {
                 ApplyOp::Delete(keys.iter().filter_map(|key| keys::decode(key)).collect())
             }
@@ -98,8 +109,7 @@ impl Feed {
             id,
             vector: row.vector.clone(),
             payload,
-            // A replica's log carries the main vector only (cluster nodes refuse sparse and
-            // extra vectors).
+            // An `Upsert` entry carries the main vector only; `UpsertPoints` adds the rest.
             sparse: Default::default(),
             extra: Default::default(),
         })
@@ -263,16 +273,20 @@ impl PartitionReplica {
         // if this one closes under the write).
         let rows = points
             .iter()
-            .map(|p| Row {
-                key: keys::encode(&p.id),
-                vector: p.vector.clone(),
-                payload: p
-                    .payload
-                    .as_ref()
-                    .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+            .map(|p| PointRow {
+                row: Row {
+                    key: keys::encode(&p.id),
+                    vector: p.vector.clone(),
+                    payload: p
+                        .payload
+                        .as_ref()
+                        .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+                },
+                sparse: keys::sparse_to_stored(&p.sparse),
+                extra: keys::extra_to_stored(&p.extra),
             })
             .collect();
-        self.write(PartitionCommand::Upsert(rows).fenced(fence), within)
+        self.write(PartitionCommand::UpsertPoints(rows).fenced(fence), within)
             .await
     }
 
