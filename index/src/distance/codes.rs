@@ -7,8 +7,8 @@
 //! doubles a score's rounding error. A query scaled to 16-bit integers rounds by one part in
 //! 16,383 at most, far below the rows' one part in 255, and keeps the arithmetic in integers:
 //! `madd` multiplies 16 pairs and adds them into 8 sums per instruction, where widening the
-//! bytes to floats took twice the instructions (measured: 1.25–1.66× the full-row search
-//! with floats, before this kernel; BENCHMARKS.md has the current figures).
+//! bytes to floats took twice the instructions (with floats int8 ran 0.79–1.66× the full-row
+//! search on the codes bench, with this kernel and its four-row form 0.99–2.01×; BENCHMARKS.md).
 
 use std::sync::OnceLock;
 
@@ -23,6 +23,10 @@ pub fn max_query_magnitude(dim: usize) -> i32 {
     bound.min(16_383) as i32
 }
 
+/// [`DotU8`] from one query to four rows at once: the query is loaded once per four rows
+/// and the four sums are independent chains (the float kernels' four-row form).
+pub type DotU8x4 = fn(&[i16], [&[u8]; 4]) -> [i32; 4];
+
 /// Differing bits between two equal-length bit strings.
 pub type Hamming = fn(&[u64], &[u64]) -> u32;
 
@@ -31,6 +35,8 @@ pub type Hamming = fn(&[u64], &[u64]) -> u32;
 pub struct CodeKernels {
     /// Σ qᵢ·cᵢ.
     pub dot_u8: DotU8,
+    /// Σ qᵢ·cᵢ for four rows.
+    pub dot_u8x4: DotU8x4,
     /// Differing bits.
     pub hamming: Hamming,
 }
@@ -45,12 +51,14 @@ pub fn code_kernels() -> &'static CodeKernels {
             let popcnt = std::arch::is_x86_feature_detected!("popcnt");
             CodeKernels {
                 dot_u8: if avx2 { x86::dot_u8 } else { scalar_dot_u8 },
+                dot_u8x4: if avx2 { x86::dot_u8x4 } else { scalar_dot_u8x4 },
                 hamming: if popcnt { x86::hamming } else { scalar_hamming },
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         CodeKernels {
             dot_u8: scalar_dot_u8,
+            dot_u8x4: scalar_dot_u8x4,
             hamming: scalar_hamming,
         }
     })
@@ -63,6 +71,11 @@ pub fn scalar_dot_u8(q: &[i16], codes: &[u8]) -> i32 {
         .zip(codes)
         .map(|(&x, &c)| i32::from(x) * i32::from(c))
         .sum()
+}
+
+/// [`scalar_dot_u8`] for four rows.
+pub fn scalar_dot_u8x4(q: &[i16], rows: [&[u8]; 4]) -> [i32; 4] {
+    rows.map(|codes| scalar_dot_u8(q, codes))
 }
 
 /// Differing bits over the common prefix, without the POPCNT instruction.
@@ -83,10 +96,53 @@ mod x86 {
         unsafe { dot_u8_avx2(q, codes) }
     }
 
+    pub(super) fn dot_u8x4(q: &[i16], rows: [&[u8]; 4]) -> [i32; 4] {
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2.
+        unsafe { dot_u8x4_avx2(q, rows) }
+    }
+
     pub(super) fn hamming(a: &[u64], b: &[u64]) -> u32 {
         debug_assert_eq!(a.len(), b.len());
         // SAFETY: reachable only through `code_kernels()`, which checked POPCNT.
         unsafe { hamming_popcnt(a, b) }
+    }
+
+    /// [`dot_u8_avx2`] for four rows: each 16 query values are loaded once and feed four
+    /// `madd` chains, one per row.
+    #[target_feature(enable = "avx2")]
+    unsafe fn dot_u8x4_avx2(q: &[i16], rows: [&[u8]; 4]) -> [i32; 4] {
+        let n = rows.iter().fold(q.len(), |n, r| n.min(r.len()));
+        let pq = q.as_ptr();
+        let pr = rows.map(<[u8]>::as_ptr);
+        let mut acc = [_mm256_setzero_si256(); 4];
+        let mut i = 0;
+        // SAFETY: each load reads 16 query values or 16 codes of a row starting at i with
+        // i + 16 ≤ n, inside the query and all four rows; unaligned loads need no alignment.
+        unsafe {
+            while i + 16 <= n {
+                let qv = _mm256_loadu_si256(pq.add(i).cast());
+                for j in 0..4 {
+                    let c = _mm256_cvtepu8_epi16(_mm_loadu_si128(pr[j].add(i).cast()));
+                    acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(c, qv));
+                }
+                i += 16;
+            }
+        }
+        // Horizontal sums of the four rows at once: after the two `hadd`s lane j holds half
+        // of row j's sum and lane 4 + j the other half.
+        let h01 = _mm256_hadd_epi32(acc[0], acc[1]);
+        let h23 = _mm256_hadd_epi32(acc[2], acc[3]);
+        let h = _mm256_hadd_epi32(h01, h23);
+        let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+        let mut out = [0i32; 4];
+        // SAFETY: `out` holds exactly the four i32s an unaligned 128-bit store writes.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), sums) };
+        for (j, row) in rows.iter().enumerate() {
+            for k in i..n {
+                out[j] += i32::from(q[k]) * i32::from(row[k]);
+            }
+        }
+        out
     }
 
     /// 32 codes per iteration: each 16 widened to 16-bit lanes and multiplied with the
@@ -149,6 +205,11 @@ mod tests {
                 .collect();
             let c: Vec<u8> = (0..n).map(|i| (i * 97 % 256) as u8).collect();
             assert_eq!((k.dot_u8)(&q, &c), scalar_dot_u8(&q, &c), "n {n}");
+            let rows: Vec<Vec<u8>> = (0..4u8)
+                .map(|r| c.iter().map(|x| x.wrapping_mul(r + 3)).collect())
+                .collect();
+            let four = [&rows[0][..], &rows[1][..], &rows[2][..], &rows[3][..]];
+            assert_eq!((k.dot_u8x4)(&q, four), scalar_dot_u8x4(&q, four), "n {n}");
             let words = n.div_ceil(8);
             let a: Vec<u64> = (0..words as u64)
                 .map(|i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))

@@ -31,7 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::distance::codes::{code_kernels, max_query_magnitude, DotU8, Hamming};
+use crate::distance::codes::{code_kernels, max_query_magnitude, DotU8, DotU8x4, Hamming};
 use crate::distance::Metric;
 use crate::{IndexError, Result, Slot};
 
@@ -129,19 +129,27 @@ struct BinaryRows {
     mean_dots: Vec<f32>,
 }
 
+impl Trained {
+    /// Room for `rows` rows of codes, exactly: a store re-encodes every row when it trains,
+    /// and growing by doubling from there would leave up to half the codes' memory unused.
+    fn reserve(&mut self, rows: usize, dim: usize) {
+        match self {
+            Trained::Int8(t) => {
+                t.codes.reserve_exact(rows * dim);
+                t.sq_norms.reserve_exact(rows);
+            }
+            Trained::Binary(t) => {
+                t.bits.reserve_exact(rows * t.words);
+                t.radii.reserve_exact(rows);
+                t.mean_dots.reserve_exact(rows);
+            }
+        }
+    }
+}
+
 /// A query prepared against one store's codes.
 pub(crate) enum CodedQuery {
-    Int8 {
-        /// qᵢ·stepᵢ in 16-bit integers, times `scale`.
-        scaled: Vec<i16>,
-        /// What `scaled` was multiplied by.
-        scale: f32,
-        /// ⟨q, lo⟩.
-        offset: f32,
-        /// ‖q‖².
-        sq_norm: f32,
-        dot_u8: DotU8,
-    },
+    Int8(Int8Query),
     Binary {
         bits: Vec<u64>,
         /// ‖q − μ‖.
@@ -150,6 +158,36 @@ pub(crate) enum CodedQuery {
         mean_dot: f32,
         hamming: Hamming,
     },
+}
+
+/// A query prepared against int8 codes.
+pub(crate) struct Int8Query {
+    /// qᵢ·stepᵢ in 16-bit integers, times `scale`.
+    scaled: Vec<i16>,
+    /// What `scaled` was multiplied by.
+    scale: f32,
+    /// ⟨q, lo⟩.
+    offset: f32,
+    /// ‖q‖².
+    sq_norm: f32,
+    /// Whether keys are squared distances (else negated inner products).
+    l2: bool,
+    dot_u8: DotU8,
+    dot_u8x4: DotU8x4,
+}
+
+impl Int8Query {
+    /// The key of a row whose codes' product with `scaled` is `product` and whose decoded
+    /// squared norm is `row_sq_norm`.
+    #[inline]
+    fn key(&self, product: i32, row_sq_norm: f32) -> f32 {
+        let dot = self.offset + product as f32 / self.scale;
+        if self.l2 {
+            self.sq_norm - 2.0 * dot + row_sq_norm
+        } else {
+            -dot
+        }
+    }
 }
 
 /// The training size due at `len` rows: the largest `TRAIN_ROWS · 2ᵏ` not above it.
@@ -199,7 +237,9 @@ impl CodedRows {
         let from = match current {
             Some((trained_on, encoded)) if trained_on == due && encoded <= len => encoded,
             Some(_) | None => {
-                self.trained = Some(self.train(flat, due));
+                let mut trained = self.train(flat, due);
+                trained.reserve(len, dim);
+                self.trained = Some(trained);
                 0
             }
         };
@@ -302,13 +342,15 @@ impl CodedRows {
                 } else {
                     1.0
                 };
-                CodedQuery::Int8 {
+                CodedQuery::Int8(Int8Query {
                     scaled: scaled.iter().map(|x| (x * scale).round() as i16).collect(),
                     scale,
                     offset: query.iter().zip(&t.lo).map(|(q, l)| q * l).sum(),
                     sq_norm: query.iter().map(|q| q * q).sum(),
+                    l2: self.metric == Metric::L2,
                     dot_u8: kernels.dot_u8,
-                }
+                    dot_u8x4: kernels.dot_u8x4,
+                })
             }
             Trained::Binary(t) => {
                 let (bits, radius, mean_dot) = binary_code(query, &t.mean, t.words);
@@ -329,23 +371,9 @@ impl CodedRows {
         let s = slot as usize;
         let l2 = self.metric == Metric::L2;
         match (query, &self.trained) {
-            (
-                CodedQuery::Int8 {
-                    scaled,
-                    scale,
-                    offset,
-                    sq_norm,
-                    dot_u8,
-                },
-                Some(Trained::Int8(t)),
-            ) => {
+            (CodedQuery::Int8(q), Some(Trained::Int8(t))) => {
                 let codes = &t.codes[s * self.dim..(s + 1) * self.dim];
-                let dot = offset + dot_u8(scaled, codes) as f32 / scale;
-                if l2 {
-                    sq_norm - 2.0 * dot + t.sq_norms[s]
-                } else {
-                    -dot
-                }
+                q.key((q.dot_u8)(&q.scaled, codes), t.sq_norms[s])
             }
             (
                 CodedQuery::Binary {
@@ -365,8 +393,28 @@ impl CodedRows {
                     -(rq * rx * cos + mean_dot + t.mean_dots[s] - t.mean_sq)
                 }
             }
-            (CodedQuery::Int8 { .. } | CodedQuery::Binary { .. }, _) => {
+            (CodedQuery::Int8(_) | CodedQuery::Binary { .. }, _) => {
                 unreachable!("a coded query is prepared on the codes it scores")
+            }
+        }
+    }
+
+    /// [`CodedRows::key`] of four slots: int8 codes in one four-row kernel call.
+    #[inline]
+    pub(crate) fn key4(&self, query: &CodedQuery, slots: [Slot; 4]) -> [f32; 4] {
+        match (query, &self.trained) {
+            (CodedQuery::Int8(q), Some(Trained::Int8(t))) => {
+                let dim = self.dim;
+                let rows = slots.map(|s| &t.codes[s as usize * dim..(s as usize + 1) * dim]);
+                let products = (q.dot_u8x4)(&q.scaled, rows);
+                let mut keys = [0f32; 4];
+                for j in 0..4 {
+                    keys[j] = q.key(products[j], t.sq_norms[slots[j] as usize]);
+                }
+                keys
+            }
+            (CodedQuery::Int8(_) | CodedQuery::Binary { .. }, _) => {
+                slots.map(|slot| self.key(query, slot))
             }
         }
     }

@@ -98,7 +98,7 @@ impl<'a> Scorer<'a> {
     pub(crate) fn key4(&mut self, slots: [Slot; 4]) -> [f32; 4] {
         self.computed += 4;
         if let Some(c) = &self.coded {
-            return slots.map(|slot| c.rows.key(&c.query, slot));
+            return c.rows.key4(&c.query, slots);
         }
         (self.key4_fn)(self.query, slots.map(|slot| self.store.row(slot)))
     }
