@@ -334,8 +334,10 @@ impl CodedRows {
         let kernels = code_kernels();
         Some(match self.trained.as_ref()? {
             Trained::Int8(t) => {
-                let scaled: Vec<f32> = query.iter().zip(&t.step).map(|(q, s)| q * s).collect();
-                let largest = scaled.iter().fold(0f32, |m, x| m.max(x.abs()));
+                // One allocation per query: the products are formed twice (for their
+                // largest magnitude, then scaled), not kept in a float vector between.
+                let products = || query.iter().zip(&t.step).map(|(q, s)| q * s);
+                let largest = products().fold(0f32, |m, x| m.max(x.abs()));
                 let top = max_query_magnitude(self.dim) as f32;
                 let scale = if largest > 0.0 && largest.is_finite() {
                     top / largest
@@ -343,7 +345,7 @@ impl CodedRows {
                     1.0
                 };
                 CodedQuery::Int8(Int8Query {
-                    scaled: scaled.iter().map(|x| (x * scale).round() as i16).collect(),
+                    scaled: products().map(|x| (x * scale).round() as i16).collect(),
                     scale,
                     offset: query.iter().zip(&t.lo).map(|(q, l)| q * l).sum(),
                     sq_norm: query.iter().map(|q| q * q).sum(),
