@@ -58,6 +58,18 @@ pub enum PartitionCommand {
     /// entries logged before. (Appended last, like `Fenced`: the log's encoding names
     /// variants by position.)
     UpsertPoints(Vec<PointRow>),
+    /// [`PartitionCommand::UpsertPoints`] only if, when the entry is applied, every key of
+    /// `expect` is at the version given (0: absent), as [`PartitionCommand::UpsertIf`] decides.
+    /// The write of a read-modify-write (a payload update, a vector update) on a partition
+    /// that more than one node writes: a change computed from a value another write replaced
+    /// meanwhile is refused and made again from the new value, so neither write is lost.
+    /// (Appended last, like `Fenced`.)
+    UpsertPointsIf {
+        /// Each key and the version it must be at.
+        expect: Vec<(Vec<u8>, u64)>,
+        /// What to write if every one is.
+        points: Vec<PointRow>,
+    },
 }
 
 /// One point of an [`PartitionCommand::UpsertPoints`]: a [`Row`] and the vectors beside its
@@ -89,9 +101,11 @@ pub struct Row {
 pub struct Applied {
     /// The entry's log index.
     pub index: u64,
-    /// Whether the entry was written: false only for an [`PartitionCommand::UpsertIf`] whose
-    /// condition did not hold, or a [`PartitionCommand::Fenced`] below the partition's epoch. A retried attempt whose first answer was lost may find its own
-    /// earlier write and answer false; a caller re-reads and decides again.
+    /// Whether the entry was written: false only for an [`PartitionCommand::UpsertIf`] or
+    /// [`PartitionCommand::UpsertPointsIf`] whose condition did not hold, or a
+    /// [`PartitionCommand::Fenced`] below the partition's epoch. A retried attempt whose first
+    /// answer was lost may find its own earlier write and answer false; a caller re-reads and
+    /// decides again.
     pub held: bool,
 }
 
@@ -124,6 +138,7 @@ impl PartitionCommand {
             | Self::UpsertPoints(_)
             | Self::Delete(_)
             | Self::UpsertIf { .. }
+            | Self::UpsertPointsIf { .. }
             | Self::EditMetaMap { .. } => self,
         }
     }
@@ -150,7 +165,8 @@ impl PartitionCommand {
                         .collect(),
                 )
             }
-            PartitionCommand::UpsertPoints(points) => WriteOp::Upsert(
+            PartitionCommand::UpsertPoints(points)
+            | PartitionCommand::UpsertPointsIf { points, .. } => WriteOp::Upsert(
                 points
                     .iter()
                     .map(|p| {

@@ -517,8 +517,8 @@ struct Judged {
 
 /// Which guarded entries among `commands` write nothing, judged in log order against the
 /// store and against the entries before them in the same batch (not written yet): a
-/// [`PartitionCommand::UpsertIf`] whose condition does not hold, and a
-/// [`PartitionCommand::Fenced`] whose epoch is below the partition's.
+/// [`PartitionCommand::UpsertIf`] or [`PartitionCommand::UpsertPointsIf`] whose condition
+/// does not hold, and a [`PartitionCommand::Fenced`] whose epoch is below the partition's.
 fn judge(
     store: &PartitionStore,
     commands: &[(u64, PartitionCommand)],
@@ -545,23 +545,40 @@ fn judge(
             epoch = *at;
             command = inner;
         }
+        // Whether every key of `expect` is at its version, counting this batch's writes.
+        let holds = |expect: &[(Vec<u8>, u64)],
+                     pending: &std::collections::HashMap<&[u8], u64>|
+         -> Result<bool, cairn_storage::StorageError> {
+            for (key, version) in expect {
+                let current = match pending.get(key.as_slice()) {
+                    Some(version) => *version,
+                    None => store.get(key)?.map_or(0, |point| point.version),
+                };
+                if current != *version {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
         let rows = match command {
             PartitionCommand::UpsertIf { expect, rows } => {
-                let mut held = true;
-                for (key, version) in expect {
-                    let current = match pending.get(key.as_slice()) {
-                        Some(version) => *version,
-                        None => store.get(key)?.map_or(0, |point| point.version),
-                    };
-                    held &= current == *version;
-                }
-                if !held {
+                if !holds(expect, &pending)? {
                     refused.insert(*index);
                     continue;
                 }
                 rows
             }
             PartitionCommand::Upsert(rows) => rows,
+            PartitionCommand::UpsertPointsIf { expect, points } => {
+                if !holds(expect, &pending)? {
+                    refused.insert(*index);
+                    continue;
+                }
+                for p in points {
+                    pending.insert(&p.row.key, *index);
+                }
+                continue;
+            }
             PartitionCommand::UpsertPoints(points) => {
                 for p in points {
                     pending.insert(&p.row.key, *index);

@@ -1,4 +1,4 @@
-//! Compare-and-set entries (`PartitionCommand::UpsertIf`) in a real group of one replica: an
+//! Compare-and-set entries (`PartitionCommand::UpsertIf`, `UpsertPointsIf`) in a real group of one replica: an
 //! edit from a current read is written, one from a stale read is refused, and of two edits
 //! racing from the same read exactly one is written, whether they land in one apply batch or
 //! in two. Fenced entries (`PartitionCommand::Fenced`): once an epoch is applied, a write of
@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    Group, GroupId, Groups, LogPolicy, PartitionCommand, ReplicaAddr, Row, Rpc, Timing, Transport,
-    TransportError,
+    Group, GroupId, Groups, LogPolicy, PartitionCommand, PointRow, ReplicaAddr, Row, Rpc, Timing,
+    Transport, TransportError,
 };
-use cairn_storage::{PartitionStore, StoreOptions};
+use cairn_storage::{PartitionStore, StoreOptions, StoredDense, StoredSparse};
 
 /// A group of one has no one to call.
 struct Alone;
@@ -124,6 +124,73 @@ async fn a_guarded_write_holds_only_against_the_version_it_read() {
         assert!(a.held ^ b.held, "round {round}: {a:?} {b:?}");
         let winner = if a.held { a.index } else { b.index };
         assert_eq!(version("k"), winner);
+    }
+    group.shutdown(&groups).await;
+}
+
+/// A point with a sparse and a named dense vector beside its main one.
+fn point_row(key: &str, value: &str) -> PointRow {
+    PointRow {
+        row: row(key, value),
+        sparse: vec![StoredSparse {
+            name: "text".into(),
+            indices: vec![1, 7],
+            values: vec![0.5, 2.0],
+        }],
+        extra: vec![StoredDense {
+            name: "image".into(),
+            values: vec![1.0, 2.0],
+        }],
+    }
+}
+
+/// The guarded write of whole points (a payload or vector update's read-modify-write):
+/// written with every vector when the versions hold, refused when a write came between, and of
+/// two edits racing from one read exactly one is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_point_write_keeps_every_vector_and_holds_only_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, groups, group) = one_replica(dir.path()).await;
+    let within = Duration::from_secs(10);
+    let version = |key: &str| store.get(key.as_bytes()).unwrap().map_or(0, |p| p.version);
+    let put_if = |key: &str, version: u64, value: &str| PartitionCommand::UpsertPointsIf {
+        expect: vec![(key.as_bytes().to_vec(), version)],
+        points: vec![point_row(key, value)],
+    };
+    let first = group.propose(put_if("p", 0, "one"), within).await.unwrap();
+    assert!(first.held);
+    let stored = store.get(b"p").unwrap().unwrap();
+    assert_eq!(stored.version, first.index);
+    assert_eq!(stored.sparse, point_row("p", "").sparse);
+    assert_eq!(stored.extra, point_row("p", "").extra);
+    assert!(
+        !group
+            .propose(put_if("p", 0, "two"), within)
+            .await
+            .unwrap()
+            .held
+    );
+    // A plain upsert between the read and the guarded write: the guarded one is refused.
+    let plain = PartitionCommand::UpsertPoints(vec![point_row("p", "plain")]);
+    assert!(group.propose(plain, within).await.unwrap().held);
+    let refused = group
+        .propose(put_if("p", first.index, "late"), within)
+        .await
+        .unwrap();
+    assert!(!refused.held);
+    assert_eq!(
+        store.get(b"p").unwrap().unwrap().payload.as_deref(),
+        Some("plain")
+    );
+    for round in 0..10 {
+        let read = version("p");
+        let (a, b) = tokio::join!(
+            group.propose(put_if("p", read, &format!("a{round}")), within),
+            group.propose(put_if("p", read, &format!("b{round}")), within),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.held ^ b.held, "round {round}: {a:?} {b:?}");
+        assert_eq!(version("p"), if a.held { a.index } else { b.index });
     }
     group.shutdown(&groups).await;
 }

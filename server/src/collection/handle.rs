@@ -66,6 +66,18 @@ pub trait PartitionHandle: Send + Sync {
     /// Committed values of `ids`.
     fn stored(&self, ids: &[PointId]) -> Result<Vec<Option<NewPoint>>>;
 
+    /// Committed values of `ids`, each with its version (the sequence number of the write
+    /// that stored it), which [`Self::upsert_if`] expects.
+    fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>>;
+
+    /// Commits `points` only if every id of `expect` is still at its version (0: absent)
+    /// when the write is applied; `None`, nothing written, when another write came between.
+    /// The write of a read-modify-write on a partition that more than one node writes (one
+    /// replicated partition: any node writes it). Every such change is idempotent (setting a
+    /// payload, removing a vector), so a write retried elsewhere after a lost answer that
+    /// finds its own first attempt applied is simply read and made again.
+    fn upsert_if(&self, points: Vec<NewPoint>, expect: Vec<(PointId, u64)>) -> Result<Option<u64>>;
+
     /// Ids of every committed point.
     fn stored_ids(&self) -> Result<Vec<PointId>>;
 
@@ -223,6 +235,14 @@ pub fn serve_call(p: &dyn PartitionHandle, call: PartitionCall) -> Result<Vec<u8
         }
         PartitionCall::Holds { ids } => encode(&p.holds(&ids)?),
         PartitionCall::Stored { ids } => encode(&p.stored(&ids)?),
+        PartitionCall::StoredVersions { ids } => encode(&p.stored_versions(&ids)?),
+        PartitionCall::UpsertIf { points, expect } => {
+            let seq = p.upsert_if(points, expect)?;
+            if let Some(seq) = seq {
+                p.wait_applied_blocking(seq)?;
+            }
+            encode(&seq)
+        }
         PartitionCall::Ids => encode(&p.stored_ids()?),
         PartitionCall::Sample { n, seed } => encode(&p.sample(n, seed)?),
         PartitionCall::State => encode(&p.state()?),

@@ -63,6 +63,14 @@ impl PartitionHandle for Partition {
         Partition::stored(self, ids)
     }
 
+    fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>> {
+        Partition::stored_versions(self, ids)
+    }
+
+    fn upsert_if(&self, points: Vec<NewPoint>, expect: Vec<(PointId, u64)>) -> Result<Option<u64>> {
+        Partition::upsert_if(self, points, &expect)
+    }
+
     fn stored_ids(&self) -> Result<Vec<PointId>> {
         Partition::stored_ids(self)
     }

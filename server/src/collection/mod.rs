@@ -56,13 +56,14 @@ pub mod local;
 mod merge;
 mod read;
 mod rebalance;
+mod rewrite;
 pub mod routing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cairn_api::internal::NewPoint;
-use cairn_api::{Filter, PayloadIndexInfo, PayloadSchemaType, PointId, ReadToken};
+use cairn_api::{PayloadIndexInfo, PayloadSchemaType, PointId, ReadToken};
 use cairn_index::pyramid::Assignment;
 use cairn_index::Trainers;
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -70,8 +71,6 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::error::{Result, ServerError};
 use crate::partition::export::PartitionFiles;
 use crate::partition::{LoadReport, Partition, SlotStats};
-use crate::request::payload::{PointChange, Selection};
-use crate::request::points::merge_vectors;
 use crate::request::CollectionSettings;
 use cairn_api::internal::{CollectionWrite, WriteReceipt};
 pub use handle::{HandleFuture, PartitionHandle, PartitionHealth, ReadTrace};
@@ -412,111 +411,6 @@ impl Collection {
         }
     }
 
-    /// Changes the selected points' payloads or removes some of their vectors (blocking): in
-    /// every partition that holds them, each point read and written back under the
-    /// partition's write lock; a filter is matched again there. Standalone collections only
-    /// for now, like payload indexes.
-    pub fn update_points(
-        &self,
-        selection: &Selection,
-        change: &PointChange,
-    ) -> Result<WriteTicket> {
-        let partitions = self.local_partitions("payload updates and vector deletions are made")?;
-        // A partitioned collection's writes go one at a time (a point may be moving).
-        let mut writer = match partitions.len() {
-            1 => None,
-            _ => self.lead()?,
-        };
-        let (ids, filter) = match selection {
-            Selection::Ids(ids) => (ids.clone(), None),
-            Selection::Filter(f) => (
-                self.matching_ids(Some(f), &cairn_api::ReadConsistency::Linearizable)?,
-                Some(f),
-            ),
-        };
-        let mut waits = std::collections::BTreeMap::new();
-        for chunk in ids.chunks(DELETE_BATCH) {
-            for (q, partition) in partitions.iter().enumerate() {
-                if let Some(seq) = partition.update_points(chunk, filter, change)? {
-                    let seq = writer.as_mut().map_or(seq, |w| w.wrote(q, seq));
-                    waits.insert(PartitionId(q), seq);
-                }
-            }
-        }
-        Ok(match (partitions.len(), waits.get(&PartitionId(0))) {
-            (1, Some(&seq)) => WriteTicket::single(seq),
-            _ => self.ticket(waits.into_iter().collect()),
-        })
-    }
-
-    /// Gives existing points new vectors (checked), keeping their payloads (blocking); an id
-    /// the collection lacks is a 404 and nothing is written. With `only_where`, only the
-    /// stored points that pass it change. In a partitioned collection a new vector may move
-    /// its point: the points go through placement like an upsert.
-    pub fn update_vectors(
-        &self,
-        points: Vec<NewPoint>,
-        only_where: Option<&Filter>,
-    ) -> Result<WriteTicket> {
-        self.rewrite_stored(
-            points,
-            "vector updates are made",
-            |only, points| only.update_vectors(points, only_where),
-            |points, stored, judge| {
-                // As in one partition: payloads are kept, and so are the vectors not given.
-                let mut rewritten = Vec::with_capacity(points.len());
-                for point in points {
-                    let mut old = stored
-                        .get(&point.id)
-                        .cloned()
-                        .ok_or(ServerError::PointNotFound(point.id))?;
-                    if only_where.is_some_and(|f| !judge.point_matches(&old, f)) {
-                        continue;
-                    }
-                    merge_vectors(&mut old, point);
-                    rewritten.push(old);
-                }
-                Ok(rewritten)
-            },
-        )
-    }
-
-    /// A write that reads the points' stored values first, under the write lock: one
-    /// partition makes it itself (`single`); in a partitioned collection the stored values of
-    /// the points' ids are read from copies holding every acknowledged write, `change` makes
-    /// the points to write from them (the first partition judging filters), and those are
-    /// placed as an upsert's are. Standalone collections only for now (`what` says which
-    /// write, for the refusal).
-    fn rewrite_stored(
-        &self,
-        points: Vec<NewPoint>,
-        what: &str,
-        single: impl FnOnce(&Partition, Vec<NewPoint>) -> Result<Option<u64>>,
-        change: impl FnOnce(
-            Vec<NewPoint>,
-            &HashMap<PointId, NewPoint>,
-            &Partition,
-        ) -> Result<Vec<NewPoint>>,
-    ) -> Result<WriteTicket> {
-        let partitions = self.local_partitions(what)?;
-        if let [only] = partitions.as_slice() {
-            return Ok(match single(only, points)? {
-                Some(seq) => WriteTicket::single(seq),
-                None => self.ticket(Vec::new()),
-            });
-        }
-        let Some(mut writer) = self.lead()? else {
-            return Err(ServerError::Internal(
-                "a standalone collection has no writer elsewhere".into(),
-            ));
-        };
-        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
-        let stored = self.stored_locked(&writer, &ids)?;
-        let rewritten = change(points, &stored, partitions[0])?;
-        let routing = self.routing();
-        self.place_locked(&mut writer, &routing, rewritten)
-    }
-
     /// Index slots over all partitions (those that answer).
     pub fn slot_stats(&self) -> SlotStats {
         self.partitions
@@ -584,28 +478,6 @@ impl Collection {
             }
         }
         Ok(stored)
-    }
-
-    /// Upserts `points` with Qdrant's `update_filter` (blocking): a point stored already is
-    /// replaced only if it passes `filter`, a new one is inserted. The stored points are read
-    /// and the rest written under the write lock. Standalone collections only for now, like
-    /// payload updates.
-    pub fn upsert_where(&self, points: Vec<NewPoint>, filter: &Filter) -> Result<WriteTicket> {
-        self.rewrite_stored(
-            points,
-            "upserts with update_filter are made",
-            |only, points| only.upsert_where(points, filter),
-            |points, stored, judge| {
-                Ok(points
-                    .into_iter()
-                    .filter(|p| {
-                        stored
-                            .get(&p.id)
-                            .is_none_or(|old| judge.point_matches(old, filter))
-                    })
-                    .collect())
-            },
-        )
     }
 
     /// Commits a delete durably (blocking).
@@ -688,6 +560,15 @@ impl Collection {
             CollectionWrite::DeleteMatching { filter } => {
                 drop(writer);
                 self.delete_matching(&filter)
+            }
+            CollectionWrite::Update { selection, change } => {
+                self.update_locked(&mut writer, &selection, &change)
+            }
+            CollectionWrite::UpdateVectors { points, only_where } => {
+                self.update_vectors_locked(&mut writer, points, only_where.as_ref())
+            }
+            CollectionWrite::UpsertWhere { points, filter } => {
+                self.upsert_where_locked(&mut writer, points, &filter)
             }
         }
     }

@@ -191,6 +191,26 @@ impl PartitionHandle for ReplicatedPartition {
         self.partition().stored(ids)
     }
 
+    fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>> {
+        if let Some(other) = self.instead()? {
+            return other.stored_versions(ids);
+        }
+        self.partition().stored_versions(ids)
+    }
+
+    fn upsert_if(&self, points: Vec<NewPoint>, expect: Vec<(PointId, u64)>) -> Result<Option<u64>> {
+        if let Some(other) = self.closed_instead() {
+            return other.upsert_if(points, expect);
+        }
+        let attempt = self.block_on(self.replica.upsert_if(&points, &expect, WRITE_TIMEOUT));
+        match self.closed_instead() {
+            // Closed under the write (moved away): the change is idempotent (see the trait),
+            // so the partition's other replicas take it.
+            Some(other) if attempt.is_err() => other.upsert_if(points, expect),
+            _ => attempt,
+        }
+    }
+
     fn stored_ids(&self) -> Result<Vec<PointId>> {
         if let Some(other) = self.instead()? {
             return other.stored_ids();

@@ -364,6 +364,15 @@ impl PartitionHandle for ForwardedPartition {
         self.send(PartitionCall::Stored { ids: ids.to_vec() })
     }
 
+    fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>> {
+        self.send(PartitionCall::StoredVersions { ids: ids.to_vec() })
+    }
+
+    fn upsert_if(&self, points: Vec<NewPoint>, expect: Vec<(PointId, u64)>) -> Result<Option<u64>> {
+        let seq: Option<u64> = self.send(PartitionCall::UpsertIf { points, expect })?;
+        Ok(seq.map(|seq| self.wrote(seq)))
+    }
+
     fn stored_ids(&self) -> Result<Vec<PointId>> {
         self.send(PartitionCall::Ids)
     }

@@ -40,7 +40,8 @@ impl Observer for Feed {
             PartitionCommand::Upsert(rows) | PartitionCommand::UpsertIf { rows, .. } => {
                 ApplyOp::Upsert(rows.iter().filter_map(|row| self.point(row)).collect())
             }
-            PartitionCommand::UpsertPoints(points) => ApplyOp::Upsert(
+            PartitionCommand::UpsertPoints(points)
+            | PartitionCommand::UpsertPointsIf { points, .. } => ApplyOp::Upsert(
                 points
                     .iter()
                     .filter_map(|p| {
@@ -118,6 +119,39 @@ impl Feed {
 
 fn unavailable(error: ReadError) -> ServerError {
     ServerError::Unavailable(error.to_string())
+}
+
+/// A write the group did not make, or may have made without saying so.
+fn write_error(error: WriteError) -> ServerError {
+    match error {
+        error @ WriteError::UnderReplicated { .. } => {
+            ServerError::UnderReplicated(error.to_string())
+        }
+        error @ (WriteError::Indeterminate { .. } | WriteError::Failed { .. }) => {
+            ServerError::Unavailable(error.to_string())
+        }
+    }
+}
+
+/// Points as a log entry holds them: every vector, the payload as JSON text. Copied (the
+/// caller keeps the points, to send them to another replica if this one closes under the
+/// write).
+fn point_rows(points: &[NewPoint]) -> Vec<PointRow> {
+    points
+        .iter()
+        .map(|p| PointRow {
+            row: Row {
+                key: keys::encode(&p.id),
+                vector: p.vector.clone(),
+                payload: p
+                    .payload
+                    .as_ref()
+                    .map(|m| serde_json::Value::Object(m.clone()).to_string()),
+            },
+            sparse: keys::sparse_to_stored(&p.sparse),
+            extra: keys::extra_to_stored(&p.extra),
+        })
+        .collect()
 }
 
 /// A partition replica on this node and its group.
@@ -269,25 +303,34 @@ impl PartitionReplica {
     /// Writes points through the group's leader, under writer epoch `fence` (0: none; see
     /// [`PartitionCommand::Fenced`]); returns the write's log index once a majority holds it.
     pub async fn upsert(&self, points: &[NewPoint], fence: u64, within: Duration) -> Result<u64> {
-        // Copied into the entry (the caller keeps the points, to send them to another replica
-        // if this one closes under the write).
-        let rows = points
-            .iter()
-            .map(|p| PointRow {
-                row: Row {
-                    key: keys::encode(&p.id),
-                    vector: p.vector.clone(),
-                    payload: p
-                        .payload
-                        .as_ref()
-                        .map(|m| serde_json::Value::Object(m.clone()).to_string()),
-                },
-                sparse: keys::sparse_to_stored(&p.sparse),
-                extra: keys::extra_to_stored(&p.extra),
-            })
-            .collect();
-        self.write(PartitionCommand::UpsertPoints(rows).fenced(fence), within)
-            .await
+        self.write(
+            PartitionCommand::UpsertPoints(point_rows(points)).fenced(fence),
+            within,
+        )
+        .await
+    }
+
+    /// Writes points through the group's leader only if every id of `expect` is at its
+    /// version when the entry is applied ([`PartitionCommand::UpsertPointsIf`]); `None` when
+    /// another write came between. Unfenced: the partitions written this way are those
+    /// without a collection writer.
+    pub async fn upsert_if(
+        &self,
+        points: &[NewPoint],
+        expect: &[(PointId, u64)],
+        within: Duration,
+    ) -> Result<Option<u64>> {
+        let command = PartitionCommand::UpsertPointsIf {
+            expect: expect
+                .iter()
+                .map(|(id, version)| (keys::encode(id), *version))
+                .collect(),
+            points: point_rows(points),
+        };
+        match self.group.propose_held_by(command, within, self.acks).await {
+            Ok(applied) => Ok(applied.held.then_some(applied.index)),
+            Err(error) => Err(write_error(error)),
+        }
     }
 
     /// Deletes points through the group's leader, under writer epoch `fence`; returns the
@@ -324,15 +367,7 @@ impl PartitionReplica {
                 self.partition.name(),
                 applied.index
             ))),
-            Err(error @ WriteError::Indeterminate { .. }) => {
-                Err(ServerError::Unavailable(error.to_string()))
-            }
-            Err(error @ WriteError::Failed { .. }) => {
-                Err(ServerError::Unavailable(error.to_string()))
-            }
-            Err(error @ WriteError::UnderReplicated { .. }) => {
-                Err(ServerError::UnderReplicated(error.to_string()))
-            }
+            Err(error) => Err(write_error(error)),
         }
     }
 

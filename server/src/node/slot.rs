@@ -84,6 +84,14 @@ impl PartitionHandle for Slot {
         self.get().stored(ids)
     }
 
+    fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>> {
+        self.get().stored_versions(ids)
+    }
+
+    fn upsert_if(&self, points: Vec<NewPoint>, expect: Vec<(PointId, u64)>) -> Result<Option<u64>> {
+        self.get().upsert_if(points, expect)
+    }
+
     fn stored_ids(&self) -> Result<Vec<PointId>> {
         self.get().stored_ids()
     }

@@ -50,7 +50,7 @@ use tokio::sync::watch;
 
 use crate::config::StorageConfig;
 use crate::error::{Result, ServerError};
-use crate::request::filter::matches;
+use crate::request::filter::point_matches;
 use crate::request::payload::PointChange;
 use crate::request::points::merge_vectors;
 use crate::request::settings::{self, CollectionSettings};
@@ -481,17 +481,52 @@ impl Partition {
         ids.iter().map(|id| self.stored_one(id)).collect()
     }
 
+    /// Committed values of `ids`, each with its version: the sequence number of the write
+    /// that stored it, which a compare-and-set ([`Self::upsert_if`]) expects.
+    pub fn stored_versions(&self, ids: &[PointId]) -> Result<Vec<Option<(u64, NewPoint)>>> {
+        ids.iter().map(|id| self.stored_versioned(id)).collect()
+    }
+
     fn stored_one(&self, id: &PointId) -> Result<Option<NewPoint>> {
+        Ok(self.stored_versioned(id)?.map(|(_, point)| point))
+    }
+
+    fn stored_versioned(&self, id: &PointId) -> Result<Option<(u64, NewPoint)>> {
         let Some(point) = self.shared.store.get(&keys::encode(id))? else {
             return Ok(None);
         };
-        Ok(Some(NewPoint {
-            id: *id,
-            vector: point.vector,
-            payload: keys::parse_payload(point.payload)?,
-            sparse: keys::sparse_from_stored(point.sparse),
-            extra: keys::extra_from_stored(point.extra),
-        }))
+        Ok(Some((
+            point.version,
+            NewPoint {
+                id: *id,
+                vector: point.vector,
+                payload: keys::parse_payload(point.payload)?,
+                sparse: keys::sparse_from_stored(point.sparse),
+                extra: keys::extra_from_stored(point.extra),
+            },
+        )))
+    }
+
+    /// Upserts `points` only if every id of `expect` is still at its version (0: absent),
+    /// judged under the write lock; `None`, nothing written, if another write came between.
+    pub fn upsert_if(
+        &self,
+        points: Vec<NewPoint>,
+        expect: &[(PointId, u64)],
+    ) -> Result<Option<u64>> {
+        let mut writer = self.writer.lock();
+        for (id, version) in expect {
+            let current = self
+                .shared
+                .store
+                .get(&keys::encode(id))?
+                .map_or(0, |p| p.version);
+            if current != *version {
+                return Ok(None);
+            }
+        }
+        self.commit_locked(&mut writer, ApplyOp::Upsert(points))
+            .map(Some)
     }
 
     /// About `n` committed vectors drawn uniformly (reservoir sampling), row-major.
@@ -555,18 +590,9 @@ impl Partition {
     pub fn point_matches(&self, point: &NewPoint, filter: &Filter) -> bool {
         let live = self.shared.live();
         let table = live.table.read();
-        let holds = |name: &str| {
-            name == self.shared.settings.vector_name()
-                || point.extra.contains_key(name)
-                || point.sparse.contains_key(name)
-        };
-        matches(
-            filter,
-            &point.id,
-            point.payload.as_ref(),
-            &|key| table.payload_index.is_text(key),
-            &holds,
-        )
+        point_matches(filter, point, self.shared.settings.vector_name(), &|key| {
+            table.payload_index.is_text(key)
+        })
     }
 
     /// Upserts `points`, except those stored already that do not pass `filter` (Qdrant's

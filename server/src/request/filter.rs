@@ -4,6 +4,7 @@
 //! array every element is tried, so `{"key": "tags", "match": {"value": "x"}}` matches a point
 //! whose `tags` array contains "x". Numbers compare numerically (1 equals 1.0).
 
+use cairn_api::internal::NewPoint;
 use cairn_api::{
     Condition, Datetime, FieldCondition, Filter, Match, Payload, PointId, RangeCondition,
     ValuesCount,
@@ -156,6 +157,15 @@ pub fn no_vectors(_: &str) -> bool {
 /// No key has a text index.
 pub fn no_text_keys(_: &str) -> bool {
     false
+}
+
+/// Whether a point as stored (or about to be) passes `filter`: it holds its main vector
+/// (named `main`) and those in its maps; `text` says which keys have a text index.
+pub fn point_matches(filter: &Filter, point: &NewPoint, main: &str, text: TextKeys) -> bool {
+    let holds = |name: &str| {
+        name == main || point.extra.contains_key(name) || point.sparse.contains_key(name)
+    };
+    matches(filter, &point.id, point.payload.as_ref(), text, &holds)
 }
 
 /// Whether a point passes the filter. As in Qdrant, an empty `should` list passes nothing

@@ -10,6 +10,7 @@ mod admission;
 mod aliases;
 mod auth;
 mod bad_input;
+mod cluster_updates;
 mod consistency;
 mod durability;
 mod facet;

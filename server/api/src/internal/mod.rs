@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+mod change;
+
+pub use change::{PayloadChange, PointChange, Selection};
+
 use crate::{Filter, Payload, PointId, SparseVector, WithPayload};
 
 /// A point ready to be written: validated, its vector preprocessed for the metric.
@@ -53,6 +57,30 @@ pub enum CollectionWrite {
     /// write lock, so a point being moved between partitions meanwhile is not missed.
     DeleteMatching {
         /// The filter.
+        filter: Filter,
+    },
+    /// Change the selected points' payloads or remove some of their vectors, read and
+    /// written back under the write lock (a filter matched there).
+    Update {
+        /// Which points.
+        selection: Selection,
+        /// What happens to each.
+        change: PointChange,
+    },
+    /// Give existing points new vectors, keeping the rest of each (checked, preprocessed);
+    /// with `only_where`, only the stored points passing it.
+    UpdateVectors {
+        /// The points, each with the vectors it gets.
+        points: Vec<NewPoint>,
+        /// Qdrant's `update_filter`.
+        only_where: Option<Filter>,
+    },
+    /// Upsert, replacing a stored point only if it passes `filter` (Qdrant's
+    /// `update_filter`).
+    UpsertWhere {
+        /// The points.
+        points: Vec<NewPoint>,
+        /// Which stored points may be replaced.
         filter: Filter,
     },
 }
@@ -308,6 +336,21 @@ pub enum PartitionCall {
         /// The filter.
         filter: Option<Filter>,
     },
+    /// Committed values of ids, each with its version (the sequence number of the write
+    /// that made it), for a compare-and-set ([`PartitionCall::UpsertIf`]).
+    StoredVersions {
+        /// The ids.
+        ids: Vec<PointId>,
+    },
+    /// Upsert points only if every id of `expect` is still at the version given (0: absent)
+    /// when the write is applied; answers the sequence number once searchable, or nothing if
+    /// another write came between.
+    UpsertIf {
+        /// The points.
+        points: Vec<NewPoint>,
+        /// Each id and the version it must be at.
+        expect: Vec<(PointId, u64)>,
+    },
 }
 
 impl PartitionCall {
@@ -329,6 +372,8 @@ impl PartitionCall {
             | Self::Delete { .. }
             | Self::DeletePresent { .. }
             | Self::Stored { .. }
+            | Self::StoredVersions { .. }
+            | Self::UpsertIf { .. }
             | Self::Ids
             | Self::Sample { .. }
             | Self::Matching { .. }
