@@ -33,9 +33,9 @@ pub struct Catalog {
     /// Where partitions live: this process, or a cluster's nodes.
     host: Arc<dyn PartitionHost>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
-    /// Alias → collection name, stored in `aliases_file`.
+    /// Alias → collection name, as last read from or stored in `book`.
     aliases: RwLock<BTreeMap<String, String>>,
-    aliases_file: PathBuf,
+    book: Arc<dyn AliasBook>,
     /// Serialises create, delete, recovery and alias changes (reads never take it).
     admin: Mutex<()>,
     /// The snapshots folder.
@@ -56,6 +56,36 @@ pub fn validate_name(name: &str) -> Result<()> {
         Err(ServerError::InvalidRequest(format!(
             "collection name {name:?} must be 1-{MAX_NAME} characters of letters, digits, '-', '_' or '.', not starting with '.'"
         )))
+    }
+}
+
+/// Where the aliases are kept: a file of this node's (standalone), or the cluster's metadata,
+/// which every node follows (wired by `roles`). A change is a compare-and-set on the book's
+/// version, so changes made through two nodes at once never lose one another.
+pub trait AliasBook: Send + Sync {
+    /// The aliases and the book's version.
+    fn load(&self) -> Result<(u64, BTreeMap<String, String>)>;
+
+    /// Stores `aliases` durably if the book is still at `version`; false, nothing stored,
+    /// when another change came first.
+    fn store(&self, version: u64, aliases: &BTreeMap<String, String>) -> Result<bool>;
+}
+
+/// How many times an alias change reads the book again after another change came first.
+const ALIAS_ATTEMPTS: usize = 16;
+
+/// A standalone server's aliases: one file, changed only under the catalog's admin lock (so
+/// its version never moves).
+struct AliasFile(PathBuf);
+
+impl AliasBook for AliasFile {
+    fn load(&self) -> Result<(u64, BTreeMap<String, String>)> {
+        Ok((0, read_aliases(&self.0)?))
+    }
+
+    fn store(&self, _version: u64, aliases: &BTreeMap<String, String>) -> Result<bool> {
+        write_aliases(&self.0, aliases)?;
+        Ok(true)
     }
 }
 
@@ -228,6 +258,7 @@ impl Catalog {
         limits: Limits,
         trainers: Trainers,
         host: Arc<dyn PartitionHost>,
+        book: Option<Arc<dyn AliasBook>>,
     ) -> Result<Self> {
         let root = data_dir.join("collections");
         fs_err::create_dir_all(&root).map_err(|e| ServerError::Internal(e.to_string()))?;
@@ -249,8 +280,8 @@ impl Catalog {
             let collection = Collection::open(&name, opened, trainers.clone())?;
             collections.insert(name, collection);
         }
-        let aliases_file = data_dir.join(ALIASES_FILE);
-        let aliases = read_aliases(&aliases_file)?;
+        let book = book.unwrap_or_else(|| Arc::new(AliasFile(data_dir.join(ALIASES_FILE))));
+        let (_, aliases) = book.load()?;
         Ok(Self {
             root,
             limits,
@@ -258,7 +289,7 @@ impl Catalog {
             host,
             collections: RwLock::new(collections),
             aliases: RwLock::new(aliases),
-            aliases_file,
+            book,
             admin: Mutex::new(()),
             snapshots: Snapshots::open(snapshots_dir)?,
         })
@@ -301,35 +332,67 @@ impl Catalog {
     /// any request sees it.
     pub fn change_aliases(&self, actions: &[AliasOperation]) -> Result<()> {
         let _admin = self.admin.lock();
-        let mut aliases = self.aliases.read().clone();
         let collections = self.collections.read().keys().cloned().collect::<Vec<_>>();
         let is_collection = |name: &str| collections.iter().any(|c| c == name);
-        for action in actions {
-            match action {
-                AliasOperation::CreateAlias(c) => {
-                    validate_name(&c.alias_name)?;
-                    if !is_collection(&c.collection_name) {
-                        return Err(ServerError::CollectionNotFound(c.collection_name.clone()));
+        self.edit_aliases(|aliases| {
+            for action in actions {
+                match action {
+                    AliasOperation::CreateAlias(c) => {
+                        validate_name(&c.alias_name)?;
+                        if !is_collection(&c.collection_name) {
+                            return Err(ServerError::CollectionNotFound(c.collection_name.clone()));
+                        }
+                        name_free(aliases, &is_collection, &c.alias_name)?;
+                        aliases.insert(c.alias_name.clone(), c.collection_name.clone());
                     }
-                    name_free(&aliases, &is_collection, &c.alias_name)?;
-                    aliases.insert(c.alias_name.clone(), c.collection_name.clone());
-                }
-                AliasOperation::DeleteAlias(d) => {
-                    aliases
-                        .remove(&d.alias_name)
-                        .ok_or_else(|| ServerError::AliasNotFound(d.alias_name.clone()))?;
-                }
-                AliasOperation::RenameAlias(r) => {
-                    validate_name(&r.new_alias_name)?;
-                    let target = aliases
-                        .remove(&r.old_alias_name)
-                        .ok_or_else(|| ServerError::AliasNotFound(r.old_alias_name.clone()))?;
-                    name_free(&aliases, &is_collection, &r.new_alias_name)?;
-                    aliases.insert(r.new_alias_name.clone(), target);
+                    AliasOperation::DeleteAlias(d) => {
+                        aliases
+                            .remove(&d.alias_name)
+                            .ok_or_else(|| ServerError::AliasNotFound(d.alias_name.clone()))?;
+                    }
+                    AliasOperation::RenameAlias(r) => {
+                        validate_name(&r.new_alias_name)?;
+                        let target = aliases
+                            .remove(&r.old_alias_name)
+                            .ok_or_else(|| ServerError::AliasNotFound(r.old_alias_name.clone()))?;
+                        name_free(aliases, &is_collection, &r.new_alias_name)?;
+                        aliases.insert(r.new_alias_name.clone(), target);
+                    }
                 }
             }
+            Ok(())
+        })
+    }
+
+    /// Reads the aliases from the book, lets `edit` change them and stores the result, again
+    /// from a fresh read whenever another change came first (another node's). Callers hold
+    /// the admin lock.
+    fn edit_aliases(
+        &self,
+        edit: impl Fn(&mut BTreeMap<String, String>) -> Result<()>,
+    ) -> Result<()> {
+        for _ in 0..ALIAS_ATTEMPTS {
+            let (version, mut aliases) = self.book.load()?;
+            let before = aliases.clone();
+            edit(&mut aliases)?;
+            if aliases == before || self.book.store(version, &aliases)? {
+                *self.aliases.write() = aliases;
+                return Ok(());
+            }
         }
-        write_aliases(&self.aliases_file, &aliases)?;
+        Err(ServerError::Unavailable(format!(
+            "other alias changes kept coming first ({ALIAS_ATTEMPTS} attempts); retry"
+        )))
+    }
+
+    /// Reads the aliases again from the book: a cluster's node follows the changes made
+    /// through the others. Skipped while a change is being made here (it holds the admin
+    /// lock, and will leave the map it stored): a read from before it must not replace that.
+    pub fn follow_aliases(&self) -> Result<()> {
+        let Some(_admin) = self.admin.try_lock() else {
+            return Ok(());
+        };
+        let (_, aliases) = self.book.load()?;
         *self.aliases.write() = aliases;
         Ok(())
     }
@@ -418,13 +481,12 @@ impl Catalog {
             .ok_or_else(|| ServerError::CollectionNotFound(name.to_owned()))?;
         collection.close();
         self.host.release(name, collection.settings());
-        // Its aliases go with it, as in Qdrant.
-        let mut aliases = self.aliases.read().clone();
-        aliases.retain(|_, target| target != name);
-        if aliases.len() != self.aliases.read().len() {
-            write_aliases(&self.aliases_file, &aliases)?;
-            *self.aliases.write() = aliases;
-        }
+        // Its aliases go with it, as in Qdrant (on a cluster, every node's delete tries; the
+        // first removes them, the others find nothing to remove).
+        self.edit_aliases(|aliases| {
+            aliases.retain(|_, target| target != name);
+            Ok(())
+        })?;
         let io = |e: std::io::Error| ServerError::Internal(e.to_string());
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

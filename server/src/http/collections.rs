@@ -78,20 +78,15 @@ pub(super) async fn exists(
     Ok(ok(CollectionExists { exists }, t))
 }
 
-/// `POST /collections/aliases`: creates, deletes and renames aliases, all or none. Aliases
-/// are kept by a standalone node; a cluster's nodes refuse them for now (each would keep its
-/// own).
+/// `POST /collections/aliases`: creates, deletes and renames aliases, all or none: in a file
+/// of a standalone server, in the cluster's metadata on a node (each node reads them again
+/// within a moment).
 #[utoipa::path(post, path = "/collections/aliases", tag = "collections", request_body = ChangeAliases, responses((status = 200, description = "Every change made, and stored.", body = cairn_api::Response<bool>)))]
 pub(super) async fn change_aliases(
     AxState(state): AxState<State>,
     ApiJson(request): ApiJson<ChangeAliases>,
 ) -> Result<impl IntoResponse> {
     let t = Instant::now();
-    if state.node.is_some() {
-        return Err(ServerError::InvalidRequest(
-            "aliases are kept by standalone servers for now; a cluster's nodes refuse them".into(),
-        ));
-    }
     let catalog = state.catalog()?.clone();
     blocking(move || catalog.change_aliases(&request.actions)).await?;
     Ok(ok(true, t))

@@ -165,6 +165,12 @@ impl MetaRow {
     fn writer(name: &str) -> Vec<u8> {
         format!("{}{name}", Self::WRITER).into_bytes()
     }
+
+    /// `aliases`: every alias and the collection it names, one JSON map, so that a change of
+    /// several aliases is one compare-and-set (all or none).
+    fn aliases() -> Vec<u8> {
+        b"aliases".to_vec()
+    }
 }
 
 /// The writer row's content.
@@ -525,6 +531,46 @@ impl Node {
             .decode(point.payload.as_deref().unwrap_or_default())
             .map_err(|_| corrupt(&String::from_utf8_lossy(&row)))?;
         Ok(Some((point.version, value)))
+    }
+
+    /// The cluster's aliases as this node has applied them, and the row's version (0: none
+    /// yet), which [`Self::store_aliases`] expects.
+    pub fn aliases(&self) -> Result<(u64, BTreeMap<String, String>)> {
+        let row = MetaRow::aliases();
+        let Some(point) = self.consistent(|| Ok(self.meta_store.get(&row)?))? else {
+            return Ok((0, BTreeMap::new()));
+        };
+        let aliases = serde_json::from_str(point.payload.as_deref().unwrap_or_default())
+            .map_err(|_| corrupt("aliases"))?;
+        Ok((point.version, aliases))
+    }
+
+    /// Replaces the cluster's aliases with `aliases` if the row is still at `version`;
+    /// returns whether it was (false: another change came first, read again). Waits until
+    /// this node has applied the change, so its next read sees it.
+    pub async fn store_aliases(
+        &self,
+        version: u64,
+        aliases: &BTreeMap<String, String>,
+    ) -> Result<bool> {
+        let key = MetaRow::aliases();
+        let applied = self
+            .meta
+            .propose(
+                PartitionCommand::UpsertIf {
+                    expect: vec![(key.clone(), version)],
+                    rows: vec![Row {
+                        key,
+                        vector: Vec::new(),
+                        payload: Some(to_json(aliases)?),
+                    }],
+                },
+                META_WRITE_TIMEOUT,
+            )
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        self.wait_meta(applied.index).await?;
+        Ok(applied.held)
     }
 
     /// The version of record `key` of collection `name` (0: absent).

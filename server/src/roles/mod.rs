@@ -104,6 +104,7 @@ pub fn restore_storage(config: &Config, snapshot: &std::path::Path) -> anyhow::R
         config.limits,
         trainers,
         host,
+        None,
     )
     .context("cannot open the data folder")?;
     catalog

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::Wiring;
-use crate::catalog::Catalog;
+use crate::catalog::{AliasBook, Catalog};
 use crate::config::Config;
 use crate::http::{router, AppState};
 use crate::node::Node;
@@ -114,8 +114,19 @@ pub async fn serve(config: Config, wiring: Wiring) -> anyhow::Result<()> {
 
     let data_dir = config.node.data_dir.clone();
     let snapshots_dir = config.node.snapshots();
+    // A node's aliases are the cluster's, in its metadata; a standalone server's, in a file.
+    let book = node
+        .clone()
+        .map(|node| Arc::new(super::sync::ClusterAliases(node)) as Arc<dyn AliasBook>);
     let catalog = tokio::task::spawn_blocking(move || {
-        Catalog::open(&data_dir, &snapshots_dir, config.limits, trainers, host)
+        Catalog::open(
+            &data_dir,
+            &snapshots_dir,
+            config.limits,
+            trainers,
+            host,
+            book,
+        )
     })
     .await?
     .context("cannot load collections")?;

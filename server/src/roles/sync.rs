@@ -2,8 +2,9 @@
 //! here (its replica joins the partition's group), one removed there is closed and its files
 //! go. Whichever node took the create or delete request, every node converges on the same
 //! collections. Then each open collection's partitions are settled on their placements
-//! (replicas opened, replaced or removed as they move: `node::host`), and a partitioned
-//! collection this node does not write reads the routing its writer stored.
+//! (replicas opened, replaced or removed as they move: `node::host`), a partitioned
+//! collection this node does not write reads the routing its writer stored, and the aliases
+//! are read again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,10 +12,29 @@ use std::time::Duration;
 
 use cairn_consensus::Transport;
 
-use crate::catalog::Catalog;
+use crate::catalog::{AliasBook, Catalog};
 use crate::http::peer::PeerClient;
 use crate::node::host::NodeHost;
 use crate::node::{CollectionRecord, Node};
+
+/// The aliases of a cluster's node: one row of the cluster's metadata, changed by
+/// compare-and-set (`Node::store_aliases`) and read again by every node each pass.
+pub struct ClusterAliases(pub Arc<Node>);
+
+impl AliasBook for ClusterAliases {
+    fn load(&self) -> crate::error::Result<(u64, BTreeMap<String, String>)> {
+        self.0.aliases()
+    }
+
+    /// Called on blocking threads (the catalog's alias changes and deletes).
+    fn store(
+        &self,
+        version: u64,
+        aliases: &BTreeMap<String, String>,
+    ) -> crate::error::Result<bool> {
+        tokio::runtime::Handle::current().block_on(self.0.store_aliases(version, aliases))
+    }
+}
 
 /// The collections in the metadata, by name, with their uids.
 type Recorded = BTreeMap<String, (u64, CollectionRecord)>;
@@ -44,6 +64,10 @@ pub fn spawn<T: Transport>(
                     peers.learn(&addresses);
                     if let Err(e) = step(&recorded, &catalog, &mut seen).await {
                         tracing::warn!(error = %e, "catalog does not follow the cluster's metadata yet");
+                    }
+                    let follow = catalog.clone();
+                    if let Err(e) = crate::http::blocking(move || follow.follow_aliases()).await {
+                        tracing::warn!(error = %e, "aliases do not follow the cluster's metadata yet");
                     }
                     if let Err(e) = host.follow(&recorded).await {
                         tracing::warn!(error = %e, "replicas do not follow their placements yet");

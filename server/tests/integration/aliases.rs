@@ -130,3 +130,137 @@ fn alias_changes_that_cannot_all_be_made_make_none() {
     let (status, answer) = server.call("PUT", "/collections/prod", Some(&body));
     assert_eq!(status, 409, "{answer}");
 }
+
+/// Polls `check` on `node` for up to ten seconds (a node reads the cluster's aliases again
+/// every 200 ms).
+fn eventually(node: &Server, what: &str, check: impl Fn(&Server) -> bool) {
+    let started = std::time::Instant::now();
+    while !check(node) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{what}: not within 10 s on {}",
+            node.url("")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The aliases `node` lists, as (alias, collection) pairs.
+fn listed(node: &Server) -> Vec<(String, String)> {
+    node.ok("GET", "/aliases", None)["aliases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let text = |k: &str| a[k].as_str().unwrap().to_owned();
+            (text("alias_name"), text("collection_name"))
+        })
+        .collect()
+}
+
+/// On a cluster the aliases are the cluster's: made through any node, switched atomically,
+/// read through every node, never lost when several nodes change them at once, gone with
+/// their collection, and still there after a node's `kill -9`.
+#[test]
+fn a_cluster_s_aliases_are_the_same_on_every_node() {
+    use crate::peers::{nodes_with_collection, wait_count};
+    let root = tempfile::tempdir().unwrap();
+    let mut nodes = nodes_with_collection(root.path(), &[], "a", 3);
+    nodes[1].create("b", 4, "Euclid", json!({"replication_factor": 3}));
+    for node in &nodes {
+        wait_count(node, "b", 0);
+    }
+    for (name, id) in [("a", 1u64), ("b", 2)] {
+        let points = json!({"points": [{"id": id, "vector": [1.0, 0.0, 0.0, 0.0]}]});
+        nodes[0].ok(
+            "PUT",
+            &format!("/collections/{name}/points?wait=true"),
+            Some(&points),
+        );
+    }
+    let serves = |alias: &'static str, id: u64| {
+        move |node: &Server| {
+            let query = json!({"query": [1.0, 0.0, 0.0, 0.0], "limit": 5});
+            let (status, body) = node.call(
+                "POST",
+                &format!("/collections/{alias}/points/query?consistency=majority"),
+                Some(&query),
+            );
+            status == 200 && ids(&body["result"]) == [id]
+        }
+    };
+
+    let (status, body) = aliases(
+        &nodes[1],
+        json!([{"create_alias": {"collection_name": "a", "alias_name": "prod"}}]),
+    );
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        eventually(node, "prod names a", serves("prod", 1));
+    }
+    // Switched in one change through another node: no node ever serves prod from neither.
+    let (status, body) = aliases(
+        &nodes[2],
+        json!([
+            {"delete_alias": {"alias_name": "prod"}},
+            {"create_alias": {"collection_name": "b", "alias_name": "prod"}},
+        ]),
+    );
+    assert_eq!(status, 200, "{body}");
+    for node in &nodes {
+        eventually(node, "prod names b", serves("prod", 2));
+    }
+    // Refusals, as on one node.
+    let (status, _) = aliases(
+        &nodes[0],
+        json!([{"create_alias": {"collection_name": "nope", "alias_name": "x"}}]),
+    );
+    assert_eq!(status, 404);
+    let (status, body) = nodes[0].call(
+        "PUT",
+        "/collections/prod",
+        Some(&json!({"vectors": {"size": 4, "distance": "Euclid"}})),
+    );
+    assert_eq!(status, 409, "{body}");
+
+    // Three nodes change aliases at once, each its own: none is lost.
+    std::thread::scope(|scope| {
+        for (t, node) in nodes.iter().enumerate() {
+            scope.spawn(move || {
+                for i in 0..5 {
+                    let alias = format!("n{t}_{i}");
+                    let action =
+                        json!([{"create_alias": {"collection_name": "a", "alias_name": alias}}]);
+                    let (status, body) = aliases(node, action);
+                    assert_eq!(status, 200, "{alias}: {body}");
+                }
+            });
+        }
+    });
+    let mut want: Vec<(String, String)> = (0..3)
+        .flat_map(|t| (0..5).map(move |i| (format!("n{t}_{i}"), "a".to_owned())))
+        .collect();
+    want.push(("prod".to_owned(), "b".to_owned()));
+    want.sort();
+    for node in &nodes {
+        eventually(node, "all 16 aliases", |n| listed(n) == want);
+    }
+
+    // A node killed and restarted has them all.
+    nodes[2].kill9();
+    nodes[2].restart();
+    eventually(&nodes[2], "all 16 aliases after kill -9", |n| {
+        listed(n) == want
+    });
+    eventually(&nodes[2], "prod names b after kill -9", serves("prod", 2));
+
+    // Deleting b (through one node) removes its alias on every node.
+    nodes[0].ok("DELETE", "/collections/b", None);
+    want.retain(|(alias, _)| alias != "prod");
+    for node in &nodes {
+        eventually(node, "prod gone with b", |n| listed(n) == want);
+        eventually(node, "prod answers 404", |n| {
+            n.call("GET", "/collections/prod", None).0 == 404
+        });
+    }
+}
