@@ -102,9 +102,22 @@ pub struct ClusterConfig {
     /// one more is refused at once (the read tries another replica, the client gets a 429),
     /// so a slow or overloaded peer cannot pile up work. Raft messages are not counted.
     pub max_calls_per_peer: usize,
+    /// Node: PEM certificate chain of this node's internal API: with `internal_tls_key_file`
+    /// it speaks HTTPS only, and every peer URL must be `https://` (empty: HTTP).
+    pub internal_tls_cert_file: String,
+    /// Node: PEM private key of `internal_tls_cert_file`'s certificate.
+    pub internal_tls_key_file: String,
+    /// Node: PEM certificates trusted for the peers' internal APIs (the cluster's CA, or the
+    /// one certificate every node shares); empty: the system's roots.
+    pub internal_tls_ca_file: String,
 }
 
 impl ClusterConfig {
+    /// Whether the internal API speaks HTTPS.
+    pub fn internal_tls(&self) -> bool {
+        !self.internal_tls_cert_file.is_empty() && !self.internal_tls_key_file.is_empty()
+    }
+
     /// When the node's Raft groups compact their logs.
     pub fn log_policy(&self) -> cairn_consensus::LogPolicy {
         cairn_consensus::LogPolicy {
@@ -466,6 +479,28 @@ impl Config {
                     "cluster.internal_addr must be HOST:PORT with an IP host, got {:?}",
                     c.internal_addr
                 ));
+            }
+            if c.internal_tls_cert_file.is_empty() != c.internal_tls_key_file.is_empty() {
+                problems.push(
+                    "cluster.internal_tls_cert_file and cluster.internal_tls_key_file go \
+                     together: set both or neither"
+                        .into(),
+                );
+            }
+            if c.internal_tls() {
+                let plain = c
+                    .peers
+                    .iter()
+                    .chain(std::iter::once(&c.join))
+                    .filter(|url| url.contains("http://"))
+                    .cloned()
+                    .collect::<Vec<_>>();
+                if !plain.is_empty() {
+                    problems.push(format!(
+                        "the internal API speaks HTTPS (cluster.internal_tls_cert_file): peers \
+                         and join must be https:// URLs, got {plain:?}"
+                    ));
+                }
             }
         }
         if self.log.level.is_empty() {

@@ -405,8 +405,30 @@ impl PeerClient {
             .map_err(ServerError::InvalidRequest)?
             .into_iter()
             .collect();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
+        let mut http = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        if !cluster.internal_tls_ca_file.is_empty() {
+            let path = &cluster.internal_tls_ca_file;
+            let pem = fs_err::read(path).map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
+            let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                ServerError::InvalidRequest(format!("cluster.internal_tls_ca_file {path}: {e}"))
+            })?;
+            if roots.is_empty() {
+                return Err(ServerError::InvalidRequest(format!(
+                    "cluster.internal_tls_ca_file {path} holds no certificate"
+                )));
+            }
+            // Only the cluster's own roots: a peer's certificate from any public CA is not
+            // a peer.
+            http = http.tls_built_in_root_certs(false);
+            for root in roots {
+                http = http.add_root_certificate(root);
+            }
+        }
+        if cluster.internal_tls() {
+            // Never the secret in the clear to a peer that was listed as http:// by mistake.
+            http = http.https_only(true);
+        }
+        let http = http
             .build()
             .map_err(|e| ServerError::Internal(format!("http client: {e}")))?;
         Ok(Self {

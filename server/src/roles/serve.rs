@@ -173,7 +173,6 @@ async fn serve_internal(
     let listener = tokio::net::TcpListener::bind(&config.cluster.internal_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.cluster.internal_addr))?;
-    tracing::info!(addr = %listener.local_addr()?, "internal API listening");
     let app = crate::http::peer::router(
         node.clone(),
         catalog,
@@ -181,6 +180,21 @@ async fn serve_internal(
         faults,
         searchers,
     );
+    let cluster = &config.cluster;
+    if !cluster.internal_tls() {
+        tracing::info!(addr = %listener.local_addr()?, "internal API listening");
+        return Ok(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "internal API failed");
+            }
+        }));
+    }
+    let tls = crate::http::tls::server_config(
+        cluster.internal_tls_cert_file.as_ref(),
+        cluster.internal_tls_key_file.as_ref(),
+    )?;
+    tracing::info!(addr = %listener.local_addr()?, "internal API listening, HTTPS only");
+    let listener = crate::http::tls::TlsListener::new(listener, tls)?;
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "internal API failed");

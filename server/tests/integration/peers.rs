@@ -32,13 +32,23 @@ pub(super) fn start_n_nodes(
     n: usize,
     extra: &[(&str, &str)],
 ) -> Vec<Server> {
+    start_nodes_over(root, n, extra, "http")
+}
+
+/// `n` nodes with `extra` settings whose internal APIs speak `scheme` (`http` or `https`).
+pub(super) fn start_nodes_over(
+    root: &std::path::Path,
+    n: usize,
+    extra: &[(&str, &str)],
+    scheme: &str,
+) -> Vec<Server> {
     let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
     let peers = format!(
         "[{}]",
         ports
             .iter()
             .enumerate()
-            .map(|(i, port)| format!("\"{}=http://127.0.0.1:{port}\"", i + 1))
+            .map(|(i, port)| format!("\"{}={scheme}://127.0.0.1:{port}\"", i + 1))
             .collect::<Vec<_>>()
             .join(",")
     );
