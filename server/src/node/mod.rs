@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    Group, GroupId, Groups, PartitionCommand, ReplicaAddr, Role, Row, Timing, Transport,
+    Applied, Group, GroupId, Groups, PartitionCommand, ReplicaAddr, Role, Row, Timing, Transport,
 };
 use cairn_storage::{PartitionStore, StoreOptions};
 use serde::Serialize;
@@ -545,6 +545,25 @@ impl Node {
         Ok((point.version, aliases))
     }
 
+    /// Writes metadata row `key` with `payload` if it is still at `version` (0: absent),
+    /// decided at apply time; [`Applied::held`] says whether it was.
+    async fn put_row_if(&self, key: Vec<u8>, version: u64, payload: String) -> Result<Applied> {
+        self.meta
+            .propose(
+                PartitionCommand::UpsertIf {
+                    expect: vec![(key.clone(), version)],
+                    rows: vec![Row {
+                        key,
+                        vector: Vec::new(),
+                        payload: Some(payload),
+                    }],
+                },
+                META_WRITE_TIMEOUT,
+            )
+            .await
+            .map_err(|e| ServerError::Unavailable(e.to_string()))
+    }
+
     /// Replaces the cluster's aliases with `aliases` if the row is still at `version`;
     /// returns whether it was (false: another change came first, read again). Waits until
     /// this node has applied the change, so its next read sees it.
@@ -554,21 +573,7 @@ impl Node {
         aliases: &BTreeMap<String, String>,
     ) -> Result<bool> {
         let key = MetaRow::aliases();
-        let applied = self
-            .meta
-            .propose(
-                PartitionCommand::UpsertIf {
-                    expect: vec![(key.clone(), version)],
-                    rows: vec![Row {
-                        key,
-                        vector: Vec::new(),
-                        payload: Some(to_json(aliases)?),
-                    }],
-                },
-                META_WRITE_TIMEOUT,
-            )
-            .await
-            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        let applied = self.put_row_if(key, version, to_json(aliases)?).await?;
         self.wait_meta(applied.index).await?;
         Ok(applied.held)
     }
@@ -629,20 +634,8 @@ impl Node {
             return Ok(Some(known));
         }
         let applied = self
-            .meta
-            .propose(
-                PartitionCommand::UpsertIf {
-                    expect: vec![(key.clone(), version)],
-                    rows: vec![Row {
-                        key,
-                        vector: Vec::new(),
-                        payload: Some(to_json(&WriterRow { node: self.id })?),
-                    }],
-                },
-                META_WRITE_TIMEOUT,
-            )
-            .await
-            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+            .put_row_if(key, version, to_json(&WriterRow { node: self.id })?)
+            .await?;
         if !applied.held {
             return Err(ServerError::Unavailable(format!(
                 "another node took the writing of collection `{name}` meanwhile; retry"
@@ -674,21 +667,7 @@ impl Node {
     ) -> Result<bool> {
         let key = MetaRow::placement(name, partition);
         let payload = to_json(next)?;
-        let applied = self
-            .meta
-            .propose(
-                PartitionCommand::UpsertIf {
-                    expect: vec![(key.clone(), current.version)],
-                    rows: vec![Row {
-                        key,
-                        vector: Vec::new(),
-                        payload: Some(payload),
-                    }],
-                },
-                META_WRITE_TIMEOUT,
-            )
-            .await
-            .map_err(|e| ServerError::Unavailable(e.to_string()))?;
+        let applied = self.put_row_if(key, current.version, payload).await?;
         self.wait_meta(applied.index).await?;
         Ok(applied.held)
     }
