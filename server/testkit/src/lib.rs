@@ -1,4 +1,5 @@
-//! cairn-testkit: real `cairn serve` processes for tests and measurements.
+//! cairn-testkit: real `cairn serve` processes for tests and measurements, and the Python
+//! virtualenvs of the tests that run real client packages.
 //!
 //! Every test that needs a server runs the release binary the workspace built, on port 0 over
 //! a temporary data folder, and learns the bound address from the server's `--ready-file`:
@@ -341,4 +342,78 @@ pub fn self_signed_certificate(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     std::fs::write(&key, made.key_pair.serialize_pem())
         .map_err(io(format!("cannot write {}", key.display())))?;
     Ok((cert, key))
+}
+
+/// The python of a virtualenv named `name` under `dir` (a test's target directory) with
+/// `requirements` installed from PyPI, made on first use and kept between runs (a marker names
+/// what was installed, so a new pin rebuilds it). Tests run in parallel: one makes it, the
+/// others wait.
+pub fn venv(dir: &Path, name: &str, requirements: &[&str]) -> Result<PathBuf> {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    let venv = dir.join(name);
+    let python = venv.join("bin/python");
+    let marker = venv.join(format!(".installed-{}", requirements.join("+")));
+    if marker.is_file() {
+        return Ok(python);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .map_err(io("python3 -m venv"))?;
+    if !made.success() {
+        return Err(Error::Io {
+            context: "python3 -m venv".into(),
+            source: std::io::Error::other(
+                "cannot create a virtualenv (is python3-venv installed?)",
+            ),
+        });
+    }
+    pip_install(&python, requirements, |_| {})?;
+    std::fs::write(&marker, "").map_err(io(marker.display().to_string()))?;
+    Ok(python)
+}
+
+/// `pip install` of `what` (requirements or paths) into the virtualenv of `python`, quietly;
+/// `configure` adds options or environment to the command.
+pub fn pip_install<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    python: &Path,
+    what: &[S],
+    configure: impl FnOnce(&mut Command),
+) -> Result<()> {
+    let mut command = Command::new(python);
+    command.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    configure(&mut command);
+    let installed = command.args(what).status().map_err(io("pip install"))?;
+    if installed.success() {
+        Ok(())
+    } else {
+        Err(Error::Io {
+            context: format!("pip install {what:?}"),
+            source: std::io::Error::other("pip failed"),
+        })
+    }
+}
+
+/// The target directory tests build into: `CARGO_TARGET_DIR`, else `target/` beside the
+/// workspace root of the crate at `manifest_dir`.
+pub fn target_dir(manifest_dir: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || {
+            manifest_dir
+                .ancestors()
+                .find(|dir| dir.join("Cargo.lock").is_file())
+                .unwrap_or(manifest_dir)
+                .join("target")
+        },
+        PathBuf::from,
+    )
 }

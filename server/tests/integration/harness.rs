@@ -249,43 +249,10 @@ pub fn ids(result: &Value) -> Vec<u64> {
 }
 
 /// The python of a virtualenv named `name` in the target directory with `requirements`
-/// installed from PyPI, made on first use and kept between runs (a marker names what was
-/// installed, so a new pin rebuilds it). Tests run in parallel: one makes it, the others wait.
+/// installed from PyPI, made on first use and kept between runs ([`cairn_testkit::venv`]).
 pub fn venv(name: &str, requirements: &[&str]) -> PathBuf {
-    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = MAKING.lock().unwrap_or_else(|e| e.into_inner());
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let venv = target.join(name);
-    let python = venv.join("bin/python");
-    let marker = venv.join(format!(".installed-{}", requirements.join("+")));
-    if !marker.is_file() {
-        let _ = std::fs::remove_dir_all(&venv);
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 -m venv");
-        assert!(
-            status.success(),
-            "cannot create a virtualenv (is python3-venv installed?)"
-        );
-        let status = Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(requirements)
-            .status()
-            .expect("pip install");
-        assert!(status.success(), "pip install {requirements:?} failed");
-        std::fs::write(&marker, "").unwrap();
-    }
-    python
+    let target = cairn_testkit::target_dir(Path::new(env!("CARGO_MANIFEST_DIR")));
+    cairn_testkit::venv(&target, name, requirements).unwrap()
 }
 
 /// `n` deterministic vectors of `dim` components in [-0.5, 0.5), row after row (a xorshift
