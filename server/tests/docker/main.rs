@@ -394,6 +394,11 @@ fn peer_compose_survives_kills_pauses_and_restarts_of_any_node() {
         &format!("{}/collections/sift", urls[0]),
         &json!({"vectors": {"size": 128, "distance": "Euclid"}, "replication_factor": 3}),
     );
+    // The other nodes open the collection as they apply the metadata, a moment after the
+    // create returns: writes go through every node, so wait until each serves it.
+    for url in &urls {
+        wait_count_at(&client, url, 0);
+    }
     put_siftsmall(&client, &urls, &data);
     let mut expected = 10_000u64;
     for url in &urls {
