@@ -111,12 +111,15 @@ impl Collection {
                 Ok(self.single_or_none(last))
             }
             Layout::Replicated(only) => {
-                let judge = self.judge()?;
+                // Asked of a partition that may be on another node: only when a filter needs it.
+                let judge = filter.map(|_| self.judge()).transpose()?;
                 let mut last = None;
                 for chunk in ids()?.chunks(DELETE_BATCH) {
                     let seq = self.compare_and_set(only, chunk, |_, stored| {
                         Ok(stored.and_then(|mut point| {
-                            let passes = filter.is_none_or(|f| judge.matches(&point, f));
+                            let passes = filter
+                                .zip(judge.as_ref())
+                                .is_none_or(|(f, judge)| judge.matches(&point, f));
                             (passes && change.apply(&mut point)).then_some(point)
                         }))
                     })?;
