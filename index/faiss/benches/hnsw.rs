@@ -1,5 +1,8 @@
 //! HNSW search, Cairn against FAISS and `hnsw_rs`: same data, same M and efConstruction, same
-//! run.
+//! run. FAISS runs twice over one index: `faiss` calls it once per query, as a server does,
+//! and `faiss_batch` passes all queries in one call on one OpenMP thread, its fast path (one
+//! visited table and one OpenMP region per call). The ANN harness in `bench/` compares more
+//! libraries; this bench stays for regression checks of the engine.
 //!
 //! For each data set, M and recall target, each side's smallest `ef` (from one ladder) that
 //! reaches the target recall@10 is found first, outside the timing, against exact ground
@@ -25,8 +28,8 @@ use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::persist::{read_file, write_file, FileHeader};
 use cairn_index::{Metric, SearchParams, VectorIndex};
 use common::{
-    calibrate, env_usize, hard_synthetic, pass, shared, time_pass, write_csv, Cairn, Faiss, Set,
-    Side, EF_LADDER, K,
+    calibrate, env_usize, hard_synthetic, pass, shared, time_pass, write_csv, Cairn, Faiss,
+    FaissBatch, Set, Side, EF_LADDER, K,
 };
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hnsw_rs::prelude::{DistL2, Hnsw as HnswRsGraph};
@@ -82,6 +85,7 @@ fn one_setting(c: &mut Criterion, set: &Set, m: usize, scratch: &std::path::Path
     cairn_faiss::set_threads(1);
     let faiss_bytes = faiss.serialized_bytes(scratch).unwrap();
     let faiss = Faiss::new(faiss);
+    let faiss_batch = FaissBatch(&faiss);
 
     let hnsw_rs = (env_usize("CAIRN_BENCH_HNSW_RS", 1) != 0).then(|| {
         let t = Instant::now();
@@ -101,7 +105,11 @@ fn one_setting(c: &mut Criterion, set: &Set, m: usize, scratch: &std::path::Path
     );
     reload(&cairn.0, set, m, cairn_build, scratch);
 
-    let mut sides: Vec<(&str, &dyn Side)> = vec![("cairn", &cairn), ("faiss", &faiss)];
+    let mut sides: Vec<(&str, &dyn Side)> = vec![
+        ("cairn", &cairn),
+        ("faiss", &faiss),
+        ("faiss_batch", &faiss_batch),
+    ];
     if let Some((graph, _)) = &hnsw_rs {
         sides.push(("hnsw_rs", graph));
     }
@@ -153,11 +161,18 @@ fn interleaved(set: &Set, m: usize, target: f64, sides: &[(&str, &dyn Side, usiz
         .zip(&qps)
         .map(|((name, _, ef), q)| format!("{name} (ef {ef}) {q:.0}"))
         .collect();
+    let of = |name: &str| {
+        sides
+            .iter()
+            .position(|side| side.0 == name)
+            .map_or(f64::NAN, |i| qps[i])
+    };
     eprintln!(
-        "{} M={m} recall {target}: interleaved median QPS {}; cairn / faiss {:.2}",
+        "{} M={m} recall {target}: interleaved median QPS {}; cairn / faiss {:.2}, cairn / faiss_batch {:.2}",
         set.name,
         list.join(", "),
-        qps[0] / qps.get(1).copied().unwrap_or(f64::NAN)
+        of("cairn") / of("faiss"),
+        of("cairn") / of("faiss_batch")
     );
 }
 

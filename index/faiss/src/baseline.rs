@@ -115,24 +115,38 @@ impl FaissIndex {
                 len: query.len(),
             });
         }
+        Ok(self.search_batch(query, k)?.pop().unwrap_or_default())
+    }
+
+    /// The `k` nearest slots of every query in `queries` (row-major, whole rows) in one FAISS
+    /// call: FAISS's fast path, which opens one OpenMP region and allocates its HNSW visited
+    /// table once per call rather than once per query. With one OpenMP thread
+    /// ([`crate::set_threads`]) the queries are answered one after another on this thread.
+    pub fn search_batch(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Neighbor>>> {
+        let n = rows(queries, self.dim)?;
+        if k == 0 {
+            return Ok(vec![Vec::new(); n]);
+        }
         let mut normalised;
-        let query = if self.metric == Metric::Cosine {
-            normalised = query.to_vec();
-            cairn_index::distance::normalize(&mut normalised);
+        let queries = if self.metric == Metric::Cosine {
+            normalised = queries.to_vec();
+            normalised
+                .chunks_exact_mut(self.dim)
+                .for_each(cairn_index::distance::normalize);
             &normalised[..]
         } else {
-            query
+            queries
         };
-        let mut distances = vec![0f32; k];
-        let mut labels = vec![-1 as faiss_sys::idx_t; k];
-        // SAFETY: one query of `dim` floats in, room for `k` distances and `k` labels out,
-        // which is what `faiss_Index_search` reads and writes for n = 1. `search` is const
-        // in FAISS and safe to call concurrently on a built CPU index.
+        let mut distances = vec![0f32; n * k];
+        let mut labels = vec![-1 as faiss_sys::idx_t; n * k];
+        // SAFETY: `n` queries of `dim` floats in, room for `n·k` distances and `n·k` labels
+        // out, which is what `faiss_Index_search` reads and writes. `search` is const in FAISS
+        // and safe to call concurrently on a built CPU index.
         check(unsafe {
             faiss_sys::faiss_Index_search(
                 self.index.inner_ptr(),
-                1,
-                query.as_ptr(),
+                n as faiss_sys::idx_t,
+                queries.as_ptr(),
                 k as faiss_sys::idx_t,
                 distances.as_mut_ptr(),
                 labels.as_mut_ptr(),
@@ -140,10 +154,18 @@ impl FaissIndex {
         })?;
         let higher_is_better = self.metric != Metric::L2;
         Ok(labels
-            .iter()
-            .zip(&distances)
-            .filter(|(label, _)| **label >= 0)
-            .map(|(&label, &d)| Neighbor::new(label as u32, if higher_is_better { -d } else { d }))
+            .chunks_exact(k)
+            .zip(distances.chunks_exact(k))
+            .map(|(labels, distances)| {
+                labels
+                    .iter()
+                    .zip(distances)
+                    .filter(|(label, _)| **label >= 0)
+                    .map(|(&label, &d)| {
+                        Neighbor::new(label as u32, if higher_is_better { -d } else { d })
+                    })
+                    .collect()
+            })
             .collect())
     }
 
@@ -236,6 +258,31 @@ mod tests {
                 };
                 assert!(recall >= floor, "{kind:?} {metric:?}: recall {recall}");
             }
+        }
+    }
+
+    #[test]
+    fn a_batch_answers_as_its_queries_do_one_by_one() {
+        let (base, queries) = set(2000);
+        for metric in [Metric::L2, Metric::Cosine] {
+            let kind = BaselineKind::Hnsw {
+                m: 16,
+                ef_construction: 100,
+            };
+            let mut index = FaissIndex::build(kind, metric, 32, &base).unwrap();
+            index.set_ef_search(64).unwrap();
+            crate::set_threads(1);
+            let batch = index.search_batch(&queries, 10).unwrap();
+            assert_eq!(batch.len(), 50);
+            for (q, row) in queries.chunks(32).zip(&batch) {
+                assert_eq!(row, &index.search(q, 10).unwrap(), "{metric:?}");
+            }
+            assert!(index
+                .search_batch(&queries, 0)
+                .unwrap()
+                .iter()
+                .all(Vec::is_empty));
+            assert!(index.search_batch(&queries[..40], 10).is_err());
         }
     }
 

@@ -1,0 +1,66 @@
+"""`bench/ann [options]`: see bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+# One search thread for every OpenMP library (FAISS, NGT) unless a build asks for more, and
+# rayon's pool (Cairn's build) sized before the module is first used.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(prog="bench/ann", description=__doc__)
+    parser.add_argument("--data", default="siftsmall",
+                        help="comma-separated sets: siftsmall, glove50, pypi-minilm, hard20k, "
+                             "hard200k, hard1m, minilm200k, minilm1m")
+    parser.add_argument("--sides", default="cairn-hnsw,hnswlib,faiss-hnsw,scann,ngt-onng,symqg")
+    parser.add_argument("--modes", default="batch,single")
+    parser.add_argument("--m", default="16,32",
+                        help="HNSW M values (SymphonyQG: degree 2M) to build")
+    parser.add_argument("--builds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--build-threads", type=int, default=2)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--shared", default=str(here.parent.parent / "shared" / "data"),
+                        help="the shared data folder (default ../shared/data)")
+    parser.add_argument("--cache", default=str(here / ".data"),
+                        help="where generated sets are kept")
+    parser.add_argument("--out", default=str(here / "results"))
+    args = parser.parse_args()
+    os.environ["RAYON_NUM_THREADS"] = str(args.build_threads)
+
+    from . import data as datasets
+    from . import plot, runner
+    from . import sides as side_module
+    from .sides import SIDES
+
+    side_module.GRAPH_M[:] = [int(m) for m in args.m.split(",")]
+
+    sides = [s for s in args.sides.split(",") if s]
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown:
+        sys.exit(f"unknown sides {unknown}; known: {sorted(SIDES)}")
+    modes = set(args.modes.split(","))
+    out = Path(args.out)
+    reference = ("cairn-hnsw", "batch")
+    for name in args.data.split(","):
+        dataset = datasets.load(name, Path(args.shared), Path(args.cache))
+        runner.log(f"{dataset.description}: {dataset.base.shape}, {len(dataset.queries)} queries")
+        passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
+                                   args.build_threads, args.k, out)
+        result = runner.summary(dataset, passes, built, reference)
+        text = runner.markdown(dataset, result, reference, args.builds, args.rounds)
+        (out / f"{dataset.name}-summary.md").write_text(text)
+        (out / f"{dataset.name}-summary.json").write_text(json.dumps(runner.as_json(result), indent=1))
+        plot.plot(dataset, passes, out / f"{dataset.name}.png")
+        print(text, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""The sides of the race: one class per library, each on its own documented parameter grid.
+
+Every side builds with `build_threads` threads and searches on one thread: a batch call that
+answers the queries one after another on the calling thread (FAISS with one OpenMP thread,
+hnswlib with `num_threads=1`, ScaNN's `search_batched`, NGT's `batch_search`, RaBitQ with
+`num_threads=1`, Cairn's own batch), or, for the `single` modes, one library call per query from a Python loop, which
+adds the same few microseconds of interpreter work to every query of every side that runs it.
+NGT's `batch_search` is an OpenMP loop, on one thread here (OMP_NUM_THREADS=1).
+
+A side names its build configurations (`configs`) and, per configuration, its search grid
+(`grid`); the harness builds each configuration `builds` times and runs every grid point in
+every round. Grids are each library's own, from its documentation or ann-benchmarks' configs,
+widened until the top of the grid passes recall@10 0.99 on the hard sets.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+# A batch answered on one thread, the same for every side.
+SEARCH_THREADS = 1
+
+EF_GRID = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
+
+
+class Side:
+    """One library on one kind of index. Subclasses set `name`, `configs` and `grid`."""
+
+    name = ""
+    #: The modes it is timed in: "batch" (one call for all queries) and/or "single".
+    modes = ("batch",)
+
+    def configs(self, data) -> list[dict]:
+        raise NotImplementedError
+
+    def grid(self, config: dict, data) -> list[dict]:
+        raise NotImplementedError
+
+    def build(self, base: np.ndarray, metric: str, config: dict, seed: int, threads: int):
+        raise NotImplementedError
+
+    def prepare(self, params: dict) -> None:
+        """Sets the search parameters before a timed pass."""
+
+    def batch(self, queries: np.ndarray, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def single(self, queries: np.ndarray, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def memory_bytes(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        """Frees the index (and any files) before the next build."""
+
+
+#: The graph degrees built: M for the HNSW sides (layer 0 holds 2M links in all three),
+#: half the degree for SymphonyQG's single layer (so degree 32 and 64). `--m` sets it.
+GRAPH_M = [16, 32]
+
+
+def hnsw_configs(data) -> list[dict]:
+    """M 16 and 32 at efConstruction 200 for every HNSW implementation alike."""
+    return [dict(M=m, efC=200) for m in GRAPH_M]
+
+
+class Cairn(Side):
+    name = "cairn-hnsw"
+    modes = ("batch", "single")
+
+    def configs(self, data):
+        return hnsw_configs(data)
+
+    def grid(self, config, data):
+        return [dict(ef=ef) for ef in EF_GRID]
+
+    def build(self, base, metric, config, seed, threads):
+        import cairn_index
+
+        # Cairn's build is parallel over rayon's global pool, sized from RAYON_NUM_THREADS
+        # before the module first builds (see __main__).
+        self.index = cairn_index.Index(
+            "hnsw", dim=base.shape[1], metric="l2", m=config["M"],
+            ef_construction=config["efC"], seed=seed,
+        )
+        self.index.add(base)
+
+    def prepare(self, params):
+        self.ef = params["ef"]
+
+    def batch(self, queries, k):
+        return self.index.search(queries, k=k, ef=self.ef)[0]
+
+    def single(self, queries, k):
+        out = np.empty((len(queries), k), dtype=np.int64)
+        search, ef = self.index.search, self.ef
+        for i, q in enumerate(queries):
+            out[i] = search(q, k=k, ef=ef)[0]
+        return out
+
+    def memory_bytes(self):
+        return self.index.memory_bytes()
+
+    def close(self):
+        self.index = None
+
+
+class Hnswlib(Side):
+    name = "hnswlib"
+
+    def configs(self, data):
+        return hnsw_configs(data)
+
+    def grid(self, config, data):
+        return [dict(ef=ef) for ef in EF_GRID]
+
+    def build(self, base, metric, config, seed, threads):
+        import hnswlib
+
+        self.index = hnswlib.Index(space="l2", dim=base.shape[1])
+        self.index.init_index(
+            max_elements=base.shape[0], ef_construction=config["efC"], M=config["M"],
+            random_seed=seed,
+        )
+        self.index.add_items(base, num_threads=threads)
+
+    def prepare(self, params):
+        self.index.set_ef(params["ef"])
+
+    def batch(self, queries, k):
+        return self.index.knn_query(queries, k=k, num_threads=SEARCH_THREADS)[0]
+
+
+class FaissHnsw(Side):
+    """FAISS IndexHNSWFlat; `batch` is its fast path (one search call for all queries, one
+    OpenMP thread), `single` the per-query path the old Rust bench measured."""
+
+    name = "faiss-hnsw"
+    modes = ("batch", "single")
+
+    def configs(self, data):
+        return hnsw_configs(data)
+
+    def grid(self, config, data):
+        return [dict(ef=ef) for ef in EF_GRID]
+
+    def build(self, base, metric, config, seed, threads):
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
+        self.index = faiss.IndexHNSWFlat(base.shape[1], config["M"])
+        self.index.hnsw.efConstruction = config["efC"]
+        # FAISS draws HNSW levels from its own fixed seed; rebuilds still differ because the
+        # parallel insertion order does.
+        self.index.add(base)
+        faiss.omp_set_num_threads(SEARCH_THREADS)
+
+    def prepare(self, params):
+        self.index.hnsw.efSearch = params["ef"]
+
+    def batch(self, queries, k):
+        return self.index.search(queries, k)[1]
+
+    def single(self, queries, k):
+        out = np.empty((len(queries), k), dtype=np.int64)
+        search = self.index.search
+        for i in range(len(queries)):
+            out[i] = search(queries[i : i + 1], k)[1][0]
+        return out
+
+
+class Scann(Side):
+    """ScaNN: a k-means tree, anisotropic 4-bit product codes scored by its SIMD lookup
+    tables, and exact re-ranking (ann-benchmarks' configuration shape). Dot product with the
+    anisotropic loss on angular sets (unit vectors), squared L2 on the others."""
+
+    name = "scann"
+
+    def configs(self, data):
+        n = data.base.shape[0]
+        leaves = int(max(16, min(4000, round(2 * np.sqrt(n)))))
+        return [dict(leaves=leaves, dims_per_block=2)]
+
+    def grid(self, config, data):
+        leaves = config["leaves"]
+        pairs = []
+        for share in (0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3):
+            search = max(1, int(round(leaves * share)))
+            for reorder in (50, 100, 250, 500):
+                pairs.append(dict(leaves_to_search=search, reorder=reorder))
+        return pairs
+
+    def build(self, base, metric, config, seed, threads):
+        import scann
+
+        angular = metric == "angular"
+        builder = scann.scann_ops_pybind.builder(
+            base, 10, "dot_product" if angular else "squared_l2"
+        )
+        builder = builder.tree(
+            num_leaves=config["leaves"], num_leaves_to_search=1,
+            training_sample_size=min(base.shape[0], 250_000), spherical=angular,
+        )
+        threshold = 0.2 if angular else float("nan")
+        builder = builder.score_ah(config["dims_per_block"], anisotropic_quantization_threshold=threshold)
+        builder = builder.reorder(500)
+        builder.set_n_training_threads(threads)
+        self.index = builder.build()
+        self.index.set_num_threads(SEARCH_THREADS)
+
+    def prepare(self, params):
+        self.params = params
+
+    def batch(self, queries, k):
+        return self.index.search_batched(
+            queries, final_num_neighbors=k,
+            pre_reorder_num_neighbors=self.params["reorder"],
+            leaves_to_search=self.params["leaves_to_search"],
+        )[0]
+
+
+class NgtOnng(Side):
+    """NGT's ONNG: an ANNG built with a large edge count, then reshaped by NGT's optimizer
+    (outdegree and indegree as in ann-benchmarks' ONNG configuration); searched by its
+    `epsilon` grid. NGT-QG (quantized graph) is not
+    here: its builder ships in NGT's command-line tools, not in the PyPI wheel."""
+
+    name = "ngt-onng"
+
+    def configs(self, data):
+        return [dict(edge=100, outdegree=10, indegree=120)]
+
+    def grid(self, config, data):
+        return [dict(epsilon=e) for e in (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.3, 0.4)]
+
+    def build(self, base, metric, config, seed, threads):
+        import ngtpy
+
+        self.dir = tempfile.mkdtemp(prefix="ngt-")
+        anng, onng = os.path.join(self.dir, "anng"), os.path.join(self.dir, "onng")
+        ngtpy.create(anng, base.shape[1], edge_size_for_creation=config["edge"],
+                     distance_type="L2", object_type="Float")
+        index = ngtpy.Index(anng, log_disabled=True)
+        index.batch_insert(base, num_threads=threads)
+        index.save()
+        index.close()
+        optimizer = ngtpy.Optimizer(
+            num_of_outgoings=config["outdegree"], num_of_incomings=config["indegree"],
+            log_disabled=True,
+        )
+        # NGT's own optimisations of the graph (shortcut reduction) and of its search
+        # (edges explored, prefetch); not the accuracy table, which only searches by
+        # `expected_accuracy` use.
+        optimizer.set_processing_modes(True, True, True, False)
+        optimizer.execute(anng, onng)
+        shutil.rmtree(anng, ignore_errors=True)
+        self.index = ngtpy.Index(onng, read_only=True, log_disabled=True)
+
+    def prepare(self, params):
+        self.index.set(epsilon=params["epsilon"])
+
+    def batch(self, queries, k):
+        import ngtpy
+
+        # One thread: OMP_NUM_THREADS is 1 for the whole harness (see __main__).
+        results = ngtpy.BatchResults()
+        self.index.batch_search(queries, results, k, with_distance=False)
+        return results.get_ids()
+
+    def close(self):
+        self.index = None
+        shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
+
+
+class SymphonyQG(Side):
+    """RaBitQ's SymphonyQG (`rabitqlib.SymqgIndex`): RaBitQ codes of each vertex's
+    neighbours stored in the graph and scored with FastScan, exact re-rank in the search."""
+
+    name = "symqg"
+
+    def configs(self, data):
+        return [dict(degree=2 * m, efC=200) for m in GRAPH_M]
+
+    def grid(self, config, data):
+        return [dict(ef=ef) for ef in EF_GRID]
+
+    def build(self, base, metric, config, seed, threads):
+        import rabitqlib
+
+        self.index = rabitqlib.SymqgIndex(base.shape[1], config["degree"], metric="l2")
+        self.index.build(base, config["efC"], num_threads=threads)
+
+    def prepare(self, params):
+        self.ef = params["ef"]
+
+    def batch(self, queries, k):
+        found = self.index.search_batch(queries, k, max(self.ef, k), num_threads=SEARCH_THREADS)
+        return np.asarray(found[0])
+
+
+SIDES = {cls.name: cls for cls in (Cairn, Hnswlib, FaissHnsw, Scann, NgtOnng, SymphonyQG)}
