@@ -117,8 +117,9 @@ def run(dataset, side_names, modes, builds, rounds, threads, k, out: Path) -> tu
             side.close()
         del instances
         gc.collect()
-    write_csv(out / f"{dataset.name}-passes.csv", passes)
-    write_csv(out / f"{dataset.name}-builds.csv", built)
+        # Written after every build, so that a long run stopped early keeps what it measured.
+        write_csv(out / f"{dataset.name}-passes.csv", passes)
+        write_csv(out / f"{dataset.name}-builds.csv", built)
     return passes, built
 
 
