@@ -69,15 +69,19 @@ def hnsw_configs(data) -> list[dict]:
     return [dict(M=m, efC=200) for m in GRAPH_M]
 
 
-class Cairn(Side):
-    name = "cairn-hnsw"
-    modes = ("batch", "single")
+class HnswSide(Side):
+    """The three HNSW implementations: the same build configurations and the same ef grid."""
 
     def configs(self, data):
         return hnsw_configs(data)
 
     def grid(self, config, data):
         return [dict(ef=ef) for ef in EF_GRID]
+
+
+class Cairn(HnswSide):
+    name = "cairn-hnsw"
+    modes = ("batch", "single")
 
     def build(self, base, metric, config, seed, threads):
         import cairn_index
@@ -110,14 +114,8 @@ class Cairn(Side):
         self.index = None
 
 
-class Hnswlib(Side):
+class Hnswlib(HnswSide):
     name = "hnswlib"
-
-    def configs(self, data):
-        return hnsw_configs(data)
-
-    def grid(self, config, data):
-        return [dict(ef=ef) for ef in EF_GRID]
 
     def build(self, base, metric, config, seed, threads):
         import hnswlib
@@ -136,18 +134,12 @@ class Hnswlib(Side):
         return self.index.knn_query(queries, k=k, num_threads=SEARCH_THREADS)[0]
 
 
-class FaissHnsw(Side):
+class FaissHnsw(HnswSide):
     """FAISS IndexHNSWFlat; `batch` is its fast path (one search call for all queries, one
     OpenMP thread), `single` the per-query path the old Rust bench measured."""
 
     name = "faiss-hnsw"
     modes = ("batch", "single")
-
-    def configs(self, data):
-        return hnsw_configs(data)
-
-    def grid(self, config, data):
-        return [dict(ef=ef) for ef in EF_GRID]
 
     def build(self, base, metric, config, seed, threads):
         import faiss
