@@ -19,7 +19,7 @@ def main() -> None:
     parser.add_argument("--data", default="siftsmall",
                         help="comma-separated sets: siftsmall, glove50, pypi-minilm, hard20k, "
                              "hard200k, hard1m, minilm200k, minilm1m")
-    parser.add_argument("--sides", default="cairn-hnsw,hnswlib,faiss-hnsw,scann,ngt-onng,symqg")
+    parser.add_argument("--sides", default="cairn-hnsw,cairn-rabitq,hnswlib,faiss-hnsw,scann,ngt-onng,symqg")
     parser.add_argument("--modes", default="batch,single")
     parser.add_argument("--m", default="16,32",
                         help="HNSW M values (SymphonyQG: degree 2M) to build")

@@ -114,6 +114,19 @@ class Cairn(HnswSide):
         self.index = None
 
 
+class CairnRabitq(Cairn):
+    """Cairn's HNSW with RaBitQ codes of its layer-0 links (`set_codes("rabitq")`): the same
+    graph as `cairn-hnsw`, searched by estimates with every result scored exactly. The
+    encoding is part of the build time."""
+
+    name = "cairn-rabitq"
+    modes = ("batch",)
+
+    def build(self, base, metric, config, seed, threads):
+        super().build(base, metric, config, seed, threads)
+        self.index.set_codes("rabitq")
+
+
 class Hnswlib(HnswSide):
     name = "hnswlib"
 
@@ -295,4 +308,4 @@ class SymphonyQG(Side):
         return np.asarray(found[0])
 
 
-SIDES = {cls.name: cls for cls in (Cairn, Hnswlib, FaissHnsw, Scann, NgtOnng, SymphonyQG)}
+SIDES = {cls.name: cls for cls in (Cairn, CairnRabitq, Hnswlib, FaissHnsw, Scann, NgtOnng, SymphonyQG)}

@@ -26,7 +26,7 @@
 use std::path::PathBuf;
 
 use engine::persist::{self, FileHeader};
-use engine::{IndexParams, Metric, SearchParams, Trainers, VectorIndex};
+use engine::{IndexParams, Metric, RowCodes, SearchParams, Trainers, VectorIndex};
 use numpy::ndarray::{Array1, Array2};
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyIOError, PyValueError};
@@ -260,6 +260,28 @@ impl Index {
     #[getter]
     fn metric(&self) -> &'static str {
         metric_name(self.inner.metric())
+    }
+
+    /// Keeps codes beside a graph index for its searches: `"int8"` or `"binary"` (Qdrant's
+    /// scalar and binary quantization: the search traverses by the codes and re-ranks by the
+    /// full vectors), `"rabitq"` (RaBitQ codes of the graph's links: estimates steer the
+    /// search, every result is scored exactly), or `None` to drop them. Codes are derived
+    /// from the vectors and links, so they are not saved: set them again after `load`.
+    #[pyo3(signature = (kind, quantile = RowCodes::DEFAULT_QUANTILE))]
+    fn set_codes(&self, py: Python<'_>, kind: Option<&str>, quantile: f64) -> PyResult<()> {
+        let codes = match kind {
+            None => None,
+            Some("int8") => Some(RowCodes::Int8 { quantile }),
+            Some("binary") => Some(RowCodes::Binary),
+            Some("rabitq") => Some(RowCodes::Rabitq),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown codes `{other}`: int8, binary, rabitq or None"
+                )))
+            }
+        };
+        py.allow_threads(|| self.inner.set_codes(codes))
+            .map_err(py_error)
     }
 
     /// Bytes of memory the index holds.

@@ -1,6 +1,7 @@
 //! The ANN harness (`bench/ann`) as its users run it: its own virtualenv from
-//! `bench/requirements.txt`, Cairn's wheel built from this checkout, and every side (Cairn,
-//! hnswlib, FAISS, ScaNN, NGT, SymphonyQG) on siftsmall for one build and one round.
+//! `bench/requirements.txt`, Cairn's wheel built from this checkout, and every side (Cairn
+//! with and without link codes, hnswlib, FAISS, ScaNN, NGT, SymphonyQG) on siftsmall for one
+//! build and one round.
 //!
 //! Every side must reach recall@10 0.95 there, which each does at a small setting: a wrapper
 //! that returns wrong ids, searches the wrong metric or drops queries fails this test. The
@@ -9,8 +10,9 @@
 use std::path::Path;
 use std::process::Command;
 
-const SIDES: [&str; 6] = [
+const SIDES: [&str; 7] = [
     "cairn-hnsw",
+    "cairn-rabitq",
     "hnswlib",
     "faiss-hnsw",
     "scann",

@@ -65,6 +65,24 @@ class Recall(unittest.TestCase):
         exact, _ = index.search(queries, k=10, exact=True)
         self.assertGreaterEqual(recall_at_10(exact, truth), 0.99)
 
+    def test_codes_on_siftsmall(self):
+        index, queries, truth, base = built("siftsmall", "hnsw", "l2", m=16, ef_construction=200)
+        plain, _ = index.search(queries, k=10, ef=64)
+        for kind in ("rabitq", "int8"):
+            index.set_codes(kind)
+            ids, scores = index.search(queries, k=10, ef=64)
+            self.assertGreaterEqual(recall_at_10(ids, truth), 0.95, kind)
+            # Scores are the exact distances: link codes score results exactly, int8 rescores.
+            want = np.linalg.norm(base[ids[0]] - queries[0], axis=1)
+            np.testing.assert_allclose(scores[0], want, rtol=1e-4)
+        index.set_codes(None)
+        np.testing.assert_array_equal(index.search(queries, k=10, ef=64)[0], plain)
+        with self.assertRaisesRegex(ValueError, "unknown codes"):
+            index.set_codes("pq")
+        flat = cairn_index.Index("flat", dim=128)
+        with self.assertRaisesRegex(ValueError, "graph"):
+            flat.set_codes("rabitq")
+
     def test_hnsw_cosine_on_glove50(self):
         index, queries, truth, _ = built("glove50-5k-angular", "hnsw", "cosine")
         ids, scores = index.search(queries, k=10, ef=128)

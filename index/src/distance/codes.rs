@@ -30,6 +30,22 @@ pub type DotU8x4 = fn(&[i16], [&[u8]; 4]) -> [i32; 4];
 /// Differing bits between two equal-length bit strings.
 pub type Hamming = fn(&[u64], &[u64]) -> u32;
 
+/// Codes a FastScan block holds: one per byte half of a 16-byte group.
+pub const FASTSCAN_BLOCK: usize = 32;
+
+/// FastScan (André et al., VLDB 2015; FAISS's `pq4_fast_scan`): the sums of one query's byte
+/// lookup tables over a block of [`FASTSCAN_BLOCK`] codes of 4-bit groups, all 32 at once.
+///
+/// `luts` holds 16 bytes per group (entry j is the table's value for nibble j); `codes` holds
+/// the block's groups one after another, 16 bytes each, byte k carrying code k's nibble in
+/// its low half and code k + 16's in its high half. Sums wrap past `u16::MAX`: the caller
+/// sizes its tables so that they cannot get there.
+///
+/// Why this shape. A table of 16 bytes is one `pshufb` operand, so one instruction looks up
+/// 32 codes' nibbles of two groups; the 32 codes of a graph node's links are scored in
+/// about as many instructions as one full-precision distance takes.
+pub type FastScan = fn(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]);
+
 /// The code kernels this CPU runs, detected on first use.
 #[derive(Clone, Copy)]
 pub struct CodeKernels {
@@ -39,6 +55,8 @@ pub struct CodeKernels {
     pub dot_u8x4: DotU8x4,
     /// Differing bits.
     pub hamming: Hamming,
+    /// Lookup-table sums over a block of 4-bit codes.
+    pub fastscan: FastScan,
 }
 
 /// The best code kernels for this CPU.
@@ -53,6 +71,7 @@ pub fn code_kernels() -> &'static CodeKernels {
                 dot_u8: if avx2 { x86::dot_u8 } else { scalar_dot_u8 },
                 dot_u8x4: if avx2 { x86::dot_u8x4 } else { scalar_dot_u8x4 },
                 hamming: if popcnt { x86::hamming } else { scalar_hamming },
+                fastscan: if avx2 { x86::fastscan } else { scalar_fastscan },
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -60,6 +79,7 @@ pub fn code_kernels() -> &'static CodeKernels {
             dot_u8: scalar_dot_u8,
             dot_u8x4: scalar_dot_u8x4,
             hamming: scalar_hamming,
+            fastscan: scalar_fastscan,
         }
     })
 }
@@ -81,6 +101,19 @@ pub fn scalar_dot_u8x4(q: &[i16], rows: [&[u8]; 4]) -> [i32; 4] {
 /// Differing bits over the common prefix, without the POPCNT instruction.
 pub fn scalar_hamming(a: &[u64], b: &[u64]) -> u32 {
     a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// [`FastScan`] one nibble at a time: the reference the SIMD kernel is tested against.
+pub fn scalar_fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]) {
+    let groups = (luts.len() / 16).min(codes.len() / 16);
+    *out = [0; FASTSCAN_BLOCK];
+    for g in 0..groups {
+        let (lut, bytes) = (&luts[16 * g..16 * g + 16], &codes[16 * g..16 * g + 16]);
+        for (k, &byte) in bytes.iter().enumerate() {
+            out[k] = out[k].wrapping_add(u16::from(lut[usize::from(byte & 15)]));
+            out[k + 16] = out[k + 16].wrapping_add(u16::from(lut[usize::from(byte >> 4)]));
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -185,6 +218,68 @@ mod x86 {
         sum
     }
 
+    pub(super) fn fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; super::FASTSCAN_BLOCK]) {
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2.
+        unsafe { fastscan_avx2(luts, codes, out) }
+    }
+
+    /// Two groups per iteration: their 32 code bytes in one register, their two tables in
+    /// the two 128-bit lanes of another, so each `pshufb` looks up 16 codes' nibbles in both
+    /// groups at once. The bytes it returns are added into 16-bit sums split by even and odd
+    /// position (masking the low byte, shifting down the high one), which needs no unpacking.
+    #[target_feature(enable = "avx2")]
+    unsafe fn fastscan_avx2(luts: &[u8], codes: &[u8], out: &mut [u16; super::FASTSCAN_BLOCK]) {
+        let groups = (luts.len() / 16).min(codes.len() / 16);
+        let (pl, pc) = (luts.as_ptr(), codes.as_ptr());
+        let nibble = _mm256_set1_epi8(0x0f);
+        let low_byte = _mm256_set1_epi16(0x00ff);
+        // Sums of codes 0–15 (`lo`) and 16–31 (`hi`), at even and odd byte positions.
+        let (mut lo_even, mut lo_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let (mut hi_even, mut hi_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut g = 0;
+        // SAFETY: each load reads 32 bytes at 16·g with g + 2 ≤ groups, inside both slices.
+        unsafe {
+            while g + 2 <= groups {
+                let v = _mm256_loadu_si256(pc.add(16 * g).cast());
+                let lut = _mm256_loadu_si256(pl.add(16 * g).cast());
+                let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nibble));
+                let hi =
+                    _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble));
+                lo_even = _mm256_add_epi16(lo_even, _mm256_and_si256(lo, low_byte));
+                lo_odd = _mm256_add_epi16(lo_odd, _mm256_srli_epi16::<8>(lo));
+                hi_even = _mm256_add_epi16(hi_even, _mm256_and_si256(hi, low_byte));
+                hi_odd = _mm256_add_epi16(hi_odd, _mm256_srli_epi16::<8>(hi));
+                g += 2;
+            }
+        }
+        // The two lanes hold the two groups of each pair: add them.
+        let fold =
+            |v: __m256i| _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let halves = [fold(lo_even), fold(lo_odd), fold(hi_even), fold(hi_odd)];
+        let mut sums = [[0u16; 8]; 4];
+        for (sum, half) in sums.iter_mut().zip(halves) {
+            // SAFETY: `sum` holds exactly the eight u16s an unaligned 128-bit store writes.
+            unsafe { _mm_storeu_si128(sum.as_mut_ptr().cast(), half) };
+        }
+        for i in 0..8 {
+            out[2 * i] = sums[0][i];
+            out[2 * i + 1] = sums[1][i];
+            out[16 + 2 * i] = sums[2][i];
+            out[16 + 2 * i + 1] = sums[3][i];
+        }
+        if g < groups {
+            let mut last = [0; super::FASTSCAN_BLOCK];
+            super::scalar_fastscan(
+                &luts[16 * g..16 * g + 16],
+                &codes[16 * g..16 * g + 16],
+                &mut last,
+            );
+            for (o, l) in out.iter_mut().zip(last) {
+                *o = o.wrapping_add(l);
+            }
+        }
+    }
+
     #[target_feature(enable = "popcnt")]
     unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
         a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
@@ -216,6 +311,31 @@ mod tests {
                 .collect();
             let b: Vec<u64> = (0..words as u64).map(|i: u64| !i << 3).collect();
             assert_eq!((k.hamming)(&a, &b), scalar_hamming(&a, &b));
+        }
+    }
+
+    #[test]
+    fn fastscan_sums_each_codes_table_entries_as_the_scalar_kernel_does() {
+        let k = code_kernels();
+        for groups in 0..13usize {
+            let luts: Vec<u8> = (0..16 * groups).map(|i| (i * 37 % 256) as u8).collect();
+            let codes: Vec<u8> = (0..16 * groups).map(|i| (i * 101 % 256) as u8).collect();
+            let mut fast = [0; FASTSCAN_BLOCK];
+            let mut scalar = [0; FASTSCAN_BLOCK];
+            (k.fastscan)(&luts, &codes, &mut fast);
+            scalar_fastscan(&luts, &codes, &mut scalar);
+            assert_eq!(fast, scalar, "groups {groups}");
+            // The reference itself, from the layout's definition: code c's nibble of group g.
+            for (c, &sum) in scalar.iter().enumerate() {
+                let expected: u32 = (0..groups)
+                    .map(|g| {
+                        let byte = codes[16 * g + c % 16];
+                        let nibble = if c < 16 { byte & 15 } else { byte >> 4 };
+                        u32::from(luts[16 * g + usize::from(nibble)])
+                    })
+                    .sum();
+                assert_eq!(u32::from(sum), expected, "groups {groups}, code {c}");
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Insertion: appending vectors and linking them into the graph (HNSW paper, Alg. 1 and 4).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -40,6 +40,7 @@ pub(super) fn append(
             .upper
             .push((0..words).map(|_| AtomicU32::new(0)).collect());
         graph.locks.push(Mutex::new(()));
+        graph.relinked.push(AtomicBool::new(true));
     }
     graph.levels.extend_from_slice(&levels);
     Ok(first)
@@ -210,6 +211,9 @@ pub(crate) fn set_list(
         count += 1;
     }
     list[0].store(count, Ordering::Release);
+    if layer == 0 {
+        graph.relinked[slot as usize].store(true, Ordering::Release);
+    }
 }
 
 /// Adds `new` to `target`'s list; when full, re-selects the list with the heuristic
@@ -223,6 +227,9 @@ fn add_reverse_link(graph: &Graph, target: Slot, new: Slot, layer: usize, capaci
         .any(|w| w.load(Ordering::Relaxed) == new)
     {
         return;
+    }
+    if layer == 0 {
+        graph.relinked[target as usize].store(true, Ordering::Release);
     }
     if count < capacity {
         list[1 + count].store(new, Ordering::Relaxed);

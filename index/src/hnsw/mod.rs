@@ -17,18 +17,20 @@
 //! index when too many slots are dead.
 
 mod build;
+mod link_codes;
 pub mod params;
 mod persist;
 mod scratch;
 mod search;
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 pub(crate) use build::set_list;
+use link_codes::LinkCodes;
 pub use params::HnswParams;
 pub(crate) use persist::validate_lists;
 pub(crate) use search::{best_first, Seeds};
@@ -66,6 +68,10 @@ pub(crate) struct Graph {
     pub(crate) upper: Vec<Box<[AtomicU32]>>,
     /// One writer lock per slot, held while its lists are rewritten.
     pub(crate) locks: Vec<Mutex<()>>,
+    /// Set where a layer-0 list was rewritten since the link codes last read it.
+    pub(crate) relinked: Vec<AtomicBool>,
+    /// RaBitQ codes of the layer-0 links, when the index keeps them ([`RowCodes::Rabitq`]).
+    link_codes: Option<LinkCodes>,
     pub(crate) entry: AtomicU64,
     pub(crate) m: usize,
     pub(crate) m0: usize,
@@ -81,6 +87,8 @@ impl Graph {
             links0: Vec::new(),
             upper: Vec::new(),
             locks: Vec::new(),
+            relinked: Vec::new(),
+            link_codes: None,
             entry: AtomicU64::new(EMPTY),
             m,
             m0: 2 * m,
@@ -130,6 +138,8 @@ impl Graph {
             + self.upper.capacity() * std::mem::size_of::<Box<[AtomicU32]>>()
             + upper
             + self.locks.capacity() * std::mem::size_of::<Mutex<()>>()
+            + self.relinked.capacity()
+            + self.link_codes.as_ref().map_or(0, LinkCodes::memory_bytes)
     }
 }
 
@@ -201,6 +211,15 @@ impl Hnsw {
         let mut rng = self.add_lock.lock();
         let first = build::append(self, &mut rng, vectors, count)?;
         build::link_range(self, first, count, after);
+        // The link codes catch up with the lists this batch rewrote (the add lock keeps
+        // `set_codes` out, so the read below stays true until the write).
+        if self.graph.read().link_codes.is_some() {
+            let mut graph = self.graph.write();
+            if let Some(mut codes) = graph.link_codes.take() {
+                codes.sync(&graph);
+                graph.link_codes = Some(codes);
+            }
+        }
         Ok(first)
     }
 
@@ -250,8 +269,22 @@ impl VectorIndex for Hnsw {
             Opening::Answered(hits, stats) => return Ok((hits, stats)),
             Opening::Prepared(query) => query,
         };
+        let ef = params.ef.unwrap_or(self.params.ef_search).max(k);
+        if let Some(codes) = graph
+            .link_codes
+            .as_ref()
+            .filter(|_| !params.ignore_quantization)
+        {
+            let mut scorer = graph.store.scorer(&query, filter);
+            let (hits, estimates) = codes.knn(&graph, &mut scorer, &query, k, ef);
+            let stats = SearchStats {
+                distance_computations: scorer.computed() + estimates,
+                scored_codes: true,
+            };
+            return Ok((hits, stats));
+        }
         let mut scorer = graph.store.search_scorer(&query, filter, params);
-        let ef = scorer.ef(k, params.ef.unwrap_or(self.params.ef_search).max(k));
+        let ef = scorer.ef(k, ef);
         let kept = scorer.kept(k, ef);
         let hits = search::knn(&graph, &mut scorer, kept, ef);
         let hits = scorer.finish(hits, k);
@@ -260,8 +293,38 @@ impl VectorIndex for Hnsw {
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         self.add_inner(vectors, None)
     }
+    /// Row codes go to the store; [`RowCodes::Rabitq`] codes the graph's links instead.
     fn set_codes(&self, codes: Option<RowCodes>) -> Result<()> {
-        self.graph.write().store.set_codes(codes)
+        // No batch is half-linked while the codes change.
+        let _no_adds = self.add_lock.lock();
+        let mut graph = self.graph.write();
+        match codes {
+            Some(RowCodes::Rabitq) => {
+                graph.store.set_codes(None)?;
+                if graph.link_codes.is_none() {
+                    let mut link_codes =
+                        LinkCodes::new(graph.store.metric(), graph.store.dim(), graph.m0);
+                    graph
+                        .relinked
+                        .iter()
+                        .for_each(|r| r.store(true, Ordering::Relaxed));
+                    link_codes.sync(&graph);
+                    graph.link_codes = Some(link_codes);
+                }
+                Ok(())
+            }
+            other => {
+                graph.link_codes = None;
+                graph.store.set_codes(other)
+            }
+        }
+    }
+    fn codes(&self) -> Option<RowCodes> {
+        let graph = self.graph.read();
+        match graph.link_codes {
+            Some(_) => Some(RowCodes::Rabitq),
+            None => graph.store.codes(),
+        }
     }
     fn write_to(&self, out: &mut Vec<u8>) {
         persist::write(self, out);

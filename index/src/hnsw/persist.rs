@@ -5,7 +5,7 @@
 //! entry point, vectors, levels, layer-0 words, then the upper-layer words of every node with
 //! level > 0 in slot order (their sizes follow from the levels).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -110,6 +110,7 @@ impl Hnsw {
         graph.links0 = links0;
         graph.upper = upper;
         graph.locks = (0..n).map(|_| Mutex::new(())).collect();
+        graph.relinked = (0..n).map(|_| AtomicBool::new(true)).collect();
         graph.entry = AtomicU64::new(entry);
         validate_links(&graph)?;
         Ok(Hnsw::from_graph(params, graph))

@@ -99,6 +99,8 @@ impl IpNswPlus {
             .extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
         ip.levels.extend(std::iter::repeat_n(0, count));
         ip.locks.extend((0..count).map(|_| Mutex::new(())));
+        ip.relinked
+            .extend((0..count).map(|_| std::sync::atomic::AtomicBool::new(true)));
         Ok(first)
     }
 

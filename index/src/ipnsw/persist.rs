@@ -72,6 +72,9 @@ impl IpNswPlus {
         ip.links0 = links0;
         ip.levels = vec![0; n];
         ip.locks = (0..n).map(|_| Mutex::new(())).collect();
+        ip.relinked = (0..n)
+            .map(|_| std::sync::atomic::AtomicBool::new(true))
+            .collect();
         validate_lists(&ip)?;
         Ok(Self::from_parts(params, angular, ip))
     }

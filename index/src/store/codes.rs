@@ -47,6 +47,10 @@ pub enum RowCodes {
     },
     /// One bit per coordinate: above the dimension's mean or not.
     Binary,
+    /// Not row codes: RaBitQ codes of a graph's layer-0 links, one bit per rotated coordinate
+    /// of each link's offset, kept beside the links (`hnsw/link_codes.rs`). Only graphs keep
+    /// them; a store asked for them refuses.
+    Rabitq,
 }
 
 /// Rows a store holds before it trains its codes.
@@ -71,7 +75,7 @@ impl RowCodes {
                     "int8 codes need a quantile from 0.5 to 1, got {quantile}"
                 )))
             }
-            RowCodes::Int8 { .. } | RowCodes::Binary => Ok(()),
+            RowCodes::Int8 { .. } | RowCodes::Binary | RowCodes::Rabitq => Ok(()),
         }
     }
 
@@ -80,6 +84,7 @@ impl RowCodes {
         match self {
             RowCodes::Int8 { .. } => "int8",
             RowCodes::Binary => "binary",
+            RowCodes::Rabitq => "rabitq",
         }
     }
 }
@@ -274,6 +279,8 @@ impl CodedRows {
                     sq_norms: Vec::new(),
                 })
             }
+            // `VectorStore::set_codes` refuses them before any `CodedRows` exists.
+            RowCodes::Rabitq => unreachable!("a store keeps no link codes"),
             RowCodes::Binary => {
                 let mut sums = vec![0f64; dim];
                 let mut count = 0usize;

@@ -78,6 +78,13 @@ impl VectorStore {
         if let Some(kind) = codes {
             kind.validate()?;
         }
+        if codes == Some(RowCodes::Rabitq) {
+            return Err(IndexError::InvalidParams(
+                "rabitq codes are kept beside a graph's links: only the hnsw and ip_nsw indexes \
+                 keep them"
+                    .into(),
+            ));
+        }
         if self.codes.as_ref().map(|c| c.kind()) == codes {
             return Ok(());
         }

@@ -152,6 +152,11 @@ impl<'a> Scorer<'a> {
         self.filter.is_none_or(|accept| accept(slot))
     }
 
+    /// Counts `n` computations made without it (a link-code search scores rotated rows).
+    pub(crate) fn count(&mut self, n: u64) {
+        self.computed += n;
+    }
+
     /// Distance computations so far.
     pub(crate) fn computed(&self) -> u64 {
         self.computed

@@ -809,7 +809,8 @@ pub struct CollectionConfig {
     /// every default filled in; null without.
     #[schema(value_type = Option<Object>)]
     pub quantization_config: Option<serde_json::Value>,
-    /// Cairn's quantization (`{"neq": …}` or `{"pq": …}`, every default filled in), apart
+    /// Cairn's quantization (`{"neq": …}`, `{"pq": …}` or `{"rabitq": …}`, every default
+    /// filled in), apart
     /// from `quantization_config` so that Qdrant's clients, whose models know only Qdrant's
     /// kinds, still read the collection's info.
     #[serde(default, skip_serializing_if = "Option::is_none")]

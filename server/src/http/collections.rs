@@ -10,14 +10,14 @@ use cairn_api::{
     CreateFieldIndex, HnswConfig, OptimizersConfig, PayloadSchemaType, RefuseUnsupported,
     UpdateCollection, UpdateResult, UpdateStatus, WalConfig, WriteQuery,
 };
-use cairn_index::IndexParams;
+use cairn_index::{IndexParams, RowCodes};
 
 use super::json::{ApiJson, ApiQuery};
 use super::{blocking, ok, State};
 use crate::collection::{Collection, PartitionHealth};
 use crate::error::{Result, ServerError};
 use crate::node::placement::Move;
-use crate::request::settings::index_config;
+use crate::request::settings::{codes_json, index_config};
 
 #[utoipa::path(get, path = "/collections", tag = "collections", responses((status = 200, description = "Every collection by name.", body = cairn_api::Response<CollectionsList>)))]
 pub(super) async fn list(AxState(state): AxState<State>) -> Result<impl IntoResponse> {
@@ -329,6 +329,11 @@ fn describe(collection: &Collection) -> CollectionInfo {
         | IndexParams::SimpleLsh(_)
         | IndexParams::RangeLsh(_) => None,
     };
+    // Cairn's `rabitq` goes beside NEQ, out of the field Qdrant's clients parse by their kinds.
+    let (qdrant_codes, cairn_codes) = match s.shared_codes {
+        Some(RowCodes::Rabitq) => (None, Some(codes_json(RowCodes::Rabitq))),
+        other => (other.map(codes_json), None),
+    };
     let (index, hnsw) = index_config(&s.index);
     // Qdrant's colours: green serves fully, yellow serves with a partition under-replicated,
     // red has a partition that cannot serve at all.
@@ -375,8 +380,8 @@ fn describe(collection: &Collection) -> CollectionInfo {
                 wal_capacity_mb: 32,
                 wal_segments_ahead: 0,
             },
-            quantization_config: s.shared_codes.map(crate::request::settings::codes_json),
-            cairn_quantization_config: quantization_config,
+            quantization_config: qdrant_codes,
+            cairn_quantization_config: quantization_config.or(cairn_codes),
             index,
             vector_indexes: s
                 .extra_vectors

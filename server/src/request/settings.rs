@@ -195,7 +195,7 @@ fn quantized_index(
     let Some(value) = req.quantization_config.as_ref().filter(|q| !q.is_null()) else {
         return Ok(None);
     };
-    if value.get("scalar").is_some() || value.get("binary").is_some() {
+    if is_graph_codes(value) {
         return Ok(None);
     }
     if value.get("product").is_some() {
@@ -281,18 +281,35 @@ struct BinaryRequest {
     query_encoding: Option<String>,
 }
 
+/// Cairn's `rabitq` kind: RaBitQ codes of the graph's links (`hnsw/link_codes.rs` in
+/// `cairn-index`), kept in memory beside the links.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RabitqRequest {
+    #[serde(default, rename = "always_ram")]
+    _always_ram: Option<bool>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum CodesRequest {
     Scalar(ScalarRequest),
     Binary(BinaryRequest),
+    Rabitq(RabitqRequest),
+}
+
+/// Whether a `quantization_config` names one of the kinds kept beside a graph (Qdrant's
+/// `scalar` and `binary`, Cairn's `rabitq`), rather than a quantized index.
+fn is_graph_codes(value: &serde_json::Value) -> bool {
+    ["scalar", "binary", "rabitq"]
+        .iter()
+        .any(|kind| value.get(kind).is_some())
 }
 
 /// The row codes a Qdrant-shaped `quantization_config` (`field`) asks for: `None` without one
 /// or for Cairn's own kinds, which [`quantized_index`] reads.
 fn row_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<RowCodes>> {
-    let Some(value) = value.filter(|v| v.get("scalar").is_some() || v.get("binary").is_some())
-    else {
+    let Some(value) = value.filter(|v| is_graph_codes(v)) else {
         return Ok(None);
     };
     let invalid = |m: String| ServerError::InvalidRequest(format!("{field}: {m}"));
@@ -319,6 +336,7 @@ fn row_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<Ro
             }
             RowCodes::Binary
         }
+        CodesRequest::Rabitq(RabitqRequest { .. }) => RowCodes::Rabitq,
     };
     codes.validate().map_err(|e| invalid(e.to_string()))?;
     Ok(Some(codes))
@@ -328,12 +346,10 @@ fn row_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<Ro
 fn vector_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option<RowCodes>> {
     match value.filter(|v| !v.is_null()) {
         None => Ok(None),
-        Some(v) if v.get("scalar").is_some() || v.get("binary").is_some() => {
-            row_codes(Some(v), field)
-        }
+        Some(v) if is_graph_codes(v) => row_codes(Some(v), field),
         Some(_) => Err(ServerError::InvalidRequest(format!(
-            "{field}: a vector's own quantization is Qdrant's scalar or binary; Cairn's neq and \
-             pq are set by the collection's quantization_config"
+            "{field}: a vector's own quantization is Qdrant's scalar or binary, or Cairn's \
+             rabitq; Cairn's neq and pq are set by the collection's quantization_config"
         ))),
     }
 }
@@ -341,6 +357,12 @@ fn vector_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option
 /// Checks that `index` (of `field`) can keep row codes: graphs only.
 fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Result<()> {
     match (codes, index) {
+        (Some(RowCodes::Rabitq), IndexParams::IpNswPlus(_)) => {
+            Err(ServerError::InvalidRequest(format!(
+                "{field}: rabitq codes are kept beside an HNSW graph's links; ip_nsw_plus \
+                 searches two graphs and keeps none (use hnsw or ip_nsw, or scalar or binary)"
+            )))
+        }
         (None, _)
         | (Some(_), IndexParams::Hnsw(_) | IndexParams::IpNsw(_) | IndexParams::IpNswPlus(_)) => {
             Ok(())
@@ -366,6 +388,7 @@ pub fn codes_json(codes: RowCodes) -> serde_json::Value {
         RowCodes::Int8 { quantile } => json!({
             "scalar": {"type": "int8", "quantile": quantile, "always_ram": true}
         }),
+        RowCodes::Rabitq => json!({"rabitq": {"always_ram": true}}),
         RowCodes::Binary => json!({
             "binary": {"always_ram": true, "encoding": "one_bit", "query_encoding": "default"}
         }),
