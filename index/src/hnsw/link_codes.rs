@@ -243,7 +243,12 @@ impl LinkCodes {
             total_width += width;
             total += four.iter().sum::<f32>();
         }
-        let step = (widest / 255.0).max(total_width / f32::from(u16::MAX));
+        // Each entry rounds up by at most half a step, so the groups' largest entries sum
+        // to at most total_width / step + groups / 2: keep that within a u16 (from 1,029
+        // dimensions on, e.g. 1,536-d embeddings, this bound sets the step, not 255).
+        let groups = y.len() / 4;
+        let room = f32::from(u16::MAX) - (groups / 2 + 1) as f32;
+        let step = (widest / 255.0).max(total_width / room);
         let step = if step > 0.0 { step } else { 1.0 };
         let inverse = 1.0 / step;
         for (four, out) in y.chunks_exact(4).zip(tables.luts.chunks_exact_mut(16)) {
@@ -451,4 +456,52 @@ fn rotation(rotated_dim: usize, dim: usize) -> Vec<f32> {
     rows.iter()
         .flat_map(|row| row[..dim].iter().map(|&x| x as f32))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_sums_fit_sixteen_bits_at_any_dimension() {
+        for dim in [4usize, 128, 1028, 1536, 4096] {
+            let codes = LinkCodes::new(Metric::L2, 4, 32);
+            // Widths alike in every group: the case where the largest sums add up the most.
+            let y: Vec<f32> = (0..dim)
+                .map(|i| if i % 2 == 0 { 1.0 } else { -0.75 })
+                .collect();
+            let mut tables = QueryTables {
+                luts: vec![0; dim * 4],
+                base: 0.0,
+                scale: 0.0,
+            };
+            codes.tables(&y, &mut tables);
+            let largest: u32 = tables
+                .luts
+                .chunks_exact(16)
+                .map(|t| u32::from(*t.iter().max().unwrap()))
+                .sum();
+            assert!(largest <= u32::from(u16::MAX), "dim {dim}: {largest}");
+            // And the tables still say what they stand for: the all-ones nibble of each group
+            // sums that group's y, up to the rounding.
+            let all = f32::from(
+                u16::try_from(
+                    tables
+                        .luts
+                        .chunks_exact(16)
+                        .map(|t| u32::from(t[15]))
+                        .sum::<u32>(),
+                )
+                .unwrap(),
+            );
+            let s_all: f32 = y.iter().sum();
+            let t: f32 = y.iter().sum();
+            let estimate = tables.base + tables.scale * all; // 2S − T with S = T
+            assert!(
+                (estimate - (2.0 * s_all - t)).abs() <= tables.scale * dim as f32 / 8.0 + 1e-3,
+                "dim {dim}: {estimate} vs {}",
+                2.0 * s_all - t
+            );
+        }
+    }
 }
