@@ -127,7 +127,7 @@ fn link_from(
     let mut scorer = graph.store.scorer(graph.store.row(slot), None);
     let mut nearest = Neighbor::new(entry, scorer.key(entry));
     for layer in (level + 1..=top).rev() {
-        nearest = greedy_descent(graph, &mut scorer, nearest, layer);
+        nearest = greedy_descent(graph, &mut scorer, nearest, layer, Slot::MAX);
     }
     // Choose neighbours top-down (each layer's search seeds the next), but write links
     // bottom-up: a concurrent search can only reach this node on a layer after its lists on

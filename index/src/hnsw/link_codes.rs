@@ -50,6 +50,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
 use super::scratch::with_scratch;
+use super::search::greedy_descent;
 use super::Graph;
 use crate::distance::codes::{code_kernels, FASTSCAN_BLOCK};
 use crate::distance::{simd, Metric};
@@ -146,29 +147,27 @@ impl LinkCodes {
     pub(crate) fn sync(&mut self, graph: &Graph) {
         let n = graph.len();
         let first_new = self.rotated.len() / self.rotated_dim;
-        let mut new_rows = vec![0.0; (n - first_new) * self.rotated_dim];
-        new_rows
+        // Out of `self` while written, so the rotation and the rows can be read beside them.
+        let mut rotated = std::mem::take(&mut self.rotated);
+        rotated.resize(n * self.rotated_dim, 0.0);
+        rotated[first_new * self.rotated_dim..]
             .par_chunks_mut(self.rotated_dim)
             .enumerate()
             .for_each(|(i, out)| self.rotate(graph.store.row((first_new + i) as Slot), out));
-        self.rotated.extend_from_slice(&new_rows);
-        self.blocks.resize(n * self.layout.words, 0);
+        self.rotated = rotated;
 
-        let marked: Vec<usize> = (0..n)
-            .filter(|&slot| graph.relinked[slot].swap(false, Ordering::AcqRel))
-            .collect();
-        let words = self.layout.words;
-        let encoded: Vec<(usize, Vec<u32>)> = marked
-            .par_iter()
-            .map(|&slot| {
-                let mut block = vec![0; words];
-                self.encode(graph, slot as Slot, &mut block);
-                (slot, block)
+        let mut blocks = std::mem::take(&mut self.blocks);
+        blocks.resize(n * self.layout.words, 0);
+        blocks
+            .par_chunks_mut(self.layout.words)
+            .enumerate()
+            // A plain load first: most slots are unmarked, and a swap would write them all.
+            .filter(|(slot, _)| {
+                let mark = &graph.relinked[*slot];
+                mark.load(Ordering::Acquire) && mark.swap(false, Ordering::AcqRel)
             })
-            .collect();
-        for (slot, block) in encoded {
-            self.blocks[slot * words..(slot + 1) * words].copy_from_slice(&block);
-        }
+            .for_each(|(slot, block)| self.encode(graph, slot as Slot, block));
+        self.blocks = blocks;
         self.sealed = n;
         self.entry = graph.entry.load(Ordering::Acquire);
     }
@@ -309,25 +308,9 @@ impl LinkCodes {
             return (Vec::new(), 0);
         }
         let (entry, top) = super::unpack_entry(self.entry);
-        let sealed = self.sealed as Slot;
         let mut nearest = Neighbor::new(entry, scorer.key(entry));
         for layer in (1..=top).rev() {
-            loop {
-                let current = nearest.slot;
-                let mut moved = false;
-                graph.for_each_neighbor(current, layer, |n| {
-                    if n < sealed {
-                        let key = scorer.key(n);
-                        if key < nearest.key {
-                            nearest = Neighbor::new(n, key);
-                            moved = true;
-                        }
-                    }
-                });
-                if !moved {
-                    break;
-                }
-            }
+            nearest = greedy_descent(graph, scorer, nearest, layer, self.sealed as Slot);
         }
         let mut rotated_query = vec![0.0; self.rotated_dim];
         self.rotate(query, &mut rotated_query);

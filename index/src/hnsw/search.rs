@@ -10,17 +10,23 @@ use super::Graph;
 use crate::store::{prefetch_bytes, Scorer};
 use crate::{Neighbor, Slot};
 
-/// Moves to ever closer neighbours on one layer until none is closer (ef = 1).
+/// Moves to ever closer neighbours on one layer until none is closer (ef = 1), among slots
+/// below `below` only (a link-code search walks the nodes its snapshot holds; the others
+/// pass [`Slot::MAX`]).
 pub(super) fn greedy_descent(
     graph: &Graph,
     scorer: &mut Scorer<'_>,
     mut nearest: Neighbor,
     layer: usize,
+    below: Slot,
 ) -> Neighbor {
     loop {
         let mut moved = false;
         let current = nearest.slot;
         graph.for_each_neighbor(current, layer, |n| {
+            if n >= below {
+                return;
+            }
             let key = scorer.key(n);
             if key < nearest.key {
                 nearest = Neighbor::new(n, key);
@@ -44,7 +50,7 @@ pub(super) fn knn(graph: &Graph, scorer: &mut Scorer<'_>, k: usize, ef: usize) -
     }
     let mut nearest = Neighbor::new(entry, scorer.key(entry));
     for layer in (1..=top).rev() {
-        nearest = greedy_descent(graph, scorer, nearest, layer);
+        nearest = greedy_descent(graph, scorer, nearest, layer, Slot::MAX);
     }
     let mut hits = best_first(graph, scorer, Seeds::Scored(&[nearest]), ef, 0);
     hits.truncate(k);
