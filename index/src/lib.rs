@@ -26,7 +26,7 @@ mod trainers;
 
 pub use distance::Metric;
 pub use error::{IndexError, Result};
-pub use store::{RowCodes, StoreRead, VectorStore, TRAIN_ROWS};
+pub use store::{Placement, RowCodes, StoreRead, VectorStore, TRAIN_ROWS};
 pub use topk::Neighbor;
 pub use trainers::Trainers;
 
@@ -87,6 +87,26 @@ impl IndexKind {
             IndexKind::SimpleLsh => 5,
             IndexKind::RangeLsh => 6,
             IndexKind::Quantized => 7,
+        }
+    }
+
+    /// Whether this kind can keep its rows where `placement` says: the graphs and the exact
+    /// scan can map them; the LSH and quantized kinds keep theirs in memory (their searches
+    /// re-rank from the rows at random, with no row codes to traverse by).
+    pub fn check_placement(self, placement: &Placement) -> Result<()> {
+        match (self, placement) {
+            (_, Placement::Memory)
+            | (
+                IndexKind::Flat | IndexKind::Hnsw | IndexKind::IpNsw | IndexKind::IpNswPlus,
+                Placement::Mapped(_),
+            ) => Ok(()),
+            (IndexKind::SimpleLsh | IndexKind::RangeLsh | IndexKind::Quantized, _) => {
+                Err(IndexError::InvalidParams(format!(
+                    "{} keeps its vectors in memory; vectors on disk need flat, hnsw, ip_nsw \
+                     or ip_nsw_plus",
+                    self.name()
+                )))
+            }
         }
     }
 
@@ -305,12 +325,14 @@ pub trait VectorIndex: Send + Sync {
     fn memory_bytes(&self) -> usize;
 }
 
-/// Builds an empty index of the given kind (`trainers`: what a quantized index trains with).
+/// Builds an empty index of the given kind (`trainers`: what a quantized index trains with;
+/// `placement`: where its rows live, see [`Placement`]).
 pub fn new_index(
     params: &IndexParams,
     metric: Metric,
     dim: usize,
     trainers: &Trainers,
+    placement: &Placement,
 ) -> Result<Box<dyn VectorIndex>> {
     if dim == 0 {
         return Err(IndexError::InvalidParams(
@@ -318,11 +340,14 @@ pub fn new_index(
         ));
     }
     params.check_metric(metric)?;
+    params.kind().check_placement(placement)?;
     Ok(match params {
-        IndexParams::Flat => Box::new(flat::FlatIndex::new(metric, dim)),
-        IndexParams::Hnsw(p) => Box::new(hnsw::Hnsw::new(*p, metric, dim)?),
-        IndexParams::IpNsw(p) => Box::new(hnsw::Hnsw::new_ip_nsw(*p, dim)?),
-        IndexParams::IpNswPlus(p) => Box::new(ipnsw::IpNswPlus::new(*p, dim)?),
+        IndexParams::Flat => Box::new(flat::FlatIndex::placed(metric, dim, placement)?),
+        IndexParams::Hnsw(p) => Box::new(hnsw::Hnsw::placed(*p, metric, dim, placement)?),
+        IndexParams::IpNsw(p) => {
+            Box::new(hnsw::Hnsw::placed(*p, Metric::InnerProduct, dim, placement)?.into_ip_nsw())
+        }
+        IndexParams::IpNswPlus(p) => Box::new(ipnsw::IpNswPlus::placed(*p, dim, placement)?),
         IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => {
             params.check_lsh_ranges()?;
             Box::new(lsh::RangeLsh::new(*p, dim)?)
@@ -331,18 +356,36 @@ pub fn new_index(
     })
 }
 
+/// [`new_index`] in memory with no trainers: what most tests build.
+#[cfg(test)]
+pub(crate) fn new_in_memory(
+    params: &IndexParams,
+    metric: Metric,
+    dim: usize,
+) -> Result<Box<dyn VectorIndex>> {
+    new_index(
+        params,
+        metric,
+        dim,
+        &Trainers::default(),
+        &Placement::Memory,
+    )
+}
+
 /// Reads an index written by [`VectorIndex::write_to`] for the given kind (`trainers`: what a
-/// quantized index retrains with).
+/// quantized index retrains with; `placement`: where its rows go).
 pub fn read_index(
     kind: IndexKind,
     bytes: &[u8],
     trainers: &Trainers,
+    placement: &Placement,
 ) -> Result<Box<dyn VectorIndex>> {
+    kind.check_placement(placement)?;
     Ok(match kind {
-        IndexKind::Flat => Box::new(flat::FlatIndex::read_from(bytes)?),
-        IndexKind::Hnsw => Box::new(hnsw::Hnsw::read_from(bytes)?),
+        IndexKind::Flat => Box::new(flat::FlatIndex::read_placed(bytes, placement)?),
+        IndexKind::Hnsw => Box::new(hnsw::Hnsw::read_placed(bytes, placement)?),
         IndexKind::IpNsw => {
-            let graph = hnsw::Hnsw::read_from(bytes)?;
+            let graph = hnsw::Hnsw::read_placed(bytes, placement)?;
             if graph.metric() != Metric::InnerProduct {
                 return Err(IndexError::corrupt(
                     "ip_nsw file holds a non-inner-product graph",
@@ -350,7 +393,7 @@ pub fn read_index(
             }
             Box::new(graph.into_ip_nsw())
         }
-        IndexKind::IpNswPlus => Box::new(ipnsw::IpNswPlus::read_from(bytes)?),
+        IndexKind::IpNswPlus => Box::new(ipnsw::IpNswPlus::read_placed(bytes, placement)?),
         IndexKind::SimpleLsh | IndexKind::RangeLsh => {
             let index = lsh::RangeLsh::read_from(bytes)?;
             if index.kind() != kind {

@@ -25,7 +25,7 @@ use cairn_index::dataset::{
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::persist::codec::Decoder;
 use cairn_index::persist::read_file;
-use cairn_index::{read_index, Metric, SearchParams, Trainers, VectorIndex};
+use cairn_index::{read_index, Metric, Placement, SearchParams, Trainers, VectorIndex};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -506,6 +506,7 @@ fn load_snapshot(data_dir: &Path, n: usize) -> anyhow::Result<Box<dyn VectorInde
         header.kind,
         Decoder::new(&payload).bytes()?,
         &Trainers::default(),
+        &Placement::Memory,
     )?;
     // Points were sent in id order into an empty collection, so slot i holds id i and the
     // ground truth's base ids are slots.

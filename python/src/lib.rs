@@ -26,7 +26,7 @@
 use std::path::PathBuf;
 
 use engine::persist::{self, FileHeader};
-use engine::{IndexParams, Metric, RowCodes, SearchParams, Trainers, VectorIndex};
+use engine::{IndexParams, Metric, Placement, RowCodes, SearchParams, Trainers, VectorIndex};
 use numpy::ndarray::{Array1, Array2};
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArray2, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyIOError, PyValueError};
@@ -114,8 +114,14 @@ impl Index {
         let params: IndexParams = serde_json::from_value(spec.into())
             .map_err(|e| PyValueError::new_err(format!("{kind}: {e}")))?;
         let metric = self::metric(metric)?;
-        let inner =
-            engine::new_index(&params, metric, dim, &Trainers::default()).map_err(py_error)?;
+        let inner = engine::new_index(
+            &params,
+            metric,
+            dim,
+            &Trainers::default(),
+            &Placement::Memory,
+        )
+        .map_err(py_error)?;
         Ok(Self { inner })
     }
 
@@ -224,7 +230,12 @@ impl Index {
         let inner = py
             .allow_threads(|| {
                 let (header, payload) = persist::read_file(&path)?;
-                engine::read_index(header.kind, &payload, &Trainers::default())
+                engine::read_index(
+                    header.kind,
+                    &payload,
+                    &Trainers::default(),
+                    &Placement::Memory,
+                )
             })
             .map_err(py_error)?;
         Ok(Self { inner })

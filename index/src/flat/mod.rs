@@ -5,7 +5,7 @@
 
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
-use crate::store::{StoreRead, VectorStore};
+use crate::store::{Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -23,6 +23,13 @@ impl FlatIndex {
         Self::from_store(VectorStore::new(metric, dim))
     }
 
+    /// An empty exact index whose rows live where `placement` says.
+    pub fn placed(metric: Metric, dim: usize, placement: &Placement) -> Result<Self> {
+        Ok(Self::from_store(VectorStore::placed(
+            metric, dim, placement,
+        )?))
+    }
+
     fn from_store(store: VectorStore) -> Self {
         Self {
             store: ReadMostly::new(store),
@@ -31,11 +38,16 @@ impl FlatIndex {
 
     /// Reads what [`VectorIndex::write_to`] wrote.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        Self::read_placed(bytes, &Placement::Memory)
+    }
+
+    /// Reads what [`VectorIndex::write_to`] wrote, its rows placed by `placement`.
+    pub fn read_placed(bytes: &[u8], placement: &Placement) -> Result<Self> {
         let mut d = Decoder::new(bytes);
         let metric =
             Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
         let dim = d.usize()?;
-        let store = VectorStore::read(&mut d, metric, dim)?;
+        let store = VectorStore::read(&mut d, metric, dim, placement)?;
         d.finish()?;
         Ok(Self::from_store(store))
     }

@@ -36,7 +36,7 @@ pub(crate) use persist::validate_lists;
 pub(crate) use search::{best_first, Seeds};
 
 use crate::distance::Metric;
-use crate::store::{HoldsStore, Opening, RowCodes, StoreRead, VectorStore};
+use crate::store::{HoldsStore, Opening, Placement, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
@@ -164,13 +164,23 @@ pub struct Hnsw {
 impl Hnsw {
     /// An empty graph.
     pub fn new(params: HnswParams, metric: Metric, dim: usize) -> Result<Self> {
+        Self::placed(params, metric, dim, &Placement::Memory)
+    }
+
+    /// An empty graph whose rows live where `placement` says.
+    pub fn placed(
+        params: HnswParams,
+        metric: Metric,
+        dim: usize,
+        placement: &Placement,
+    ) -> Result<Self> {
         params.validate()?;
         if dim == 0 {
             return Err(IndexError::InvalidParams(
                 "dimension must be at least 1".into(),
             ));
         }
-        let store = VectorStore::new(metric, dim);
+        let store = VectorStore::placed(metric, dim, placement)?;
         Ok(Self::from_graph(params, Graph::new(store, params.m)))
     }
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::{Graph, Hnsw, HnswParams};
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
-use crate::store::VectorStore;
+use crate::store::{Placement, VectorStore};
 use crate::{IndexError, Result};
 
 pub(super) fn write(index: &Hnsw, out: &mut Vec<u8>) {
@@ -66,6 +66,11 @@ impl<I: Iterator<Item = u32>> ExactSizeIterator for ExactIter<I> {}
 impl Hnsw {
     /// Reads what [`crate::VectorIndex::write_to`] wrote, validating every array size and link.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        Self::read_placed(bytes, &Placement::Memory)
+    }
+
+    /// [`Hnsw::read_from`] with the rows placed by `placement`.
+    pub fn read_placed(bytes: &[u8], placement: &Placement) -> Result<Self> {
         let mut d = Decoder::new(bytes);
         let params = HnswParams {
             m: d.usize()?,
@@ -80,7 +85,7 @@ impl Hnsw {
             Metric::from_tag(d.u8()?).ok_or_else(|| IndexError::corrupt("unknown metric"))?;
         let dim = d.usize()?;
         let entry = d.u64()?;
-        let store = VectorStore::read(&mut d, metric, dim)?;
+        let store = VectorStore::read(&mut d, metric, dim, placement)?;
         let levels = d.bytes()?.to_vec();
         let links0 = d.u32s_map(AtomicU32::new)?;
         let upper_flat = d.u32s_map(AtomicU32::new)?;

@@ -40,7 +40,7 @@ pub use params::IpNswPlusParams;
 
 use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
-use crate::store::{Opening, RowCodes, StoreRead, VectorStore};
+use crate::store::{Opening, Placement, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
     IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter, VectorIndex,
@@ -60,9 +60,15 @@ pub struct IpNswPlus {
 impl IpNswPlus {
     /// An empty index.
     pub fn new(params: IpNswPlusParams, dim: usize) -> Result<Self> {
+        Self::placed(params, dim, &Placement::Memory)
+    }
+
+    /// An empty index whose rows (both graphs') live where `placement` says.
+    pub fn placed(params: IpNswPlusParams, dim: usize, placement: &Placement) -> Result<Self> {
         params.validate()?;
-        let angular = Hnsw::new(params.angular(), Metric::Cosine, dim)?;
-        let ip = Graph::new(VectorStore::new(Metric::InnerProduct, dim), params.m);
+        let angular = Hnsw::placed(params.angular(), Metric::Cosine, dim, placement)?;
+        let store = VectorStore::placed(Metric::InnerProduct, dim, placement)?;
+        let ip = Graph::new(store, params.m);
         Ok(Self::from_parts(params, angular, ip))
     }
 

@@ -9,7 +9,7 @@ use super::{IpNswPlus, IpNswPlusParams};
 use crate::distance::Metric;
 use crate::hnsw::{validate_lists, Graph, Hnsw};
 use crate::persist::codec::{Decoder, Encoder};
-use crate::store::VectorStore;
+use crate::store::{Placement, VectorStore};
 use crate::{IndexError, Result, VectorIndex};
 
 /// Writes the index; the caller holds the add lock so no batch is half-linked.
@@ -35,6 +35,11 @@ pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
 impl IpNswPlus {
     /// Reads what [`VectorIndex::write_to`] wrote, validating both graphs and that they agree.
     pub fn read_from(bytes: &[u8]) -> Result<Self> {
+        Self::read_placed(bytes, &Placement::Memory)
+    }
+
+    /// [`IpNswPlus::read_from`] with the rows (both graphs') placed by `placement`.
+    pub fn read_placed(bytes: &[u8], placement: &Placement) -> Result<Self> {
         let mut d = Decoder::new(bytes);
         let params = IpNswPlusParams {
             m: d.usize()?,
@@ -48,9 +53,9 @@ impl IpNswPlus {
         params
             .validate()
             .map_err(|e| IndexError::corrupt(e.to_string()))?;
-        let angular = Hnsw::read_from(d.bytes()?)?;
+        let angular = Hnsw::read_placed(d.bytes()?, placement)?;
         let dim = d.usize()?;
-        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim, placement)?;
         let links0 = d.u32s_map(std::sync::atomic::AtomicU32::new)?;
         d.finish()?;
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::dataset::{
     ground_truth, load_dataset, long_tailed_norms, recall_at_k, shared_data_dir, Vectors,
 };
-use crate::{new_index, read_index, IndexParams, Trainers};
+use crate::{new_in_memory, read_index, IndexParams, Placement, Trainers};
 
 fn search_all(index: &dyn VectorIndex, queries: &Vectors, k: usize, ef: usize) -> Vec<Vec<u32>> {
     let params = SearchParams {
@@ -29,7 +29,13 @@ fn movielens_recall_and_identical_after_reload() {
 
     let mut bytes = Vec::new();
     index.write_to(&mut bytes);
-    let reloaded = read_index(IndexKind::IpNswPlus, &bytes, &Trainers::default()).unwrap();
+    let reloaded = read_index(
+        IndexKind::IpNswPlus,
+        &bytes,
+        &Trainers::default(),
+        &Placement::Memory,
+    )
+    .unwrap();
     assert_eq!(reloaded.kind(), IndexKind::IpNswPlus);
     assert_eq!(
         search_all(reloaded.as_ref(), &data.queries, 10, 64),
@@ -97,12 +103,12 @@ fn needs_the_inner_product_metric() {
         IndexParams::IpNswPlus(IpNswPlusParams::default()),
         IndexParams::IpNsw(crate::hnsw::HnswParams::default()),
     ] {
-        let err = new_index(&params, Metric::L2, 8, &Trainers::default())
+        let err = new_in_memory(&params, Metric::L2, 8)
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("inner-product"), "{err}");
-        assert!(new_index(&params, Metric::InnerProduct, 8, &Trainers::default()).is_ok());
+        assert!(new_in_memory(&params, Metric::InnerProduct, 8).is_ok());
     }
 }
 

@@ -38,7 +38,7 @@ pub use params::LshParams;
 use crate::distance::simd::dot;
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
-use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
+use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
@@ -374,7 +374,7 @@ impl RangeLsh {
             .map_err(|e| IndexError::corrupt(e.to_string()))?;
         let dim = d.usize()?;
         let planes = d.f32s()?;
-        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim, &Placement::Memory)?;
         let bounds = d.f32s()?;
         let partitioned_at = d.usize()?;
         d.finish()?;

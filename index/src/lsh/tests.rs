@@ -2,7 +2,7 @@ use super::*;
 use crate::dataset::{
     ground_truth, load_dataset, long_tailed_norms, recall_at_k, shared_data_dir, Vectors,
 };
-use crate::{new_index, read_index, IndexParams, Trainers};
+use crate::{new_in_memory, read_index, IndexParams, Placement, Trainers};
 
 fn search_all(index: &dyn VectorIndex, queries: &Vectors, k: usize, probe: usize) -> Vec<Vec<u32>> {
     let params = SearchParams {
@@ -46,12 +46,24 @@ fn movielens_range_lsh_beats_simple_lsh_and_reloads_identically() {
 
     let mut bytes = Vec::new();
     range.write_to(&mut bytes);
-    let reloaded = read_index(IndexKind::RangeLsh, &bytes, &Trainers::default()).unwrap();
+    let reloaded = read_index(
+        IndexKind::RangeLsh,
+        &bytes,
+        &Trainers::default(),
+        &Placement::Memory,
+    )
+    .unwrap();
     assert_eq!(
         search_all(reloaded.as_ref(), &data.queries, 10, budget),
         search_all(&range, &data.queries, 10, budget)
     );
-    assert!(read_index(IndexKind::SimpleLsh, &bytes, &Trainers::default()).is_err());
+    assert!(read_index(
+        IndexKind::SimpleLsh,
+        &bytes,
+        &Trainers::default(),
+        &Placement::Memory
+    )
+    .is_err());
 }
 
 #[test]
@@ -132,30 +144,13 @@ fn parameters_and_metrics_are_checked() {
     .validate()
     .is_err());
     let simple_with_ranges = IndexParams::SimpleLsh(LshParams::default());
-    assert!(new_index(
-        &simple_with_ranges,
-        Metric::InnerProduct,
-        4,
-        &Trainers::default()
-    )
-    .is_err());
+    assert!(new_in_memory(&simple_with_ranges, Metric::InnerProduct, 4).is_err());
     let range_with_one = IndexParams::RangeLsh(LshParams::simple(32));
-    assert!(new_index(
-        &range_with_one,
-        Metric::InnerProduct,
-        4,
-        &Trainers::default()
-    )
-    .is_err());
-    let err = new_index(
-        &IndexParams::RangeLsh(LshParams::default()),
-        Metric::L2,
-        4,
-        &Trainers::default(),
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    assert!(new_in_memory(&range_with_one, Metric::InnerProduct, 4).is_err());
+    let err = new_in_memory(&IndexParams::RangeLsh(LshParams::default()), Metric::L2, 4)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("range_lsh") && err.contains("Dot"), "{err}");
 }
 

@@ -51,6 +51,14 @@ pub struct FileHeader {
 /// Header plus payload as one byte string.
 pub fn encode(header: &FileHeader, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&encode_header(header, payload));
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The header of `payload`, checksum included.
+fn encode_header(header: &FileHeader, payload: &[u8]) -> [u8; HEADER_LEN] {
+    let mut out = Vec::with_capacity(HEADER_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.push(header.kind.tag());
@@ -64,8 +72,7 @@ pub fn encode(header: &FileHeader, payload: &[u8]) -> Vec<u8> {
     crc.update(&out);
     crc.update(payload);
     out.extend_from_slice(&crc.finalize().to_le_bytes());
-    out.extend_from_slice(payload);
-    out
+    out.try_into().expect("the header is 52 bytes")
 }
 
 /// Splits and verifies a byte string written by [`encode`].
@@ -115,11 +122,13 @@ pub fn decode(bytes: &[u8]) -> Result<(FileHeader, &[u8])> {
 
 /// Writes `header` + `payload` to `path` atomically (temp file, fsync, rename, dir fsync).
 pub fn write_file(path: &Path, header: &FileHeader, payload: &[u8]) -> Result<()> {
-    let bytes = encode(header, payload);
+    // Header and payload are written apart, so the payload is never copied.
+    let head = encode_header(header, payload);
     let tmp = path.with_extension("tmp");
     {
         let mut file = fs_err::File::create(&tmp)?;
-        file.write_all(&bytes)?;
+        file.write_all(&head)?;
+        file.write_all(payload)?;
         file.sync_all()?;
     }
     fs_err::rename(&tmp, path)?;
@@ -129,10 +138,36 @@ pub fn write_file(path: &Path, header: &FileHeader, payload: &[u8]) -> Result<()
     Ok(())
 }
 
+/// A file's payload, mapped read-only: a multi-gigabyte index is decoded from the page
+/// cache, never copied whole into the heap.
+pub struct Payload {
+    map: Option<memmap2::Mmap>,
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.map
+            .as_deref()
+            .map_or(&[], |bytes| &bytes[HEADER_LEN..])
+    }
+}
+
 /// Reads and verifies a file written by [`write_file`]; errors name the path.
-pub fn read_file(path: &Path) -> Result<(FileHeader, Vec<u8>)> {
-    let bytes = fs_err::read(path)?;
-    let (header, payload) = decode(&bytes).map_err(|e| match e {
+///
+/// The file is mapped, not read: files are only ever replaced by a rename (see
+/// [`write_file`]), never rewritten in place, so the mapped inode cannot change under it.
+pub fn read_file(path: &Path) -> Result<(FileHeader, Payload)> {
+    let file = fs_err::File::open(path)?;
+    let map = if file.metadata()?.len() == 0 {
+        None
+    } else {
+        // SAFETY: Cairn writes index files whole under another name and renames them into
+        // place (see `write_file`), so nothing truncates or writes the mapped file.
+        Some(unsafe { memmap2::Mmap::map(file.file())? })
+    };
+    let bytes = map.as_deref().unwrap_or(&[]);
+    let (header, _) = decode(bytes).map_err(|e| match e {
         IndexError::Corrupt { comment, .. } => IndexError::Corrupt {
             path: path.to_path_buf(),
             comment,
@@ -142,7 +177,7 @@ pub fn read_file(path: &Path) -> Result<(FileHeader, Vec<u8>)> {
         | IndexError::Full(_)
         | IndexError::Io(_)) => other,
     })?;
-    Ok((header, payload.to_vec()))
+    Ok((header, Payload { map }))
 }
 
 #[cfg(test)]
@@ -195,7 +230,7 @@ mod tests {
         write_file(&path, &header(), b"one").unwrap();
         write_file(&path, &header(), b"two").unwrap();
         let (_, payload) = read_file(&path).unwrap();
-        assert_eq!(payload, b"two");
+        assert_eq!(&*payload, b"two");
         assert!(!path.with_extension("tmp").is_file());
     }
 
@@ -205,7 +240,13 @@ mod tests {
         let bytes = include_bytes!("../../tests/data/hnsw_v1.cidx");
         let (h, payload) = decode(bytes).unwrap();
         assert_eq!(h.kind, IndexKind::Hnsw);
-        let index = crate::read_index(h.kind, payload, &crate::Trainers::default()).unwrap();
+        let index = crate::read_index(
+            h.kind,
+            payload,
+            &crate::Trainers::default(),
+            &crate::Placement::Memory,
+        )
+        .unwrap();
         assert_eq!(index.len() as u64, h.count);
         let (hits, _) = index
             .search(&[1.0, 0.0, 0.0, 0.0], 1, &Default::default(), None)

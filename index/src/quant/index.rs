@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder};
-use crate::store::{HoldsStore, Opening, StoreRead, VectorStore};
+use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
 use crate::{
@@ -236,7 +236,7 @@ impl VectorIndex for QuantizedIndex {
         let n = first + count;
         if self.due_for_training(trained_at, n) {
             // Train outside the lock on the first `train_size` items, then code everything.
-            let mut all = self.inner.read().store.clone();
+            let mut all = self.inner.read().store.try_clone()?;
             all.append(vectors)?;
             let sample = &all.as_flat()[..n.min(self.params.train_size) * self.dim];
             let codec = MipsCodec::train(self.params.quantizer, self.dim, sample, self.trainer()?)?;
@@ -331,7 +331,7 @@ impl QuantizedIndex {
         let train_size = d.usize()?;
         let dim = d.usize()?;
         let trained_at = d.usize()?;
-        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim)?;
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim, &Placement::Memory)?;
         let (codec, codes) = match d.u8()? {
             0 => (None, Vec::new()),
             1 => {

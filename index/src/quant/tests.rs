@@ -200,7 +200,7 @@ proptest! {
 #[test]
 fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
     use crate::dataset::{ground_truth, recall_at_k};
-    use crate::{read_index, IndexKind, SearchParams, Trainers, VectorIndex};
+    use crate::{read_index, IndexKind, Placement, SearchParams, Trainers, VectorIndex};
     let trainers = Trainers {
         codebooks: Some(std::sync::Arc::new(TestPq)),
         ..Trainers::default()
@@ -252,7 +252,7 @@ fn quantized_index_trains_at_its_threshold_rescores_and_reloads() {
 
     let mut bytes = Vec::new();
     index.write_to(&mut bytes);
-    let back = read_index(IndexKind::Quantized, &bytes, &trainers).unwrap();
+    let back = read_index(IndexKind::Quantized, &bytes, &trainers, &Placement::Memory).unwrap();
     assert_eq!(search(back.as_ref(), SearchParams::default()), rescored);
     assert!(QuantizedIndex::read_from(&bytes[..bytes.len() - 1], &trainers).is_err());
     assert!(

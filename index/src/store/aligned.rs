@@ -66,23 +66,8 @@ impl AlignedFloats {
         unsafe { std::slice::from_raw_parts_mut(self.blocks.as_mut_ptr().cast::<f32>(), self.len) }
     }
 
-    /// Appends `floats` and returns the newly written part, for in-place preprocessing.
-    pub(crate) fn extend_from_slice(&mut self, floats: &[f32]) -> &mut [f32] {
-        let added = self.grow(floats.len());
-        added.copy_from_slice(floats);
-        added
-    }
-
-    /// Appends what an exact-size iterator yields (a file decoder's floats) with no
-    /// intermediate vector.
-    pub(crate) fn extend_exact(&mut self, floats: impl ExactSizeIterator<Item = f32>) {
-        for (to, x) in self.grow(floats.len()).iter_mut().zip(floats) {
-            *to = x;
-        }
-    }
-
     /// Makes room for `count` more floats (zero) and returns them.
-    fn grow(&mut self, count: usize) -> &mut [f32] {
+    pub(crate) fn grow(&mut self, count: usize) -> &mut [f32] {
         let start = self.len;
         let end = start + count;
         // `Vec::resize` grows the allocation geometrically, as `Vec<f32>::extend` did.
@@ -108,14 +93,13 @@ mod tests {
         let mut expected = Vec::new();
         for step in 1..40 {
             let batch: Vec<f32> = (0..step).map(|i| (step * 100 + i) as f32).collect();
-            let added = floats.extend_from_slice(&batch);
-            assert_eq!(added, &batch[..]);
+            floats.grow(batch.len()).copy_from_slice(&batch);
             expected.extend_from_slice(&batch);
             assert_eq!(floats.as_slice(), &expected[..]);
             assert_eq!(floats.as_slice().as_ptr() as usize % 64, 0);
             assert!(floats.capacity_bytes() >= 4 * floats.len());
         }
-        floats.extend_exact([1.5f32, 2.5].into_iter());
+        floats.grow(2).copy_from_slice(&[1.5, 2.5]);
         expected.extend_from_slice(&[1.5, 2.5]);
         assert_eq!(floats.as_slice(), &expected[..]);
         let copy = floats.clone();

@@ -4,9 +4,7 @@
 
 use crate::dataset::{load_dataset, recall_at_k, shared_data_dir, Dataset, Vectors};
 use crate::hnsw::HnswParams;
-use crate::{
-    new_index, IndexParams, Metric, RowCodes, SearchParams, Trainers, VectorIndex, TRAIN_ROWS,
-};
+use crate::{new_in_memory, IndexParams, Metric, RowCodes, SearchParams, VectorIndex, TRAIN_ROWS};
 
 const INT8: RowCodes = RowCodes::Int8 {
     quantile: RowCodes::DEFAULT_QUANTILE,
@@ -18,7 +16,7 @@ fn built(
     data: &Dataset,
     codes: Option<RowCodes>,
 ) -> Box<dyn VectorIndex> {
-    let index = new_index(&params, metric, data.base.dim, &Trainers::default()).unwrap();
+    let index = new_in_memory(&params, metric, data.base.dim).unwrap();
     index.set_codes(codes).unwrap();
     index.add(&data.base.data).unwrap();
     index
@@ -175,13 +173,13 @@ fn codes_are_a_function_of_the_rows_whatever_the_batches() {
     let params = IndexParams::Hnsw(HnswParams::default());
     for codes in [INT8, RowCodes::Binary] {
         let whole = built(params, Metric::L2, &data, Some(codes));
-        let trickled = new_index(&params, Metric::L2, 128, &Trainers::default()).unwrap();
+        let trickled = new_in_memory(&params, Metric::L2, 128).unwrap();
         trickled.set_codes(Some(codes)).unwrap();
         for chunk in data.base.data.chunks(128 * 777) {
             trickled.add(chunk).unwrap();
         }
         // Codes set after the rows arrive train on the same rows too.
-        let late = new_index(&params, Metric::L2, 128, &Trainers::default()).unwrap();
+        let late = new_in_memory(&params, Metric::L2, 128).unwrap();
         late.add(&data.base.data).unwrap();
         late.set_codes(Some(codes)).unwrap();
         let rough = SearchParams {
@@ -202,7 +200,7 @@ fn codes_are_a_function_of_the_rows_whatever_the_batches() {
         }
     }
 
-    let small = new_index(&params, Metric::L2, 128, &Trainers::default()).unwrap();
+    let small = new_in_memory(&params, Metric::L2, 128).unwrap();
     small.set_codes(Some(INT8)).unwrap();
     small
         .add(&data.base.data[..128 * (TRAIN_ROWS - 1)])
@@ -223,20 +221,14 @@ fn codes_are_a_function_of_the_rows_whatever_the_batches() {
 
 #[test]
 fn only_graphs_keep_codes_and_quantiles_are_checked() {
-    let flat = new_index(&IndexParams::Flat, Metric::L2, 8, &Trainers::default()).unwrap();
+    let flat = new_in_memory(&IndexParams::Flat, Metric::L2, 8).unwrap();
     let err = flat
         .set_codes(Some(RowCodes::Binary))
         .unwrap_err()
         .to_string();
     assert!(err.contains("flat"), "{err}");
     assert!(flat.set_codes(None).is_ok());
-    let graph = new_index(
-        &IndexParams::Hnsw(HnswParams::default()),
-        Metric::L2,
-        8,
-        &Trainers::default(),
-    )
-    .unwrap();
+    let graph = new_in_memory(&IndexParams::Hnsw(HnswParams::default()), Metric::L2, 8).unwrap();
     let err = graph
         .set_codes(Some(RowCodes::Int8 { quantile: 0.2 }))
         .unwrap_err()

@@ -22,6 +22,8 @@
 
 mod aligned;
 mod codes;
+mod floats;
+mod mapped;
 mod scan;
 mod scorer;
 
@@ -34,21 +36,21 @@ use crate::distance::{KeyFn, KeyFn4, Metric};
 use crate::persist::codec::{Decoder, Encoder};
 use crate::sync::ReadMostly;
 use crate::{IndexError, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter};
-use aligned::AlignedFloats;
 use codes::CodedRows;
 pub use codes::{RowCodes, SAMPLE_ROWS, TRAIN_ROWS};
+use floats::Floats;
+pub use floats::Placement;
 pub(crate) use scorer::Scorer;
 
 /// Rows of `dim` floats, preprocessed for one metric, 64-byte aligned; see the module docs.
-#[derive(Clone)]
 pub struct VectorStore {
     metric: Metric,
     dim: usize,
     /// The metric's kernels, resolved once (never per pair).
     key_fn: KeyFn,
     key4_fn: KeyFn4,
-    /// `len · dim` floats, row-major.
-    floats: AlignedFloats,
+    /// `len · dim` floats, row-major, in RAM or in a mapped file ([`Placement`]).
+    floats: Floats,
     /// Compressed copies of the rows that graph searches traverse by, when asked for
     /// (`codes.rs`); boxed, as most stores keep none.
     codes: Option<Box<CodedRows>>,
@@ -62,14 +64,47 @@ impl VectorStore {
 
     /// An empty store with room for `rows` rows.
     pub fn with_capacity(metric: Metric, dim: usize, rows: usize) -> Self {
-        Self {
+        Self::placed_with_capacity(metric, dim, rows, &Placement::Memory)
+            .expect("a store in memory needs no file")
+    }
+
+    /// An empty store whose rows live where `placement` says; fails only when a mapped
+    /// store's scratch file cannot be made.
+    pub fn placed(metric: Metric, dim: usize, placement: &Placement) -> Result<Self> {
+        Self::placed_with_capacity(metric, dim, 0, placement)
+    }
+
+    fn placed_with_capacity(
+        metric: Metric,
+        dim: usize,
+        rows: usize,
+        placement: &Placement,
+    ) -> Result<Self> {
+        Ok(Self {
             metric,
             dim,
             key_fn: metric.key_fn(),
             key4_fn: metric.key4_fn(),
-            floats: AlignedFloats::with_capacity(rows * dim),
+            floats: Floats::new(placement, rows * dim)?,
             codes: None,
-        }
+        })
+    }
+
+    /// Where the rows live.
+    pub fn placement(&self) -> Placement {
+        self.floats.placement()
+    }
+
+    /// A copy of the store under the same placement (a mapped copy gets its own file).
+    pub fn try_clone(&self) -> Result<Self> {
+        Ok(Self {
+            metric: self.metric,
+            dim: self.dim,
+            key_fn: self.key_fn,
+            key4_fn: self.key4_fn,
+            floats: self.floats.try_clone()?,
+            codes: self.codes.clone(),
+        })
     }
 
     /// Keeps `codes` beside the rows from now on (trained once there are
@@ -180,7 +215,9 @@ impl VectorStore {
         }
         let metric = self.metric;
         let dim = self.dim.max(1);
-        for row in self.floats.extend_from_slice(batch).chunks_exact_mut(dim) {
+        let added = self.floats.grow(batch.len())?;
+        added.copy_from_slice(batch);
+        for row in added.chunks_exact_mut(dim) {
             metric.preprocess(row);
         }
         if let Some(codes) = &mut self.codes {
@@ -189,9 +226,16 @@ impl VectorStore {
         Ok(first as Slot)
     }
 
-    /// Bytes of memory the rows (and their codes) hold.
+    /// Bytes of anonymous memory the rows (and their codes) hold: mapped rows count none,
+    /// as the kernel may page them out (see [`VectorStore::mapped_bytes`]).
     pub fn memory_bytes(&self) -> usize {
-        self.floats.capacity_bytes() + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
+        self.floats.memory_bytes() + self.codes.as_ref().map_or(0, |c| c.memory_bytes())
+    }
+
+    /// Bytes of mapped file the rows take ([`Placement::Mapped`]); resident only while the
+    /// page cache holds them.
+    pub fn mapped_bytes(&self) -> usize {
+        self.floats.mapped_bytes()
     }
 
     /// Exact search for a query as users send it: checks its dimension, preprocesses it for
@@ -247,15 +291,21 @@ impl VectorStore {
         e.f32s(self.as_flat());
     }
 
-    /// Reads what [`VectorStore::write`] wrote, for rows of `dim` floats; the rows are
-    /// already preprocessed.
-    pub(crate) fn read(d: &mut Decoder<'_>, metric: Metric, dim: usize) -> Result<Self> {
+    /// Reads what [`VectorStore::write`] wrote, for rows of `dim` floats, into a store
+    /// placed by `placement` (streamed: mapped rows never pass through RAM as a whole); the
+    /// rows are already preprocessed.
+    pub(crate) fn read(
+        d: &mut Decoder<'_>,
+        metric: Metric,
+        dim: usize,
+        placement: &Placement,
+    ) -> Result<Self> {
         let floats = d.f32_iter()?;
         if dim == 0 || floats.len() % dim != 0 {
             return Err(IndexError::corrupt("vector array does not match dimension"));
         }
-        let mut store = Self::with_capacity(metric, dim, floats.len() / dim);
-        store.floats.extend_exact(floats);
+        let mut store = Self::placed_with_capacity(metric, dim, floats.len() / dim, placement)?;
+        store.floats.extend_exact(floats)?;
         Ok(store)
     }
 
@@ -337,3 +387,6 @@ pub(crate) mod tests;
 
 #[cfg(test)]
 mod codes_tests;
+
+#[cfg(test)]
+mod placement_tests;

@@ -203,11 +203,29 @@ fn round_trips_through_the_unpadded_file_layout() {
     let mut expected = Vec::new();
     Encoder::new(&mut expected).f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     assert_eq!(bytes, expected);
-    let back = VectorStore::read(&mut Decoder::new(&bytes), Metric::InnerProduct, 3).unwrap();
+    let back = VectorStore::read(
+        &mut Decoder::new(&bytes),
+        Metric::InnerProduct,
+        3,
+        &Placement::Memory,
+    )
+    .unwrap();
     assert_eq!(back.as_flat(), store.as_flat());
     assert_eq!(back.memory_bytes(), 64);
-    assert!(VectorStore::read(&mut Decoder::new(&bytes), Metric::InnerProduct, 4).is_err());
-    assert!(VectorStore::read(&mut Decoder::new(&bytes), Metric::InnerProduct, 0).is_err());
+    assert!(VectorStore::read(
+        &mut Decoder::new(&bytes),
+        Metric::InnerProduct,
+        4,
+        &Placement::Memory
+    )
+    .is_err());
+    assert!(VectorStore::read(
+        &mut Decoder::new(&bytes),
+        Metric::InnerProduct,
+        0,
+        &Placement::Memory
+    )
+    .is_err());
 }
 
 #[test]

@@ -60,11 +60,14 @@ pub struct VectorParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub datatype: Option<Value>,
-    /// Qdrant's vectors kept on disk: only `false`, as Cairn keeps every vector in memory.
+    /// Qdrant's vectors kept on disk: `true` keeps the index's copy of the vectors in a
+    /// memory-mapped file, which the kernel pages in as searches read it (with row codes, only
+    /// the re-scored candidates) and may page out; `false` (the default) keeps them in RAM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(ignore)]
+    #[schema(value_type = Option<bool>)]
     pub on_disk: Option<Value>,
-    /// Qdrant's newer spelling of `on_disk`: `cold` (on disk) is refused.
+    /// Qdrant's newer spelling of `on_disk`: `cold` is `on_disk: true`; `cached` and `pinned`
+    /// keep the vectors in RAM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub memory: Option<Value>,
@@ -100,14 +103,37 @@ impl RefuseUnsupported for VectorParams {
             &[json!("float32")],
             "vectors are stored as float32",
         )?;
-        const IN_MEMORY: &str = "the index keeps every vector in memory";
-        refuse_other_than("on_disk", &self.on_disk, &[json!(false)], IN_MEMORY)?;
+        refuse_other_than(
+            "on_disk",
+            &self.on_disk,
+            &[json!(false), json!(true)],
+            "on_disk is true or false",
+        )?;
         refuse_other_than(
             "memory",
             &self.memory,
-            &[json!("cached"), json!("pinned")],
-            IN_MEMORY,
-        )
+            &[json!("cached"), json!("pinned"), json!("cold")],
+            "memory is cached, pinned or cold",
+        )?;
+        // Both given must agree: `cold` is on disk, the other two in RAM.
+        match (&self.on_disk, &self.memory) {
+            (Some(on_disk), Some(memory)) if (*memory == "cold") != (*on_disk == true) => {
+                Err(Unsupported {
+                    field: "memory".into(),
+                    value: Some(memory.to_string()),
+                    note: Some("it contradicts on_disk; give one of the two"),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl VectorParams {
+    /// Whether the vectors are asked to live on disk (`on_disk: true` or `memory: "cold"`);
+    /// call after [`RefuseUnsupported::refuse_unsupported`].
+    pub fn wants_on_disk(&self) -> bool {
+        self.on_disk == Some(json!(true)) || self.memory == Some(json!("cold"))
     }
 }
 
@@ -971,14 +997,19 @@ mod tests {
                 r#"vectors.datatype: "float16" is not supported"#,
             ),
             (
-                json!({"on_disk": true}),
+                json!({"on_disk": "yes"}),
                 &none,
-                "vectors.on_disk: true is not supported",
+                r#"vectors.on_disk: "yes" is not supported"#,
             ),
             (
-                json!({"memory": "cold"}),
+                json!({"memory": "frozen"}),
                 &none,
-                r#"vectors.memory: "cold" is not supported"#,
+                r#"vectors.memory: "frozen" is not supported"#,
+            ),
+            (
+                json!({"on_disk": true, "memory": "pinned"}),
+                &none,
+                r#"vectors.memory: "pinned" is not supported"#,
             ),
             (
                 json!({"multivector_config": {"comparator": "max_sim"}}),
@@ -1053,7 +1084,7 @@ mod tests {
             err.contains("named vectors") && err.contains("distance"),
             "{err}"
         );
-        let refused = parse(json!({"dense": {"size": 4, "distance": "Dot", "on_disk": true}}))
+        let refused = parse(json!({"dense": {"size": 4, "distance": "Dot", "on_disk": 1}}))
             .unwrap()
             .refuse_unsupported()
             .unwrap_err();

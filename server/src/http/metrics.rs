@@ -117,7 +117,7 @@ impl Metrics {
                     "cairn_index_search_seconds_sum{{collection=\"{name}\"}} {seconds}"
                 );
             }
-            out.push_str("# HELP cairn_index_memory_bytes Bytes held by each collection's index.\n# TYPE cairn_index_memory_bytes gauge\n");
+            out.push_str("# HELP cairn_index_memory_bytes Bytes of RAM held by each collection's index (vectors on disk are mapped, in the page cache, and not counted).\n# TYPE cairn_index_memory_bytes gauge\n");
             for c in catalog.all() {
                 let _ = writeln!(
                     out,

@@ -135,6 +135,7 @@ fn vacuum(shared: &Shared) -> bool {
         &shared.settings,
         &schema,
         &shared.trainers,
+        &shared.dir,
         entries,
         &vectors,
         &extra,

@@ -12,6 +12,7 @@
 //! ([`PointTable::owner`]), so a search on another vector filters and answers by main slot.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use cairn_api::internal::NewPoint;
 use cairn_api::{Payload, PointId, SparseVector};
@@ -249,21 +250,25 @@ impl Added {
 }
 
 impl LiveIndex {
-    /// Empty indexes of the collection's main vector and of each beside it.
-    pub fn empty(settings: &CollectionSettings, trainers: &Trainers) -> Result<Self> {
-        let index =
-            cairn_index::new_index(&settings.index, settings.metric(), settings.dim, trainers)?;
-        index.set_codes(settings.codes)?;
-        let extras = settings
-            .dense_spaces()
-            .skip(1)
-            .map(|space| {
-                let index =
-                    cairn_index::new_index(space.index, space.metric(), space.dim, trainers)?;
-                index.set_codes(space.codes)?;
-                Ok::<_, cairn_index::IndexError>((space.name.to_owned(), index))
-            })
-            .collect::<std::result::Result<_, _>>()?;
+    /// Empty indexes of the collection's main vector and of each beside it, for a partition
+    /// whose files are in `dir` (where `on_disk` vectors get their mapped files).
+    pub fn empty(settings: &CollectionSettings, trainers: &Trainers, dir: &Path) -> Result<Self> {
+        let mut spaces = settings.dense_spaces().map(|space| {
+            let placement = space.placement(dir);
+            let index = cairn_index::new_index(
+                space.index,
+                space.metric(),
+                space.dim,
+                trainers,
+                &placement,
+            )?;
+            index.set_codes(space.codes)?;
+            Ok::<_, cairn_index::IndexError>((space.name.to_owned(), index))
+        });
+        let (_, index) = spaces
+            .next()
+            .expect("the main vector's space comes first")?;
+        let extras = spaces.collect::<std::result::Result<_, _>>()?;
         Ok(Self {
             index,
             extras,
@@ -278,11 +283,12 @@ impl LiveIndex {
         settings: &CollectionSettings,
         schema: &PayloadSchema,
         trainers: &Trainers,
+        dir: &Path,
         mut entries: Vec<SlotEntry>,
         vectors: &[f32],
         extra: &[BTreeMap<String, Vec<f32>>],
     ) -> Result<Self> {
-        let live = Self::empty(settings, trainers)?;
+        let live = Self::empty(settings, trainers, dir)?;
         // The other vectors first: each entry learns its slots before it is published.
         for entry in &mut entries {
             entry.extra = vec![NO_SLOT; live.extras.len()];

@@ -57,7 +57,7 @@ pub(super) fn load(
     };
     let mut recovered = match snapshot {
         Some(s) => from_snapshot(store, s)?,
-        None => rebuild(settings, trainers, store, last_seq)?,
+        None => rebuild(settings, trainers, store, dir, last_seq)?,
     };
     recovered.report.points = recovered.live.table.read().live() as u64;
     recovered.report.load_ms = started.elapsed().as_millis() as u64;
@@ -165,6 +165,7 @@ fn rebuild(
     settings: &CollectionSettings,
     trainers: &Trainers,
     store: &PartitionStore,
+    dir: &std::path::Path,
     last_seq: u64,
 ) -> Result<Recovered> {
     let mut entries = Vec::new();
@@ -202,6 +203,7 @@ fn rebuild(
         settings,
         &PayloadSchema::new(),
         trainers,
+        dir,
         entries,
         &vectors,
         &extra,

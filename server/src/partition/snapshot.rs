@@ -21,11 +21,9 @@ pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
     let started = std::time::Instant::now();
     let live = shared.live();
     let table = live.table.read();
-    let mut index_bytes = Vec::new();
-    live.index.write_to(&mut index_bytes);
-    let mut payload = Vec::with_capacity(index_bytes.len() + table.slots.len() * 20);
+    let mut payload = Vec::new();
     let mut e = Encoder::new(&mut payload);
-    e.bytes(&index_bytes);
+    e.nested(|out| live.index.write_to(out));
     e.u64(table.slots.len() as u64);
     for slot in &table.slots {
         match slot {
@@ -39,10 +37,8 @@ pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
     }
     let owners = table.extra_owners();
     for (position, (name, index)) in live.extras.iter().enumerate() {
-        let mut bytes = Vec::new();
-        index.write_to(&mut bytes);
         e.bytes(name.as_bytes());
-        e.bytes(&bytes);
+        e.nested(|out| index.write_to(out));
         let own = owners.get(position).map_or(&[][..], Vec::as_slice);
         // Every slot of the index, those never published included.
         let slots = index.len();
@@ -90,7 +86,8 @@ pub(super) fn read(
         ));
     }
     let mut d = Decoder::new(&bytes);
-    let index = cairn_index::read_index(header.kind, d.bytes()?, trainers)?;
+    let main = settings.main_space();
+    let index = cairn_index::read_index(header.kind, d.bytes()?, trainers, &main.placement(dir))?;
     // Row codes are derived from the rows and not in the file: they train again here.
     index.set_codes(settings.codes)?;
     let slots = d.usize()?;
@@ -132,7 +129,12 @@ pub(super) fn read(
                 format!("holds another vector where `{}` belongs", space.name),
             ));
         }
-        let extra = cairn_index::read_index(space.index.kind(), d.bytes()?, trainers)?;
+        let extra = cairn_index::read_index(
+            space.index.kind(),
+            d.bytes()?,
+            trainers,
+            &space.placement(dir),
+        )?;
         extra.set_codes(space.codes)?;
         if extra.dim() != space.dim {
             return Err(corrupt(

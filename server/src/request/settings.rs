@@ -1,6 +1,7 @@
 //! A collection's settings: validated from the create request, stored in its RocksDB `meta`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use cairn_api::{
     CreateCollection, Distance, HnswConfigDiff, IndexConfig, Modifier, SparseVector,
@@ -12,7 +13,7 @@ use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
 use cairn_index::pyramid::PyramidParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
-use cairn_index::{IndexParams, Metric, RowCodes};
+use cairn_index::{IndexParams, Metric, Placement, RowCodes};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -67,6 +68,9 @@ pub struct CollectionSettings {
     /// takes unless it names its own: what collection info reports at the top level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_codes: Option<RowCodes>,
+    /// The main vector's rows live in a memory-mapped file, not in RAM (Qdrant's `on_disk`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub on_disk: bool,
 }
 
 /// A named dense vector beside a collection's main one.
@@ -81,6 +85,9 @@ pub struct ExtraVector {
     /// Its row codes, as the main vector's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub codes: Option<RowCodes>,
+    /// Its rows live in a memory-mapped file, as the main vector's may.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub on_disk: bool,
 }
 
 /// One dense vector space of a collection, the main vector's or one beside it: what a vector
@@ -100,6 +107,8 @@ pub struct DenseSpace<'a> {
     pub index: &'a IndexParams,
     /// The row codes its index keeps.
     pub codes: Option<RowCodes>,
+    /// Whether its index's rows live in a memory-mapped file.
+    pub on_disk: bool,
 }
 
 impl DenseSpace<'_> {
@@ -107,6 +116,20 @@ impl DenseSpace<'_> {
     pub fn metric(&self) -> Metric {
         metric_of(self.distance)
     }
+
+    /// Where its index keeps its rows, for a partition whose files are in `dir`: the mapped
+    /// scratch files of `on_disk` vectors go beside the partition's other files.
+    pub fn placement(&self, dir: &Path) -> Placement {
+        if self.on_disk {
+            Placement::Mapped(dir.to_path_buf())
+        } else {
+            Placement::Memory
+        }
+    }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// The index metric of a distance.
@@ -355,6 +378,17 @@ fn vector_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option
 }
 
 /// Checks that `index` (of `field`) can keep row codes: graphs only.
+/// Refuses `on_disk` vectors for an index that keeps its rows in memory only.
+fn check_on_disk(on_disk: bool, index: &IndexParams, field: &str) -> Result<()> {
+    if !on_disk {
+        return Ok(());
+    }
+    index
+        .kind()
+        .check_placement(&Placement::Mapped(Default::default()))
+        .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))
+}
+
 fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Result<()> {
     match (codes, index) {
         (Some(RowCodes::Rabitq), IndexParams::IpNswPlus(_)) => {
@@ -633,6 +667,8 @@ impl CollectionSettings {
             None => shared_codes,
         };
         check_codes(codes, &index, "quantization_config")?;
+        let on_disk = v.wants_on_disk();
+        check_on_disk(on_disk, &index, &format!("{main_field}.on_disk"))?;
         let mut extra_vectors = BTreeMap::new();
         for (name, params) in others {
             let field = format!("vectors.{name}");
@@ -651,6 +687,8 @@ impl CollectionSettings {
             let codes =
                 vector_codes(params.quantization_config.as_ref(), &codes_field)?.or(shared_codes);
             check_codes(codes, &index, &codes_field)?;
+            let on_disk = params.wants_on_disk();
+            check_on_disk(on_disk, &index, &format!("{field}.on_disk"))?;
             extra_vectors.insert(
                 name.clone(),
                 ExtraVector {
@@ -658,6 +696,7 @@ impl CollectionSettings {
                     distance: params.distance,
                     index,
                     codes,
+                    on_disk,
                 },
             );
         }
@@ -713,6 +752,7 @@ impl CollectionSettings {
             index,
             codes,
             shared_codes,
+            on_disk,
             full_scan_threshold: diff
                 .full_scan_threshold
                 .unwrap_or(DEFAULT_FULL_SCAN_THRESHOLD),
@@ -747,7 +787,7 @@ impl CollectionSettings {
             let field = format!("vectors.{name}");
             let space = self.space(name, &field)?;
             let hnsw = hnsw_json(space, self.full_scan_threshold);
-            let current = json!({"hnsw_config": hnsw, "on_disk": false});
+            let current = json!({"hnsw_config": hnsw, "on_disk": space.on_disk});
             same_as(&field, diff, &current, REBUILD)?;
         }
         Ok(())
@@ -825,8 +865,10 @@ impl CollectionSettings {
                 .then(|| codes.map(codes_json))
                 .flatten()
         };
+        let on_disk = |on_disk: bool| on_disk.then_some(json!(true));
         let mut params = VectorParams::new(self.dim, self.distance);
         params.quantization_config = own_codes(self.codes);
+        params.on_disk = on_disk(self.on_disk);
         let Some(name) = &self.vector_name else {
             return params.into();
         };
@@ -834,6 +876,7 @@ impl CollectionSettings {
         for (name, extra) in &self.extra_vectors {
             let mut params = VectorParams::new(extra.dim, extra.distance);
             params.quantization_config = own_codes(extra.codes);
+            params.on_disk = on_disk(extra.on_disk);
             if let IndexParams::Hnsw(p) | IndexParams::IpNsw(p) = extra.index {
                 params.hnsw_config = Some(HnswConfigDiff {
                     m: Some(p.m),
@@ -855,6 +898,7 @@ impl CollectionSettings {
             distance: self.distance,
             index: &self.index,
             codes: self.codes,
+            on_disk: self.on_disk,
         }
     }
 
@@ -875,6 +919,7 @@ impl CollectionSettings {
             distance: extra.distance,
             index: &extra.index,
             codes: extra.codes,
+            on_disk: extra.on_disk,
         })
     }
 
@@ -896,6 +941,7 @@ impl CollectionSettings {
                 distance: extra.distance,
                 index: &extra.index,
                 codes: extra.codes,
+                on_disk: extra.on_disk,
             },
         ))
     }

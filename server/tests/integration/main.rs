@@ -25,6 +25,7 @@ mod mmr;
 mod moves;
 mod named_vectors;
 mod nemesis;
+mod on_disk;
 mod openapi;
 mod partitions;
 mod payload_indexes;

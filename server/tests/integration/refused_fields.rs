@@ -286,17 +286,19 @@ fn create_vectors_datatype_other_than_float32_is_refused() {
 }
 
 #[test]
-fn create_vectors_on_disk_is_refused() {
-    let needle = "vectors.on_disk: true is not supported by Cairn";
-    let (_dir, server) = create_refused(json!({"on_disk": true}), json!({}), needle);
+fn create_vectors_on_disk_other_than_a_boolean_is_refused() {
+    // `on_disk: true` is served (`on_disk.rs`); a value that is neither is refused.
+    let needle = "vectors.on_disk: \"yes\" is not supported by Cairn";
+    let (_dir, server) = create_refused(json!({"on_disk": "yes"}), json!({}), needle);
     let in_memory = create_x(json!({"on_disk": false}), json!({}));
     server.ok("PUT", "/collections/x", Some(&in_memory));
 }
 
 #[test]
-fn create_vectors_memory_cold_is_refused() {
-    let needle = "vectors.memory: \"cold\" is not supported by Cairn";
-    create_refused(json!({"memory": "cold"}), json!({}), needle);
+fn create_vectors_memory_other_than_a_tier_is_refused() {
+    // `cold` is on disk (`on_disk.rs`); `cached` and `pinned` in RAM; others are refused.
+    let needle = "vectors.memory: \"frozen\" is not supported by Cairn";
+    create_refused(json!({"memory": "frozen"}), json!({}), needle);
 }
 
 #[test]
