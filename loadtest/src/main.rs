@@ -28,6 +28,7 @@ mod filtered;
 mod hybrid;
 mod internal_read;
 mod load;
+mod one_node;
 mod openloop;
 mod overload;
 mod plot;
@@ -75,6 +76,10 @@ enum Command {
     /// Open-loop load at half the node's capacity, then several times it, then half again:
     /// refusals, accepted latency, memory and recovery.
     Overload(overload::Args),
+    /// One node at scale (10M×128 by default): REST ingest rate, memory per vector, queries
+    /// at recall@10 against exact ground truth, restart time, and the largest collection that
+    /// fits in the machine's memory.
+    OneNode(one_node::Args),
     /// REST ingest vs in-process HNSW build, and REST query vs in-process search, on a seeded
     /// synthetic set (the standalone server's performance goals).
     Standalone(standalone::Args),
@@ -120,7 +125,8 @@ fn main() -> anyhow::Result<()> {
         | Command::AuthCost(_)
         | Command::Filtered(_)
         | Command::Snapshot(_)
-        | Command::RoutedCluster(_) => {}
+        | Command::RoutedCluster(_)
+        | Command::OneNode(_) => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -135,6 +141,7 @@ fn main() -> anyhow::Result<()> {
             Command::Filtered(args) => filtered::run(&args).await.map(drop),
             Command::Snapshot(args) => snapshot::run(&args).await.map(drop),
             Command::RoutedCluster(args) => routed_cluster::run(&args).await,
+            Command::OneNode(args) => one_node::run(&args).await.map(drop),
             Command::Standalone(_)
             | Command::Hybrid(_)
             | Command::ClusterIngest(_)

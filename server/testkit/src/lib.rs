@@ -70,6 +70,8 @@ pub struct CairnProcess {
     addr: String,
     dir: tempfile::TempDir,
     starts: u32,
+    /// How long a start may take before it counts as failed.
+    start_timeout: Duration,
 }
 
 impl CairnProcess {
@@ -92,9 +94,16 @@ impl CairnProcess {
             addr: String::new(),
             dir,
             starts: 0,
+            start_timeout: START_TIMEOUT,
         };
         process.spawn(None)?;
         Ok(process)
+    }
+
+    /// How long later starts may take before they count as failed (a server loading an index
+    /// of millions of vectors needs longer than the default three minutes).
+    pub fn set_start_timeout(&mut self, timeout: Duration) {
+        self.start_timeout = timeout;
     }
 
     /// `host:port` the server listens on.
@@ -187,8 +196,9 @@ impl CairnProcess {
                 self.child = None;
                 return Err(self.failure(format!("exited with {status} before it was ready")));
             }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(self.failure(format!("was not ready within {START_TIMEOUT:?}")));
+            if started.elapsed() > self.start_timeout {
+                let timeout = self.start_timeout;
+                return Err(self.failure(format!("was not ready within {timeout:?}")));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
