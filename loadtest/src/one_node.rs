@@ -7,9 +7,9 @@
 //! - **ingest**: points per second over the whole load, and in each tenth of it;
 //! - **memory**: the server's resident set (`VmRSS`), split into anonymous memory (`RssAnon`,
 //!   what the kernel cannot take back without swap) and mapped files (`RssFile`, page cache
-//!   the kernel may drop), sampled every second: its peak and its value once the load is
-//!   done, per vector; the index's own count (`cairn_index_memory_bytes`); the data folder's
-//!   bytes on disk;
+//!   the kernel may drop), sampled every second: its peak (up to the end of the clean stop,
+//!   whose drain writes the largest index file) and its value once the load is done, per
+//!   vector; the index's own count (`cairn_index_memory_bytes`); the disk the load took;
 //! - **queries**: one client, one query at a time, recall@10 against exact ground truth (an
 //!   exact scan of the regenerated set in this process, while the server is idle) and QPS per
 //!   `ef`, the median of `--rounds` rounds;
@@ -17,7 +17,8 @@
 //!   server is ready, its memory again, and the queries again at the `ef` that first reached
 //!   recall 0.95;
 //! - **the largest collection that fits**: `(memory − the server's resident set before the
-//!   load) ÷ anonymous bytes per vector` — an extrapolation from this run, printed as one.
+//!   load) ÷ peak anonymous bytes per vector`, and the disk's free space over the disk bytes
+//!   per vector — extrapolations from this run, printed as such.
 //!
 //! The set is generated chunk by chunk from one seed (the clusters of `standalone`'s hard
 //! set: 100 clusters, spread 1.0, 24 intrinsic dimensions), so neither the set nor its
@@ -195,20 +196,18 @@ impl Sampler {
     }
 }
 
-/// Bytes of every file under `dir`, as allocated on disk (sparse files count what they use).
-fn disk_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => disk_bytes(&e.path()),
-            Ok(m) => m.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
+/// Bytes free on the file system holding `dir` (`df`'s available column).
+fn free_disk(dir: &Path) -> anyhow::Result<u64> {
+    let out = std::process::Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(dir)
+        .output()
+        .context("running df")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .context("df's available bytes")
 }
 
 /// Exact top-10 of every query over the regenerated set, chunk by chunk.
@@ -258,11 +257,20 @@ pub struct Report {
     /// Points per second in each tenth of the load.
     ingest_by_tenth: Vec<f64>,
     rss_before: Rss,
-    rss_peak_during_ingest: Rss,
+    /// The peak from the first upsert to the end of the clean stop (whose drain writes the
+    /// largest index file).
+    rss_peak: Rss,
     rss_after_ingest: Rss,
+    /// Anonymous memory per vector once the load is done.
     anon_bytes_per_vector: f64,
+    /// Anonymous memory per vector at its peak, from the first upsert to the end of the clean
+    /// stop (index files are encoded in memory before they are written, so the peak is what
+    /// must fit).
+    peak_anon_bytes_per_vector: f64,
     total_bytes_per_vector: f64,
     index_memory_bytes: u64,
+    /// Disk the load took, by the file system's free space (RocksDB, the index file and the
+    /// nameless mapped files alike).
     disk_bytes: u64,
     /// (ef, recall@10, median QPS) before the restart.
     sweep: Vec<(usize, f64, f64)>,
@@ -271,7 +279,11 @@ pub struct Report {
     rss_after_restart: Rss,
     /// (ef, recall@10, median QPS) after the restart, at the first ef that reached 0.95.
     after_restart: Option<(usize, f64, f64)>,
+    /// Vectors that fit in `--memory-gib` by the peak anonymous bytes per vector.
     largest_collection: f64,
+    /// Vectors whose files fit on the data folder's disk (its free space before the load
+    /// over the disk bytes per vector).
+    largest_on_disk: f64,
 }
 
 pub async fn run(args: &Args) -> anyhow::Result<Report> {
@@ -305,6 +317,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         .await?;
     ensure!(r.status().is_success(), "create: {}", r.text().await?);
     let rss_before = rss(pid).context("reading the server's memory")?;
+    let free_before = free_disk(&server.data_dir())?;
     println!(
         "# one-node: n={} dim={} on_disk={} quantization={} M={} efC={} batch={} concurrency={}",
         args.n,
@@ -379,18 +392,16 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     }
     generator.await?;
     let ingest_secs = started.elapsed().as_secs_f64();
-    let rss_peak = sampler.finish();
     let rss_after = rss(pid).context("reading the server's memory")?;
     let index_memory_bytes = index_memory(&client, &server).await?;
-    let disk = disk_bytes(&server.data_dir());
+    let disk = free_before.saturating_sub(free_disk(&server.data_dir())?);
     println!(
-        "ingest: {:.0} s, {:.0} points/s; RSS {:.2} GiB (anon {:.2}, file {:.2}), peak anon {:.2} GiB; index {:.2} GiB; disk {:.2} GiB",
+        "ingest: {:.0} s, {:.0} points/s; RSS {:.2} GiB (anon {:.2}, file {:.2}); index {:.2} GiB; disk {:.2} GiB",
         ingest_secs,
         args.n as f64 / ingest_secs,
         gib(rss_after.total),
         gib(rss_after.anon),
         gib(rss_after.file),
-        gib(rss_peak.anon),
         gib(index_memory_bytes),
         gib(disk)
     );
@@ -411,6 +422,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     let t = Instant::now();
     server.stop()?;
     let stop_secs = t.elapsed().as_secs_f64();
+    let rss_peak = sampler.finish();
     let t = Instant::now();
     server.restart()?;
     let restart_secs = t.elapsed().as_secs_f64();
@@ -435,6 +447,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     );
     let per_vector = |bytes: u64| bytes.saturating_sub(rss_before.anon) as f64 / args.n as f64;
     let anon_per_vector = per_vector(rss_after.anon);
+    let peak_per_vector = per_vector(rss_peak.anon);
     let room = args.memory_gib * (1u64 << 30) as f64 - rss_before.total as f64;
     let report = Report {
         n: args.n,
@@ -447,9 +460,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         ingest_points_per_sec: args.n as f64 / ingest_secs,
         ingest_by_tenth: tenths.clone(),
         rss_before,
-        rss_peak_during_ingest: rss_peak,
+        rss_peak,
         rss_after_ingest: rss_after,
         anon_bytes_per_vector: anon_per_vector,
+        peak_anon_bytes_per_vector: peak_per_vector,
         total_bytes_per_vector: rss_after.total.saturating_sub(rss_before.total) as f64
             / args.n as f64,
         index_memory_bytes,
@@ -459,14 +473,18 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         restart_secs,
         rss_after_restart,
         after_restart,
-        largest_collection: room / anon_per_vector.max(1.0),
+        largest_collection: room / peak_per_vector.max(1.0),
+        largest_on_disk: free_before as f64 / (disk as f64 / args.n as f64).max(1.0),
     };
     println!(
-        "bytes per vector: {:.0} anonymous, {:.0} resident; largest collection in {} GiB by anonymous memory: {:.1} M vectors (extrapolated)",
+        "bytes per vector: {:.0} anonymous ({:.0} at the peak), {:.0} resident, {:.0} on disk; largest collection (extrapolated): {:.1} M vectors in {} GiB by the peak, {:.1} M by the disk",
         report.anon_bytes_per_vector,
+        report.peak_anon_bytes_per_vector,
         report.total_bytes_per_vector,
+        disk as f64 / args.n as f64,
+        report.largest_collection / 1e6,
         args.memory_gib,
-        report.largest_collection / 1e6
+        report.largest_on_disk / 1e6
     );
     emit_json(&report, args.json.as_deref())?;
     server.stop()?;

@@ -210,6 +210,12 @@ impl Hnsw {
         self
     }
 
+    /// Makes sure `rows` more rows fit in the store without I/O (see
+    /// [`VectorStore::reserve`]).
+    pub(crate) fn reserve(&self, rows: usize) -> Result<()> {
+        self.graph.write().store.reserve(rows)
+    }
+
     /// Like [`VectorIndex::add`], then calls `after` for every new slot with the layer-0
     /// candidates it was linked from (ip-NSW+ seeds its inner-product graph with them).
     pub(crate) fn add_then(&self, vectors: &[f32], after: build::AfterLink<'_>) -> Result<Slot> {

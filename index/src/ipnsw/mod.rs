@@ -230,6 +230,11 @@ impl VectorIndex for IpNswPlus {
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
+        // Both stores get their room first: with rows on disk either append could otherwise
+        // fail on I/O after the other succeeded, and the graphs would number slots apart.
+        let rows = self.ip.read().store.rows_in(vectors)?;
+        self.angular.reserve(rows)?;
+        self.ip.write().store.reserve(rows)?;
         let first = self.append_ip(vectors)?;
         let ip = self.ip.read();
         let angular_first = self.angular.add_then(vectors, &|slot, candidates| {

@@ -15,8 +15,6 @@ use crate::{IndexError, Result, VectorIndex};
 /// Writes the index; the caller holds the add lock so no batch is half-linked.
 pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
     let p = index.params;
-    let mut angular = Vec::new();
-    index.angular.write_to(&mut angular);
     let ip = index.ip.read();
     let mut e = Encoder::new(out);
     for v in [p.m, p.ef_construction, p.ef_search, p.cos_m]
@@ -26,7 +24,7 @@ pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
         e.u64(v as u64);
     }
     e.u64(p.seed);
-    e.bytes(&angular);
+    e.nested(|out| index.angular.write_to(out));
     e.u64(ip.store.dim() as u64);
     ip.store.write(&mut e);
     e.u32s(ip.links0.iter().map(|w| w.load(Ordering::Relaxed)));

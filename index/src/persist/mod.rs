@@ -155,8 +155,10 @@ impl std::ops::Deref for Payload {
 
 /// Reads and verifies a file written by [`write_file`]; errors name the path.
 ///
-/// The file is mapped, not read: files are only ever replaced by a rename (see
-/// [`write_file`]), never rewritten in place, so the mapped inode cannot change under it.
+/// The file is mapped, not read: Cairn only ever replaces its files by a rename (see
+/// [`write_file`]), never rewrites one in place, so the mapped inode cannot change under it.
+/// A file that something else truncates while it is read faults the process (SIGBUS), as
+/// any mapped file would.
 pub fn read_file(path: &Path) -> Result<(FileHeader, Payload)> {
     let file = fs_err::File::open(path)?;
     let map = if file.metadata()?.len() == 0 {

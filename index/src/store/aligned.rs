@@ -5,8 +5,9 @@
 //! instead of eight and a four-row kernel's loads split across lines. Here the floats live in
 //! 64-byte blocks, so the allocation (and every 16th float) starts a cache line.
 //!
-//! This is the only `unsafe` of the store: a block is exactly sixteen floats with no padding,
-//! so the first `len` floats of the block array can be viewed as one `&[f32]`.
+//! Its one `unsafe` (the mapped buffer of `mapped.rs` has its own): a block is exactly
+//! sixteen floats with no padding, so the first `len` floats of the block array can be viewed
+//! as one `&[f32]`.
 
 /// Floats per block: one cache line.
 pub(crate) const BLOCK_FLOATS: usize = 16;

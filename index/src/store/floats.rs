@@ -63,8 +63,18 @@ impl Floats {
         }
     }
 
-    /// Makes room for `count` more floats (zero) and returns them; a mapped buffer fails
-    /// when its file cannot grow (a full disk).
+    /// Makes sure `count` more floats fit: after this succeeds a [`Floats::grow`] of up to
+    /// `count` cannot fail. A mapped buffer fails, changing nothing, when its file cannot
+    /// grow (a full disk); RAM cannot fail here (an allocation failure aborts).
+    pub(crate) fn reserve(&mut self, count: usize) -> Result<()> {
+        match self {
+            Floats::Ram(_) => Ok(()),
+            Floats::Mapped(f) => f.reserve(count),
+        }
+    }
+
+    /// Makes room for `count` more floats (zero) and returns them; a mapped buffer fails,
+    /// changing nothing, when its file cannot grow (a full disk).
     pub(crate) fn grow(&mut self, count: usize) -> Result<&mut [f32]> {
         match self {
             Floats::Ram(f) => Ok(f.grow(count)),

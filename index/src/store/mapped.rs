@@ -17,10 +17,13 @@
 //! Access is random (`MADV_RANDOM`): a graph search reads scattered rows, and the kernel's
 //! default read-ahead would pull 128 KiB of neighbours into the cache for each 512-byte row.
 //!
-//! Growth doubles the file (sparse: untouched pages take no disk) and maps it again; the
-//! store's writer holds its index's write lock, so no reader holds a slice into the old map.
+//! Growth adds a quarter (at least 1 MiB) and maps the file again; the store's writer holds
+//! its index's write lock, so no reader holds a slice into the old map. The new blocks are
+//! allocated first (`posix_fallocate`): a sparse file would meet a full disk at the first
+//! write into a hole, as a SIGBUS instead of an error.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Advice, MmapMut};
@@ -85,25 +88,59 @@ impl MappedFloats {
         }
     }
 
-    /// Makes room for `count` more floats (zero) and returns them.
+    /// Makes sure `count` more floats fit without growing the file again: once this
+    /// succeeds, a [`MappedFloats::grow`] of up to `count` cannot fail. On failure (a full
+    /// disk) nothing changes.
+    pub(crate) fn reserve(&mut self, count: usize) -> Result<()> {
+        let end = self.len + count;
+        if end <= self.capacity {
+            return Ok(());
+        }
+        let capacity = end.max(self.capacity + self.capacity / 4).max(MIN_CAPACITY);
+        let (from, to) = (self.capacity * 4, capacity * 4);
+        // SAFETY: `posix_fallocate` only reads its integer arguments; the descriptor is this
+        // buffer's own open file.
+        let failed = unsafe {
+            libc::posix_fallocate(
+                self.file.as_raw_fd(),
+                from as libc::off_t,
+                (to - from) as libc::off_t,
+            )
+        };
+        if failed != 0 {
+            return Err(std::io::Error::new(
+                std::io::Error::from_raw_os_error(failed).kind(),
+                format!(
+                    "growing a vector file in {} to {to} bytes: {}",
+                    self.dir.display(),
+                    std::io::Error::from_raw_os_error(failed)
+                ),
+            )
+            .into());
+        }
+        // The old map stays until the new one exists: growing a file under a mapping is safe
+        // (only shrinking is not), and a failure here leaves the buffer as it was.
+        // SAFETY: the file is private to this buffer (see `as_slice`), so nothing else
+        // truncates or writes it while mapped.
+        let map = unsafe { MmapMut::map_mut(&self.file)? };
+        // A hint: failing to give it changes speed, not results.
+        let _ = map.advise(Advice::Random);
+        self.map = Some(map);
+        self.capacity = capacity;
+        Ok(())
+    }
+
+    /// Makes room for `count` more floats (zero) and returns them; fails, changing nothing,
+    /// when the file cannot grow.
     pub(crate) fn grow(&mut self, count: usize) -> Result<&mut [f32]> {
+        if count == 0 {
+            return Ok(&mut []);
+        }
+        self.reserve(count)?;
         let start = self.len;
         let end = start + count;
-        if end > self.capacity {
-            let capacity = end.max(2 * self.capacity).max(MIN_CAPACITY);
-            // Drop the old map before the file changes size under it.
-            self.map = None;
-            self.file.set_len((capacity * 4) as u64)?;
-            // SAFETY: the file is private to this buffer (see `as_slice`), so nothing else
-            // truncates or writes it while mapped.
-            let map = unsafe { MmapMut::map_mut(&self.file)? };
-            // A hint: failing to give it changes speed, not results.
-            let _ = map.advise(Advice::Random);
-            self.map = Some(map);
-            self.capacity = capacity;
-        }
         self.len = end;
-        let map = self.map.as_mut().expect("mapped above: capacity > 0");
+        let map = self.map.as_mut().expect("reserved above: capacity > 0");
         // SAFETY: as in `as_slice`; the exclusive borrow of `self` makes this slice the only
         // access to these floats while it lives.
         let all = unsafe { std::slice::from_raw_parts_mut(map.as_mut_ptr().cast::<f32>(), end) };
@@ -139,6 +176,24 @@ mod tests {
         assert!(floats.mapped_bytes() >= 4 * floats.len());
         // The scratch file is nameless: the folder stays empty.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_empty_buffer_grows_by_nothing_and_reserves_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut floats = MappedFloats::new(dir.path()).unwrap();
+        assert!(floats.grow(0).unwrap().is_empty());
+        assert_eq!(floats.mapped_bytes(), 0);
+        floats.reserve(10).unwrap();
+        let mapped = floats.mapped_bytes();
+        assert!(mapped >= 40);
+        floats.grow(10).unwrap().copy_from_slice(&[1.0; 10]);
+        assert_eq!(
+            floats.mapped_bytes(),
+            mapped,
+            "no growth past a reservation"
+        );
+        assert_eq!(floats.as_slice(), &[1.0; 10]);
     }
 
     #[test]

@@ -226,6 +226,13 @@ impl VectorStore {
         Ok(first as Slot)
     }
 
+    /// Makes sure `rows` more rows fit, so that the next [`VectorStore::append`] of at most
+    /// that many fails only on a ragged batch or a full slot space, never on I/O: an index
+    /// that appends to two stores reserves both first and cannot leave them out of step.
+    pub fn reserve(&mut self, rows: usize) -> Result<()> {
+        self.floats.reserve(rows * self.dim)
+    }
+
     /// Bytes of anonymous memory the rows (and their codes) hold: mapped rows count none,
     /// as the kernel may page them out (see [`VectorStore::mapped_bytes`]).
     pub fn memory_bytes(&self) -> usize {

@@ -141,6 +141,31 @@ fn mapped_rows_grow_while_searched() {
     assert!(err.to_string().contains("/nonexistent/cairn"), "{err}");
 }
 
+/// An empty index with its rows on disk writes, reads back and takes rows (a named vector no
+/// point has used yet is one, in every snapshot).
+#[test]
+fn an_empty_mapped_index_round_trips() {
+    let folder = tempfile::tempdir().unwrap();
+    let mapped = Placement::Mapped(folder.path().to_path_buf());
+    for (params, metric) in [
+        (IndexParams::Flat, Metric::L2),
+        (IndexParams::Hnsw(HnswParams::default()), Metric::L2),
+        (
+            IndexParams::IpNswPlus(IpNswPlusParams::default()),
+            Metric::InnerProduct,
+        ),
+    ] {
+        let empty = new_index(&params, metric, 4, &Trainers::default(), &mapped).unwrap();
+        empty.add(&[]).unwrap();
+        let mut bytes = Vec::new();
+        empty.write_to(&mut bytes);
+        let back = read_index(params.kind(), &bytes, &Trainers::default(), &mapped).unwrap();
+        assert!(back.is_empty());
+        assert_eq!(back.add(&[1.0, 2.0, 3.0, 4.0]).unwrap(), 0);
+        assert_eq!(back.vector(0).unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    }
+}
+
 /// The LSH and quantized kinds keep their rows in memory and say so.
 #[test]
 fn kinds_that_keep_rows_in_memory_refuse_a_mapping() {

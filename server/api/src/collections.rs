@@ -455,7 +455,7 @@ pub struct UpdateCollection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub hnsw_config: Option<Value>,
-    /// Per named vector: `hnsw_config` (equal to its own) and `on_disk: false`.
+    /// Per named vector: `hnsw_config` and `on_disk` (or `memory`), each equal to its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub vectors: Option<Value>,

@@ -369,7 +369,8 @@ impl LiveIndex {
         match self.index.add(&vectors) {
             Ok(first) => Some(Added { first, extra }),
             Err(e) => {
-                // Inputs are validated before they are committed, so this is a bug; the points
+                // Inputs are validated before they are committed, so this is a bug or, for
+                // vectors on disk, a disk too full for the index's vector file; the points
                 // stay durable in RocksDB, and the next start reads them from the store as
                 // points the index file lacks.
                 tracing::error!(error = %e, "index rejected validated points");

@@ -279,8 +279,8 @@ struct ScalarRequest {
     kind: ScalarType,
     #[serde(default)]
     quantile: Option<f64>,
-    /// Where Qdrant keeps the codes when vectors are on disk; Cairn keeps both in memory, so
-    /// either value gives the same answers.
+    /// Where Qdrant keeps the codes when vectors are on disk; Cairn keeps codes in memory
+    /// always, so either value gives the same answers.
     #[serde(default, rename = "always_ram")]
     _always_ram: Option<bool>,
 }
@@ -377,7 +377,34 @@ fn vector_codes(value: Option<&serde_json::Value>, field: &str) -> Result<Option
     }
 }
 
-/// Checks that `index` (of `field`) can keep row codes: graphs only.
+/// A vector's update with Qdrant 1.19's `memory` tier read as `on_disk` (`cold` is on disk,
+/// `cached` and `pinned` in RAM), so either spelling restates the collection's setting.
+fn memory_as_on_disk(diff: &serde_json::Value, field: &str) -> Result<serde_json::Value> {
+    let mut diff = diff.clone();
+    let Some(memory) = diff.as_object_mut().and_then(|d| d.remove("memory")) else {
+        return Ok(diff);
+    };
+    let on_disk = match memory.as_str() {
+        Some("cold") => true,
+        Some("cached" | "pinned") => false,
+        _ => {
+            return Err(ServerError::InvalidRequest(format!(
+                "{field}.memory: cached, pinned or cold, got {memory}"
+            )))
+        }
+    };
+    if diff
+        .get("on_disk")
+        .is_some_and(|given| *given != json!(on_disk))
+    {
+        return Err(ServerError::InvalidRequest(format!(
+            "{field}.memory {memory} contradicts {field}.on_disk"
+        )));
+    }
+    diff["on_disk"] = json!(on_disk);
+    Ok(diff)
+}
+
 /// Refuses `on_disk` vectors for an index that keeps its rows in memory only.
 fn check_on_disk(on_disk: bool, index: &IndexParams, field: &str) -> Result<()> {
     if !on_disk {
@@ -389,6 +416,7 @@ fn check_on_disk(on_disk: bool, index: &IndexParams, field: &str) -> Result<()> 
         .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))
 }
 
+/// Checks that `index` (of `field`) can keep row codes: graphs only.
 fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Result<()> {
     match (codes, index) {
         (Some(RowCodes::Rabitq), IndexParams::IpNswPlus(_)) => {
@@ -788,7 +816,7 @@ impl CollectionSettings {
             let space = self.space(name, &field)?;
             let hnsw = hnsw_json(space, self.full_scan_threshold);
             let current = json!({"hnsw_config": hnsw, "on_disk": space.on_disk});
-            same_as(&field, diff, &current, REBUILD)?;
+            same_as(&field, &memory_as_on_disk(diff, &field)?, &current, REBUILD)?;
         }
         Ok(())
     }

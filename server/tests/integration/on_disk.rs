@@ -244,6 +244,18 @@ fn on_disk_is_refused_where_an_index_keeps_its_rows_in_memory_and_is_checked_on_
         "/collections/mixed",
         Some(&json!({"vectors": {"a": {"on_disk": true}, "b": {"on_disk": false}}})),
     );
+    // Qdrant 1.19's spelling restates it too.
+    server.ok(
+        "PATCH",
+        "/collections/mixed",
+        Some(&json!({"vectors": {"a": {"memory": "cold"}, "b": {"memory": "cached"}}})),
+    );
+    let (status, body) = server.call(
+        "PATCH",
+        "/collections/mixed",
+        Some(&json!({"vectors": {"a": {"memory": "pinned"}}})),
+    );
+    assert_eq!(status, 400, "{body}");
     let (status, body) = server.call(
         "PATCH",
         "/collections/mixed",
