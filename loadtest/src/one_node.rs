@@ -168,12 +168,16 @@ impl Sampler {
         let thread = {
             let (stop, peak) = (stop.clone(), peak.clone());
             std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                // Sample first, so that a run shorter than the period still has a reading.
+                loop {
                     if let Some(now) = rss(pid) {
                         let mut peak = peak.lock();
                         peak.total = peak.total.max(now.total);
                         peak.anon = peak.anon.max(now.anon);
                         peak.file = peak.file.max(now.file);
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
                     }
                     std::thread::sleep(Duration::from_secs(1));
                 }
@@ -413,7 +417,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
     // Ground truth while the server idles, then the sweep.
     let queries = set.queries(args.queries);
     let t = Instant::now();
-    let truth = ground_truth(set, &queries)?;
+    // Seconds of scanning on this thread: the runtime's other workers keep serving meanwhile.
+    let truth = tokio::task::block_in_place(|| ground_truth(set, &queries))?;
     println!("# ground truth in {:.0} s", t.elapsed().as_secs_f64());
     let mut sweep = Vec::new();
     let mut sweep_full = Vec::new();
@@ -435,11 +440,15 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
 
     // Restart: a clean stop writes the index file; the start is timed until ready.
     let t = Instant::now();
-    server.stop()?;
+    tokio::task::block_in_place(|| server.stop())?;
     let stop_secs = t.elapsed().as_secs_f64();
-    let rss_peak = sampler.finish();
+    let mut rss_peak = sampler.finish();
+    // The readings taken here count too (a short run may fall between two samples).
+    rss_peak.total = rss_peak.total.max(rss_after.total);
+    rss_peak.anon = rss_peak.anon.max(rss_after.anon);
+    rss_peak.file = rss_peak.file.max(rss_after.file);
     let t = Instant::now();
-    server.restart()?;
+    tokio::task::block_in_place(|| server.restart())?;
     let restart_secs = t.elapsed().as_secs_f64();
     let pid = server.pid().context("the server runs")?;
     let rss_after_restart = rss(pid).context("reading the server's memory")?;
@@ -506,7 +515,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Report> {
         report.largest_on_disk / 1e6
     );
     emit_json(&report, args.json.as_deref())?;
-    server.stop()?;
+    tokio::task::block_in_place(|| server.stop())?;
     Ok(report)
 }
 
