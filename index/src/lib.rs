@@ -320,7 +320,7 @@ pub trait VectorIndex: Send + Sync {
         self.store().codes()
     }
     /// Serialises the whole index into `out` (see [`persist`] for the file around it).
-    fn write_to(&self, out: &mut Vec<u8>);
+    fn write_to(&self, out: &mut dyn persist::codec::Sink);
     /// Bytes of RAM the index holds, for metrics and the bytes-per-vector benchmark: rows in a
     /// mapped file ([`Placement::Mapped`]) are left out, as the kernel may page them out.
     fn memory_bytes(&self) -> usize;

@@ -210,8 +210,6 @@ impl Index {
     /// temporary file and renamed, so a crash leaves the old file or the new one).
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         py.allow_threads(|| {
-            let mut payload = Vec::new();
-            self.inner.write_to(&mut payload);
             let header = FileHeader {
                 kind: self.inner.kind(),
                 metric: self.inner.metric(),
@@ -219,7 +217,8 @@ impl Index {
                 count: self.inner.len() as u64,
                 applied_seq: 0,
             };
-            persist::write_file(&path, &header, &payload)
+            // Streamed to the file: saving an index needs no second copy of it in memory.
+            persist::write_file_with(&path, &header, |out| self.inner.write_to(out))
         })
         .map_err(py_error)
     }

@@ -4,7 +4,7 @@
 //! other index answers `exact` queries with it too.
 
 use crate::distance::Metric;
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
@@ -72,7 +72,7 @@ impl VectorIndex for FlatIndex {
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         self.store.write().append(vectors)
     }
-    fn write_to(&self, out: &mut Vec<u8>) {
+    fn write_to(&self, out: &mut dyn Sink) {
         let store = self.store.read();
         let mut e = Encoder::new(out);
         e.u8(store.metric().tag());

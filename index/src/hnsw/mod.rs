@@ -36,6 +36,7 @@ pub(crate) use persist::validate_lists;
 pub(crate) use search::{best_first, Seeds};
 
 use crate::distance::Metric;
+use crate::persist::codec::Sink;
 use crate::store::{HoldsStore, Opening, Placement, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
@@ -342,7 +343,7 @@ impl VectorIndex for Hnsw {
             None => graph.store.codes(),
         }
     }
-    fn write_to(&self, out: &mut Vec<u8>) {
+    fn write_to(&self, out: &mut dyn Sink) {
         persist::write(self, out);
     }
     fn memory_bytes(&self) -> usize {

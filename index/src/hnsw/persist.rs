@@ -11,11 +11,11 @@ use parking_lot::Mutex;
 
 use super::{Graph, Hnsw, HnswParams};
 use crate::distance::Metric;
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{Placement, VectorStore};
 use crate::{IndexError, Result};
 
-pub(super) fn write(index: &Hnsw, out: &mut Vec<u8>) {
+pub(super) fn write(index: &Hnsw, out: &mut dyn Sink) {
     // Hold the add lock so no batch is half-linked in the snapshot.
     let _no_adds = index.add_lock.lock();
     let graph = index.graph.read();

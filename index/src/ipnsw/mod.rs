@@ -40,6 +40,7 @@ pub use params::IpNswPlusParams;
 
 use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
+use crate::persist::codec::Sink;
 use crate::store::{Opening, Placement, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
@@ -248,7 +249,7 @@ impl VectorIndex for IpNswPlus {
         // stage scores a few dozen directions).
         self.ip.write().store.set_codes(codes)
     }
-    fn write_to(&self, out: &mut Vec<u8>) {
+    fn write_to(&self, out: &mut dyn Sink) {
         let _no_adds = self.add_lock.lock();
         persist::write(self, out);
     }

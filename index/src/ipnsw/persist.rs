@@ -8,12 +8,12 @@ use parking_lot::Mutex;
 use super::{IpNswPlus, IpNswPlusParams};
 use crate::distance::Metric;
 use crate::hnsw::{validate_lists, Graph, Hnsw};
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{Placement, VectorStore};
 use crate::{IndexError, Result, VectorIndex};
 
 /// Writes the index; the caller holds the add lock so no batch is half-linked.
-pub(super) fn write(index: &IpNswPlus, out: &mut Vec<u8>) {
+pub(super) fn write(index: &IpNswPlus, out: &mut dyn Sink) {
     let p = index.params;
     let ip = index.ip.read();
     let mut e = Encoder::new(out);

@@ -37,7 +37,7 @@ pub use params::LshParams;
 
 use crate::distance::simd::dot;
 use crate::distance::Metric;
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
@@ -329,7 +329,7 @@ impl VectorIndex for RangeLsh {
         }
         Ok(first as Slot)
     }
-    fn write_to(&self, out: &mut Vec<u8>) {
+    fn write_to(&self, out: &mut dyn Sink) {
         let inner = self.inner.read();
         let p = self.params;
         let mut e = Encoder::new(out);

@@ -22,8 +22,10 @@
 
 pub mod codec;
 
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
+
+use codec::Sink;
 
 use crate::distance::Metric;
 use crate::{IndexError, IndexKind, Result};
@@ -58,6 +60,19 @@ pub fn encode(header: &FileHeader, payload: &[u8]) -> Vec<u8> {
 
 /// The header of `payload`, checksum included.
 fn encode_header(header: &FileHeader, payload: &[u8]) -> [u8; HEADER_LEN] {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(payload);
+    header_with(header, payload.len() as u64, &crc)
+}
+
+/// The header of a payload of `payload_len` bytes whose checksum state is `payload_crc`:
+/// the file's checksum covers bytes 0..48 and then the payload, and CRC-32 states combine,
+/// so a streamed payload needs no second pass.
+fn header_with(
+    header: &FileHeader,
+    payload_len: u64,
+    payload_crc: &crc32fast::Hasher,
+) -> [u8; HEADER_LEN] {
     let mut out = Vec::with_capacity(HEADER_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -67,10 +82,10 @@ fn encode_header(header: &FileHeader, payload: &[u8]) -> [u8; HEADER_LEN] {
     out.extend_from_slice(&header.dim.to_le_bytes());
     out.extend_from_slice(&header.count.to_le_bytes());
     out.extend_from_slice(&header.applied_seq.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&payload_len.to_le_bytes());
     let mut crc = crc32fast::Hasher::new();
     crc.update(&out);
-    crc.update(payload);
+    crc.combine(payload_crc);
     out.extend_from_slice(&crc.finalize().to_le_bytes());
     out.try_into().expect("the header is 52 bytes")
 }
@@ -120,22 +135,132 @@ pub fn decode(bytes: &[u8]) -> Result<(FileHeader, &[u8])> {
     Ok((header, payload))
 }
 
-/// Writes `header` + `payload` to `path` atomically (temp file, fsync, rename, dir fsync).
+/// Writes `header` + `payload` to `path` atomically (see [`write_file_with`]).
 pub fn write_file(path: &Path, header: &FileHeader, payload: &[u8]) -> Result<()> {
-    // Header and payload are written apart, so the payload is never copied.
-    let head = encode_header(header, payload);
+    write_file_with(path, header, |out| out.put(payload))
+}
+
+/// Writes the file whose payload `write` encodes, atomically: `<name>.tmp`, fsync, rename,
+/// directory fsync.
+///
+/// The payload goes to disk as it is encoded, through a small buffer: a snapshot of a
+/// collection near a node's memory must not need that memory twice. Its length and checksum
+/// are only known at the end, so the header is written last, over a placeholder.
+pub fn write_file_with(
+    path: &Path,
+    header: &FileHeader,
+    write: impl FnOnce(&mut dyn Sink),
+) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    {
-        let mut file = fs_err::File::create(&tmp)?;
-        file.write_all(&head)?;
-        file.write_all(payload)?;
-        file.sync_all()?;
+    let written = (|| {
+        let mut sink = FileSink::create(&tmp)?;
+        write(&mut sink);
+        sink.finish(header)
+    })();
+    if let Err(e) = written {
+        // A half-written file is useless; the next attempt starts over.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     fs_err::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         fs_err::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// A [`Sink`] into an index file: the payload is written and checksummed as it comes, and a
+/// nested string's length is patched in place once its end is reached.
+struct FileSink {
+    file: std::io::BufWriter<fs_err::File>,
+    /// Payload bytes so far (the file offset is `HEADER_LEN` more).
+    len: u64,
+    /// The checksum of the innermost open string's bytes (of the payload, at the top).
+    crc: crc32fast::Hasher,
+    /// The checksums of the strings the innermost one is nested in, outermost first.
+    outer: Vec<crc32fast::Hasher>,
+    /// The first write error; later writes are skipped.
+    error: Option<std::io::Error>,
+}
+
+impl FileSink {
+    fn create(path: &Path) -> Result<Self> {
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, fs_err::File::create(path)?);
+        file.write_all(&[0; HEADER_LEN])?;
+        Ok(Self {
+            file,
+            len: 0,
+            crc: crc32fast::Hasher::new(),
+            outer: Vec::new(),
+            error: None,
+        })
+    }
+
+    /// Writes `bytes` at the end of the file, unless an earlier write failed.
+    fn raw(&mut self, bytes: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.file.write_all(bytes) {
+                self.error = Some(e);
+            }
+        }
+        self.len += bytes.len() as u64;
+    }
+
+    /// Writes `bytes` at payload offset `at`, then returns to the end.
+    fn patch(&mut self, at: u64, bytes: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        let end = HEADER_LEN as u64 + self.len;
+        let patched = (|| {
+            self.file.seek(SeekFrom::Start(HEADER_LEN as u64 + at))?;
+            self.file.write_all(bytes)?;
+            self.file.seek(SeekFrom::Start(end)).map(|_| ())
+        })();
+        if let Err(e) = patched {
+            self.error = Some(e);
+        }
+    }
+
+    fn finish(mut self, header: &FileHeader) -> Result<()> {
+        debug_assert!(self.outer.is_empty(), "a nested string was left open");
+        if let Some(e) = self.error.take() {
+            return Err(e.into());
+        }
+        let head = header_with(header, self.len, &self.crc);
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(&head)?;
+        let file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(())
+    }
+}
+
+impl Sink for FileSink {
+    fn put(&mut self, bytes: &[u8]) {
+        self.crc.update(bytes);
+        self.raw(bytes);
+    }
+
+    fn begin_nested(&mut self) -> u64 {
+        let mark = self.len;
+        // The placeholder is not checksummed: the length it becomes is, in `end_nested`.
+        self.raw(&0u64.to_le_bytes());
+        self.outer
+            .push(std::mem::replace(&mut self.crc, crc32fast::Hasher::new()));
+        mark
+    }
+
+    fn end_nested(&mut self, mark: u64) {
+        let len = self.len - mark - 8;
+        self.patch(mark, &len.to_le_bytes());
+        let inner = std::mem::replace(
+            &mut self.crc,
+            self.outer.pop().expect("end_nested without begin_nested"),
+        );
+        self.crc.update(&len.to_le_bytes());
+        self.crc.combine(&inner);
+    }
 }
 
 /// A file's payload, mapped read-only: a multi-gigabyte index is decoded from the page
@@ -184,6 +309,7 @@ pub fn read_file(path: &Path) -> Result<(FileHeader, Payload)> {
 
 #[cfg(test)]
 mod tests {
+    use super::codec::Encoder;
     use super::*;
 
     fn header() -> FileHeader {
@@ -234,6 +360,36 @@ mod tests {
         let (_, payload) = read_file(&path).unwrap();
         assert_eq!(&*payload, b"two");
         assert!(!path.with_extension("tmp").is_file());
+    }
+
+    /// A streamed file with nested strings, three deep, reads back as the same bytes encoded
+    /// in memory, checksum included: the patched lengths and the combined CRC agree.
+    #[test]
+    fn streamed_file_equals_the_file_encoded_in_memory() {
+        fn payload(out: &mut dyn Sink) {
+            let mut e = Encoder::new(out);
+            e.u64(5);
+            e.nested(|out| {
+                let mut e = Encoder::new(out);
+                e.f32s(&(0..10_000).map(|i| i as f32).collect::<Vec<_>>());
+                e.nested(|out| {
+                    let mut e = Encoder::new(out);
+                    e.bytes(b"deepest");
+                    e.nested(|_| {});
+                });
+                e.u32(9);
+            });
+            e.bytes(b"after");
+        }
+        let mut in_memory = Vec::new();
+        payload(&mut in_memory);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.bin");
+        write_file_with(&path, &header(), payload).unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk, encode(&header(), &in_memory));
+        let (_, read) = read_file(&path).unwrap();
+        assert_eq!(&*read, &in_memory[..]);
     }
 
     /// A file checked in at format version 1 must keep loading (tantivy's compat tests).

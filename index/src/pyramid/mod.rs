@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distance::{norm, normalize, Metric};
 use crate::hnsw::{Hnsw, HnswParams};
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::{IndexError, Result, SearchParams, SearchStats, VectorIndex};
 
 /// Trains k-means centres; implemented with FAISS by `cairn-faiss`.
@@ -538,7 +538,7 @@ impl MetaIndex {
     }
 
     /// Serialises the meta-index (the caller wraps it in a checksummed file, as for indexes).
-    pub fn write_to(&self, out: &mut Vec<u8>) {
+    pub fn write_to(&self, out: &mut dyn Sink) {
         let mut meta = Vec::new();
         self.meta.write_to(&mut meta);
         let mut e = Encoder::new(out);

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
 use crate::distance::Metric;
-use crate::persist::codec::{Decoder, Encoder};
+use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::TopK;
@@ -256,7 +256,7 @@ impl VectorIndex for QuantizedIndex {
         }
         Ok(first as Slot)
     }
-    fn write_to(&self, out: &mut Vec<u8>) {
+    fn write_to(&self, out: &mut dyn Sink) {
         let _no_adds = self.add_lock.lock();
         let inner = self.inner.read();
         let mut e = Encoder::new(out);

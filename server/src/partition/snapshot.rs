@@ -17,33 +17,14 @@ use crate::error::{Result, ServerError};
 use crate::request::CollectionSettings;
 
 /// Writes the current index as of `applied_seq`, then trims the op log behind it.
+///
+/// The file is streamed as it is encoded, so a snapshot costs no memory beyond a write
+/// buffer. Locks are held for the whole write, but only the applier (this thread) changes
+/// the index and the table, and searches only read them.
 pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
     let started = std::time::Instant::now();
     let live = shared.live();
     let table = live.table.read();
-    let mut payload = Vec::new();
-    let mut e = Encoder::new(&mut payload);
-    e.nested(|out| live.index.write_to(out));
-    e.u64(table.slots.len() as u64);
-    for slot in &table.slots {
-        match slot {
-            None => e.u8(0),
-            Some(entry) => {
-                e.u8(1);
-                e.bytes(&keys::encode(&entry.id));
-                e.u64(entry.version);
-            }
-        }
-    }
-    let owners = table.extra_owners();
-    for (position, (name, index)) in live.extras.iter().enumerate() {
-        e.bytes(name.as_bytes());
-        e.nested(|out| index.write_to(out));
-        let own = owners.get(position).map_or(&[][..], Vec::as_slice);
-        // Every slot of the index, those never published included.
-        let slots = index.len();
-        e.u32s((0..slots).map(|s| own.get(s).copied().unwrap_or(NO_SLOT)));
-    }
     let header = FileHeader {
         kind: live.index.kind(),
         metric: live.index.metric(),
@@ -51,13 +32,38 @@ pub(super) fn write(shared: &Shared, applied_seq: u64) -> Result<()> {
         count: live.index.len() as u64,
         applied_seq,
     };
+    let path = paths::snapshot(&shared.dir);
+    persist::write_file_with(&path, &header, |out| {
+        let mut e = Encoder::new(out);
+        e.nested(|out| live.index.write_to(out));
+        e.u64(table.slots.len() as u64);
+        for slot in &table.slots {
+            match slot {
+                None => e.u8(0),
+                Some(entry) => {
+                    e.u8(1);
+                    e.bytes(&keys::encode(&entry.id));
+                    e.u64(entry.version);
+                }
+            }
+        }
+        let owners = table.extra_owners();
+        for (position, (name, index)) in live.extras.iter().enumerate() {
+            e.bytes(name.as_bytes());
+            e.nested(|out| index.write_to(out));
+            let own = owners.get(position).map_or(&[][..], Vec::as_slice);
+            // Every slot of the index, those never published included.
+            let slots = index.len();
+            e.u32s((0..slots).map(|s| own.get(s).copied().unwrap_or(NO_SLOT)));
+        }
+    })?;
     drop(table);
-    persist::write_file(&paths::snapshot(&shared.dir), &header, &payload)?;
     let keep_from = applied_seq.saturating_sub(shared.storage.oplog_retention_ops);
     if keep_from > 0 {
         shared.store.trim_oplog_below(keep_from)?;
     }
-    tracing::debug!(collection = %shared.name, applied_seq, bytes = payload.len(), ms = started.elapsed().as_millis() as u64, "snapshot written");
+    let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    tracing::debug!(collection = %shared.name, applied_seq, bytes, ms = started.elapsed().as_millis() as u64, "snapshot written");
     Ok(())
 }
 
