@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::live::{LiveIndex, SlotEntry};
+use super::live::{BuildPoint, LiveIndex};
 use super::{snapshot, ApplyJob, ApplyOp, Shared};
 
 /// How often an idle applier wakes to check the snapshot timer.
@@ -137,33 +137,29 @@ fn vacuum_due(shared: &Shared) -> bool {
 fn vacuum(shared: &Shared) -> bool {
     let started = Instant::now();
     let old = shared.live();
-    let (entries, vectors, extra) = {
-        let table = old.table.read();
-        let mut vectors = Vec::with_capacity(table.live() * shared.settings.dim);
-        let mut entries: Vec<SlotEntry> = Vec::with_capacity(table.live());
-        let mut extra = Vec::new();
-        for &slot in table.by_id.values() {
-            if let (Some(entry), Some(v)) = (table.entry(slot), old.index.vector(slot)) {
-                if !old.extras.is_empty() {
-                    extra.push(old.extra_vectors(entry));
-                }
-                entries.push(entry.clone());
-                vectors.extend_from_slice(&v);
-            }
-        }
-        (entries, vectors, extra)
-    };
     let dead = old.table.read().dead;
     let schema = shared.payload_schema.read().clone();
-    match LiveIndex::build(
-        &shared.settings,
-        &schema,
-        &shared.trainers,
-        &shared.dir,
-        entries,
-        &vectors,
-        &extra,
-    ) {
+    let built = {
+        // Streamed from the old index a chunk at a time. Its table stays read-locked through
+        // the build, which blocks nobody: only this thread writes it.
+        let table = old.table.read();
+        let points = table.by_id.values().filter_map(|&slot| {
+            let entry = table.entry(slot)?;
+            Some(Ok(BuildPoint {
+                entry: entry.clone(),
+                vector: old.index.vector(slot)?,
+                extra: old.extra_vectors(entry),
+            }))
+        });
+        LiveIndex::build(
+            &shared.settings,
+            &schema,
+            &shared.trainers,
+            &shared.dir,
+            points,
+        )
+    };
+    match built {
         Ok(fresh) => {
             *shared.live.write() = Arc::new(fresh);
             // A payload index created or dropped during the rebuild: the fresh table follows

@@ -27,6 +27,16 @@ use crate::request::CollectionSettings;
 /// Points added per `index.add` call when building (each call links in parallel).
 const BUILD_CHUNK: usize = 8192;
 
+/// A point to build indexes with ([`LiveIndex::build`]).
+pub struct BuildPoint {
+    /// Its table entry (its `extra` slots are filled in by the build).
+    pub entry: SlotEntry,
+    /// Its main vector.
+    pub vector: Vec<f32>,
+    /// Its dense vectors beside the main one, by name.
+    pub extra: BTreeMap<String, Vec<f32>>,
+}
+
 /// An extra vector's slot that no published point holds (or a point's lack of that vector).
 pub const NO_SLOT: Slot = Slot::MAX;
 
@@ -276,46 +286,52 @@ impl LiveIndex {
         })
     }
 
-    /// Fresh indexes over `entries` (in order), their row-major main `vectors` and their
-    /// other dense vectors (`extra`: one map per entry, or none at all when the collection
-    /// has no vectors beside the main one).
+    /// Fresh indexes over `points`, in order, taken [`BUILD_CHUNK`] at a time: a rebuild
+    /// or a vacuum holds one chunk beside the indexes, never every vector at once.
     pub fn build(
         settings: &CollectionSettings,
         schema: &PayloadSchema,
         trainers: &Trainers,
         dir: &Path,
-        mut entries: Vec<SlotEntry>,
-        vectors: &[f32],
-        extra: &[BTreeMap<String, Vec<f32>>],
+        points: impl Iterator<Item = Result<BuildPoint>>,
     ) -> Result<Self> {
         let live = Self::empty(settings, trainers, dir)?;
-        // The other vectors first: each entry learns its slots before it is published.
-        for entry in &mut entries {
-            entry.extra = vec![NO_SLOT; live.extras.len()];
-        }
-        for (position, (name, index)) in live.extras.iter().enumerate() {
-            let holders: Vec<(usize, &Vec<f32>)> = extra
-                .iter()
-                .enumerate()
-                .filter_map(|(k, vectors)| vectors.get(name).map(|v| (k, v)))
-                .collect();
-            for chunk in holders.chunks(BUILD_CHUNK) {
-                let rows: Vec<f32> = chunk.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-                let first = index.add(&rows)?;
-                for (offset, &(k, _)) in chunk.iter().enumerate() {
-                    entries[k].extra[position] = first + offset as Slot;
-                }
-            }
-        }
         let mut table = live.table.write();
         // Empty indexes first: publishing the points fills them.
         table.sync_payload_schema(schema);
-        let dim = settings.dim;
-        let mut entries = entries.into_iter();
-        for chunk in vectors.chunks(BUILD_CHUNK * dim) {
-            let first = live.index.add(chunk)?;
-            for (offset, entry) in entries.by_ref().take(chunk.len() / dim).enumerate() {
-                table.publish(first + offset as Slot, entry);
+        let mut points = points.peekable();
+        while points.peek().is_some() {
+            let mut chunk = points
+                .by_ref()
+                .take(BUILD_CHUNK)
+                .collect::<Result<Vec<BuildPoint>>>()?;
+            // The other vectors first: each entry learns its slots before it is published.
+            for point in &mut chunk {
+                point.entry.extra = vec![NO_SLOT; live.extras.len()];
+            }
+            for (position, (name, index)) in live.extras.iter().enumerate() {
+                let holders: Vec<usize> = (0..chunk.len())
+                    .filter(|&k| chunk[k].extra.contains_key(name))
+                    .collect();
+                if holders.is_empty() {
+                    continue;
+                }
+                let rows: Vec<f32> = holders
+                    .iter()
+                    .flat_map(|&k| chunk[k].extra[name].iter().copied())
+                    .collect();
+                let first = index.add(&rows)?;
+                for (offset, &k) in holders.iter().enumerate() {
+                    chunk[k].entry.extra[position] = first + offset as Slot;
+                }
+            }
+            let rows: Vec<f32> = chunk
+                .iter()
+                .flat_map(|p| p.vector.iter().copied())
+                .collect();
+            let first = live.index.add(&rows)?;
+            for (offset, point) in chunk.into_iter().enumerate() {
+                table.publish(first + offset as Slot, point.entry);
             }
         }
         drop(table);

@@ -10,7 +10,7 @@ use cairn_index::Trainers;
 use cairn_storage::PartitionStore;
 
 use super::keys::{self, parse_payload};
-use super::live::{LiveIndex, SlotEntry};
+use super::live::{BuildPoint, LiveIndex, SlotEntry};
 use super::payload_index::PayloadSchema;
 use super::{snapshot, LoadReport};
 use crate::error::{Result, ServerError};
@@ -80,13 +80,37 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
         report.replayed_ops += 1;
         touched.extend(entry.keys.iter().filter_map(|k| keys::decode(k)));
     }
-    // 2. Current versions and payloads; anything touched or out of date is re-read.
-    let mut stored: BTreeMap<PointId, StoredMeta> = BTreeMap::new();
+    // 2. Current versions and payloads, streamed from the store: a point that agrees with
+    // the snapshot gets its payload at once, and only those to re-read are kept. Collecting
+    // every stored point first would cost a map entry per point at every start, heap the
+    // allocator keeps long after.
+    let mut table = live.table.write();
+    let mut seen = vec![false; table.slots.len()];
+    let mut stale: Vec<(PointId, StoredMeta)> = Vec::new();
+    let mut repaired = 0;
     for item in store.scan_meta()? {
         let record = item?;
         let id = keys::decode(&record.key)
             .ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
-        stored.insert(
+        let slot = table.by_id.get(&id).copied();
+        if let Some(slot) = slot {
+            seen[slot as usize] = true;
+            if table
+                .entry(slot)
+                .is_some_and(|e| e.version == record.version)
+                && !touched.contains(&id)
+            {
+                // The snapshot's indexes hold its other vectors already: they are not read.
+                table.attach(
+                    slot,
+                    parse_payload(record.payload)?,
+                    keys::sparse_from_stored(record.sparse),
+                );
+                continue;
+            }
+        }
+        repaired += u64::from(!touched.contains(&id));
+        stale.push((
             id,
             StoredMeta {
                 version: record.version,
@@ -94,32 +118,14 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
                 sparse: keys::sparse_from_stored(record.sparse),
                 extra: keys::extra_from_stored(record.extra),
             },
-        );
+        ));
     }
-    let mut table = live.table.write();
-    let mut stale: Vec<PointId> = Vec::new();
-    let mut repaired = 0;
-    for (id, meta) in &mut stored {
-        match table.by_id.get(id).copied() {
-            Some(slot)
-                if table.entry(slot).is_some_and(|e| e.version == meta.version)
-                    && !touched.contains(id) =>
-            {
-                table.attach(slot, meta.payload.take(), std::mem::take(&mut meta.sparse));
-                // The snapshot's indexes hold its other vectors already: no second copy.
-                meta.extra.clear();
-            }
-            _ => {
-                repaired += u64::from(!touched.contains(id));
-                stale.push(*id);
-            }
-        }
-    }
+    // Points in the snapshot the store no longer has.
     let gone: Vec<PointId> = table
         .by_id
-        .keys()
-        .filter(|id| !stored.contains_key(id))
-        .copied()
+        .iter()
+        .filter(|&(_, &slot)| !seen[slot as usize])
+        .map(|(id, _)| *id)
         .collect();
     repaired += gone.iter().filter(|id| !touched.contains(id)).count() as u64;
     for id in &gone {
@@ -128,10 +134,7 @@ fn from_snapshot(store: &PartitionStore, loaded: snapshot::Loaded) -> Result<Rec
     drop(table);
     // 3. Re-insert stale points with their stored vectors, grouped by version.
     let mut by_version: BTreeMap<u64, Vec<NewPoint>> = BTreeMap::new();
-    for id in stale {
-        let Some(meta) = stored.remove(&id) else {
-            continue;
-        };
+    for (id, meta) in stale {
         let vector = store
             .get_vector(&keys::encode(&id))?
             .ok_or_else(|| ServerError::Internal(format!("point {id} has no stored vector")))?;
@@ -168,10 +171,7 @@ fn rebuild(
     dir: &std::path::Path,
     last_seq: u64,
 ) -> Result<Recovered> {
-    let mut entries = Vec::new();
-    let mut vectors = Vec::new();
-    let mut extra = Vec::new();
-    for item in store.scan_points()? {
+    let points = store.scan_points()?.map(|item| {
         let (key, point) = item?;
         let id = keys::decode(&key)
             .ok_or_else(|| ServerError::Internal("undecodable point key".into()))?;
@@ -181,33 +181,30 @@ fn rebuild(
                 point.vector.len()
             )));
         }
-        vectors.extend_from_slice(&point.vector);
-        if !settings.extra_vectors.is_empty() {
-            extra.push(keys::extra_from_stored(point.extra));
-        }
-        entries.push(SlotEntry {
-            id,
-            version: point.version,
-            payload: parse_payload(point.payload)?,
-            sparse: keys::sparse_from_stored(point.sparse),
-            extra: Vec::new(),
-        });
-    }
-    let source = if entries.is_empty() && last_seq == 0 {
+        let extra = if settings.extra_vectors.is_empty() {
+            BTreeMap::new()
+        } else {
+            keys::extra_from_stored(point.extra)
+        };
+        Ok(BuildPoint {
+            entry: SlotEntry {
+                id,
+                version: point.version,
+                payload: parse_payload(point.payload)?,
+                sparse: keys::sparse_from_stored(point.sparse),
+                extra: Vec::new(),
+            },
+            vector: point.vector,
+            extra,
+        })
+    });
+    // Payload indexes are built by the caller, which holds the schema, once the table is up.
+    let live = LiveIndex::build(settings, &PayloadSchema::new(), trainers, dir, points)?;
+    let source = if live.index.is_empty() && last_seq == 0 {
         "new"
     } else {
         "rebuilt"
     };
-    // Payload indexes are built by the caller, which holds the schema, once the table is up.
-    let live = LiveIndex::build(
-        settings,
-        &PayloadSchema::new(),
-        trainers,
-        dir,
-        entries,
-        &vectors,
-        &extra,
-    )?;
     // Everything up to `last_seq` is in the index now; the applier snapshots it soon.
     let report = LoadReport {
         index_source: source.into(),
