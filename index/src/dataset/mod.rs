@@ -1,8 +1,10 @@
 //! Datasets for tests and benchmarks: TEXMEX fvecs/ivecs/bvecs readers, seeded synthetic
 //! generators, exact ground truth and recall@k.
 
+mod norm_bias;
 mod synthetic;
 
+pub use norm_bias::{long_tailed_with_bias, norm_bias, BiasedSet};
 pub use synthetic::{clustered_gaussian, clustered_with_structure, long_tailed_norms, ClusterSpec};
 
 use std::path::Path;

@@ -84,3 +84,30 @@ fn load_dataset_reads_bvecs_when_present() {
     assert_eq!(d.queries.len(), 1);
     assert_eq!(d.ground_truth, vec![vec![0, 1]]);
 }
+
+/// The norm-bias knob: σ moves the statistic from norms that hardly matter to norms that
+/// decide every answer, and the bisection lands near the target it is given.
+#[test]
+fn long_tailed_sets_are_made_for_a_norm_bias() {
+    let queries = long_tailed_norms(60, 16, 0.0, 2);
+    let bias_at = |sigma: f32| {
+        let base = long_tailed_norms(4_000, 16, sigma, 1);
+        norm_bias(
+            &base,
+            &ground_truth(&base, &queries, Metric::InnerProduct, 10),
+        )
+    };
+    let (flat, steep) = (bias_at(0.01), bias_at(1.5));
+    assert!(flat < 0.3, "σ 0.01: bias {flat}");
+    assert!(steep > 0.95, "σ 1.5: bias {steep}");
+    for target in [0.6, 0.8] {
+        let set = long_tailed_with_bias(4_000, 16, 1, &queries, target);
+        assert!(
+            (set.bias - target).abs() < 0.05,
+            "target {target}: σ {} gave {}",
+            set.sigma,
+            set.bias
+        );
+        assert_eq!(set.base, long_tailed_norms(4_000, 16, set.sigma, 1));
+    }
+}

@@ -11,7 +11,7 @@ use std::time::Instant;
 use cairn_faiss::baseline::FaissIndex;
 use cairn_index::dataset::{
     clustered_gaussian, clustered_with_structure, ground_truth, load_dataset, long_tailed_norms,
-    recall_at_k, shared_data_dir, ClusterSpec, Vectors,
+    long_tailed_with_bias, recall_at_k, shared_data_dir, ClusterSpec, Vectors,
 };
 use cairn_index::{Metric, SearchParams, VectorIndex};
 
@@ -90,30 +90,72 @@ pub fn hard_synthetic(size_var: &str) -> Option<Set> {
     ))
 }
 
-/// The MIPS benches' sets, searched by inner product: `movielens-mips`; a synthetic
-/// long-tailed set of `CAIRN_BENCH_MIPS_N` (default 200,000) × 64 — uniform directions,
-/// log-normal norms with σ = 0.8 (the spread of movielens-mips' norms), seed 42, 500
-/// unit-norm queries (seed 4242); and `siftsmall` and `glove50-5k-angular` as controls whose
-/// norms are not long-tailed.
+/// The MIPS benches' sets, searched by inner product:
+/// - `movielens-mips`;
+/// - a synthetic long-tailed set of `CAIRN_BENCH_MIPS_N` (default 200,000) × 64: uniform
+///   directions, log-normal norms with σ = 0.8 (the spread of movielens-mips' norms), seed
+///   42, 500 unit-norm queries (seed 4242) — its norm bias is 1.0;
+/// - the same directions and queries with the σ that gives each norm bias of
+///   `CAIRN_BENCH_MIPS_BIAS` (default `0.65,0.85`; see `long_tailed_with_bias`), named
+///   `longtail200k-b0.65` and so on;
+/// - `siftsmall` and `glove50-5k-angular` (GloVe as published, unnormalised).
+///
+/// `CAIRN_BENCH_MIPS_SETS` (comma-separated name prefixes) keeps only the sets named.
 pub fn mips_sets() -> Vec<Set> {
     let n = env_usize("CAIRN_BENCH_MIPS_N", 200_000);
-    let long_tailed = (n > 0).then(|| {
-        Set::new(
-            format!("longtail{}k", n / 1000),
+    let wanted = |name: &str| match std::env::var("CAIRN_BENCH_MIPS_SETS") {
+        Ok(list) => list
+            .split(',')
+            .any(|prefix| name.starts_with(prefix.trim())),
+        Err(_) => true,
+    };
+    let queries = long_tailed_norms(500, 64, 0.0, 4242);
+    let mut sets = Vec::new();
+    if let Some(set) = wanted("movielens-mips")
+        .then(|| shared("movielens-mips", Metric::InnerProduct))
+        .flatten()
+    {
+        sets.push(set);
+    }
+    let long = format!("longtail{}k", n / 1000);
+    if n > 0 && wanted(&long) {
+        sets.push(Set::new(
+            long.clone(),
             Metric::InnerProduct,
             long_tailed_norms(n, 64, 0.8, 42),
-            long_tailed_norms(500, 64, 0.0, 4242),
-        )
-    });
-    [
-        shared("movielens-mips", Metric::InnerProduct),
-        long_tailed,
-        shared("siftsmall", Metric::InnerProduct),
-        shared("glove50-5k-angular", Metric::InnerProduct),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+            queries.clone(),
+        ));
+    }
+    let biases = std::env::var("CAIRN_BENCH_MIPS_BIAS").unwrap_or_else(|_| "0.65,0.85".into());
+    for target in biases
+        .split(',')
+        .filter_map(|b| b.trim().parse::<f64>().ok())
+    {
+        let name = format!("{long}-b{target}");
+        if n == 0 || !wanted(&name) {
+            continue;
+        }
+        let made = long_tailed_with_bias(n, 64, 42, &queries, target);
+        eprintln!(
+            "{name}: σ {:.4} gives norm bias {:.3} (target {target})",
+            made.sigma, made.bias
+        );
+        sets.push(Set::new(
+            name,
+            Metric::InnerProduct,
+            made.base,
+            queries.clone(),
+        ));
+    }
+    for name in ["siftsmall", "glove50-5k-angular"] {
+        if let Some(set) = wanted(name)
+            .then(|| shared(name, Metric::InnerProduct))
+            .flatten()
+        {
+            sets.push(set);
+        }
+    }
+    sets
 }
 
 /// A size knob from the environment (`0` usually means "skip").
@@ -124,10 +166,21 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// One side of a comparison: search one query at `ef`.
+/// One side of a comparison: search one query at `ef` (for a side without one, its own
+/// knob of work per query, with its own ladders).
 pub trait Side {
     /// The top-`K` slots, best first, and the distance computations spent when known.
     fn knn(&self, query: &[f32], ef: usize) -> (Vec<u32>, Option<u64>);
+
+    /// The knob values calibration chooses from, smallest first.
+    fn ladder(&self) -> Vec<usize> {
+        fine_ladder()
+    }
+
+    /// The knob values of the recall curves, smallest first.
+    fn curve(&self) -> Vec<usize> {
+        EF_LADDER.to_vec()
+    }
 
     /// The top-`K` of every query, and the distance computations per query summed when known.
     /// One `knn` per query unless the side has a batch path of its own.
@@ -255,11 +308,11 @@ pub fn fine_ladder() -> Vec<usize> {
     ladder
 }
 
-/// The smallest `ef` of [`fine_ladder`] reaching `target`, with the recall it reached, found
+/// The smallest `ef` of the side's ladder ([`fine_ladder`] for a graph) reaching `target`, with the recall it reached, found
 /// by binary search (recall grows with `ef`; a dip of a query or two between neighbouring
 /// rungs can only make the answer one rung more expensive).
 pub fn calibrate(side: &dyn Side, set: &Set, target: f64) -> Option<(usize, f64)> {
-    let ladder = fine_ladder();
+    let ladder = side.ladder();
     let top = pass(side, set, ladder[ladder.len() - 1]);
     if top.recall < target {
         return None;
