@@ -37,6 +37,34 @@ pub struct BuildPoint {
     pub extra: BTreeMap<String, Vec<f32>>,
 }
 
+/// Links the vectors beside the main one of `count` points (`extra_of(k)`: point k's, by
+/// name) into their indexes, one batch per index: for each point, its slot in each index
+/// ([`NO_SLOT`] where it has no such vector). An error names the vector whose index refused.
+fn link_extras<'a>(
+    extras: &'a [(String, Box<dyn VectorIndex>)],
+    count: usize,
+    extra_of: impl Fn(usize) -> &'a BTreeMap<String, Vec<f32>>,
+) -> std::result::Result<Vec<Vec<Slot>>, (&'a str, cairn_index::IndexError)> {
+    let mut slots = vec![vec![NO_SLOT; extras.len()]; count];
+    for (position, (name, index)) in extras.iter().enumerate() {
+        let holders: Vec<usize> = (0..count)
+            .filter(|&k| extra_of(k).contains_key(name))
+            .collect();
+        if holders.is_empty() {
+            continue;
+        }
+        let rows: Vec<f32> = holders
+            .iter()
+            .flat_map(|&k| extra_of(k)[name].iter().copied())
+            .collect();
+        let first = index.add(&rows).map_err(|e| (name.as_str(), e))?;
+        for (offset, &k) in holders.iter().enumerate() {
+            slots[k][position] = first + offset as Slot;
+        }
+    }
+    Ok(slots)
+}
+
 /// An extra vector's slot that no published point holds (or a point's lack of that vector).
 pub const NO_SLOT: Slot = Slot::MAX;
 
@@ -306,24 +334,10 @@ impl LiveIndex {
                 .take(BUILD_CHUNK)
                 .collect::<Result<Vec<BuildPoint>>>()?;
             // The other vectors first: each entry learns its slots before it is published.
-            for point in &mut chunk {
-                point.entry.extra = vec![NO_SLOT; live.extras.len()];
-            }
-            for (position, (name, index)) in live.extras.iter().enumerate() {
-                let holders: Vec<usize> = (0..chunk.len())
-                    .filter(|&k| chunk[k].extra.contains_key(name))
-                    .collect();
-                if holders.is_empty() {
-                    continue;
-                }
-                let rows: Vec<f32> = holders
-                    .iter()
-                    .flat_map(|&k| chunk[k].extra[name].iter().copied())
-                    .collect();
-                let first = index.add(&rows)?;
-                for (offset, &k) in holders.iter().enumerate() {
-                    chunk[k].entry.extra[position] = first + offset as Slot;
-                }
+            let slots =
+                link_extras(&live.extras, chunk.len(), |k| &chunk[k].extra).map_err(|(_, e)| e)?;
+            for (point, slots) in chunk.iter_mut().zip(slots) {
+                point.entry.extra = slots;
             }
             let rows: Vec<f32> = chunk
                 .iter()
@@ -351,33 +365,16 @@ impl LiveIndex {
         if points.is_empty() {
             return None;
         }
-        let mut extra = vec![vec![NO_SLOT; self.extras.len()]; points.len()];
-        for (position, (name, index)) in self.extras.iter().enumerate() {
-            let holders: Vec<usize> = (0..points.len())
-                .filter(|&k| points[k].extra.contains_key(name))
-                .collect();
-            if holders.is_empty() {
-                continue;
+        let extra = match link_extras(&self.extras, points.len(), |k| &points[k].extra) {
+            Ok(extra) => extra,
+            // As below: nothing of the batch is published (the slots linked so far stay
+            // dead); the points are durable, and the next start reads them from the store as
+            // points the index file lacks.
+            Err((name, e)) => {
+                tracing::error!(vector = %name, error = %e, "index rejected validated vectors");
+                return None;
             }
-            let rows: Vec<f32> = holders
-                .iter()
-                .flat_map(|&k| points[k].extra[name].iter().copied())
-                .collect();
-            match index.add(&rows) {
-                Ok(first) => {
-                    for (offset, &k) in holders.iter().enumerate() {
-                        extra[k][position] = first + offset as Slot;
-                    }
-                }
-                // As below: nothing of the batch is published (the slots linked so far stay
-                // dead); the points are durable, and the next start reads them from the store
-                // as points the index file lacks.
-                Err(e) => {
-                    tracing::error!(vector = %name, error = %e, "index rejected validated vectors");
-                    return None;
-                }
-            }
-        }
+        };
         let vectors: Vec<f32> = points
             .iter()
             .flat_map(|p| p.vector.iter().copied())
