@@ -18,7 +18,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="bench/ann", description=__doc__)
     parser.add_argument("--data", default="siftsmall",
                         help="comma-separated sets: siftsmall, glove50, pypi-minilm, hard20k, "
-                             "hard200k, hard1m, minilm200k, minilm1m")
+                             "hard200k, hard1m, minilm200k, minilm1m; inner product: "
+                             "movielens-mips, glove50-ip, longtail200k[-b0.65|-b0.85], "
+                             "longtail20k[…]")
     parser.add_argument("--sides", default="cairn-hnsw,cairn-rabitq,hnswlib,faiss-hnsw,scann,ngt-onng,symqg")
     parser.add_argument("--modes", default="batch,single")
     parser.add_argument("--m", default="16,32",
@@ -32,6 +34,9 @@ def main() -> None:
     parser.add_argument("--cache", default=str(here / ".data"),
                         help="where generated sets are kept")
     parser.add_argument("--out", default=str(here / "results"))
+    parser.add_argument("--reference", default="cairn-hnsw",
+                        help="the side (batch mode) every ratio is taken against; on "
+                             "inner-product sets cairn-ipnsw-plus")
     args = parser.parse_args()
     os.environ["RAYON_NUM_THREADS"] = str(args.build_threads)
 
@@ -48,10 +53,14 @@ def main() -> None:
         sys.exit(f"unknown sides {unknown}; known: {sorted(SIDES)}")
     modes = set(args.modes.split(","))
     out = Path(args.out)
-    reference = ("cairn-hnsw", "batch")
+    reference = (args.reference, "batch")
     for name in args.data.split(","):
         dataset = datasets.load(name, Path(args.shared), Path(args.cache))
         runner.log(f"{dataset.description}: {dataset.base.shape}, {len(dataset.queries)} queries")
+        if dataset.metric == "ip":
+            bias = datasets.norm_bias(dataset.base, dataset.truth)
+            dataset.description += f"; norm bias {bias:.3f}"
+            runner.log(f"norm bias (share of top-10 among the 5% largest norms): {bias:.3f}")
         passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
                                    args.build_threads, args.k, out)
         result = runner.summary(dataset, passes, built, reference)

@@ -3,7 +3,9 @@ top-100 ground truth computed here.
 
 Angular sets are normalised once, here, and every side then searches them by Euclidean
 distance on unit vectors, which ranks exactly as cosine does. Every library gets the same
-float32 arrays, so no side pays (or skips) a normalisation the others do not.
+float32 arrays, so no side pays (or skips) a normalisation the others do not. Inner-product
+sets (`ip`, maximum inner product search) are searched as they are: their norms are the
+point of them.
 
 Generated sets are cached under the cache folder as .npy files with an `info.json` naming the
 generator and its parameters; a cached set whose parameters differ is made again.
@@ -24,7 +26,7 @@ GT_K = 100
 @dataclasses.dataclass
 class Dataset:
     name: str
-    metric: str  # "l2" or "angular" (unit vectors, searched by L2)
+    metric: str  # "l2", "angular" (unit vectors, searched by L2) or "ip" (inner product)
     base: np.ndarray  # float32 (n, dim), C-contiguous
     queries: np.ndarray  # float32 (nq, dim)
     truth: np.ndarray  # int32 (nq, GT_K): exact nearest first
@@ -74,6 +76,35 @@ def exact_truth(base: np.ndarray, queries: np.ndarray, k: int = GT_K) -> np.ndar
     return out
 
 
+def exact_truth_ip(base: np.ndarray, queries: np.ndarray, k: int = GT_K) -> np.ndarray:
+    """Exact k largest inner products: candidates from a float32 matrix product, 64 more than
+    needed, ranked again in float64 from the rows; ties go to the smaller id."""
+    wide = min(k + 64, base.shape[0])
+    out = np.empty((queries.shape[0], k), dtype=np.int32)
+    block = max(1, min(256, (1 << 28) // (4 * base.shape[0])))
+    for start in range(0, queries.shape[0], block):
+        q = queries[start : start + block]
+        scores = q @ base.T
+        cand = np.argpartition(-scores, wide - 1, axis=1)[:, :wide]
+        for row, (query, ids) in enumerate(zip(q, cand)):
+            dots = base[ids].astype(np.float64) @ query.astype(np.float64)
+            order = np.lexsort((ids, -dots))[:k]
+            out[start + row] = ids[order]
+    return out
+
+
+def truth_for(metric: str, base: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    return exact_truth_ip(base, queries) if metric == "ip" else exact_truth(base, queries)
+
+
+def norm_bias(base: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
+    """The ip-NSW+ paper's statistic: the share of the exact top-k results that lie among the
+    5% largest-norm items (1.0: a scan of those 5% answers every query)."""
+    norms = np.linalg.norm(base.astype(np.float64), axis=1)
+    cut = np.sort(norms)[::-1][max(len(norms) // 20, 1) - 1]
+    return float((norms[truth[:, :k]] >= cut).mean())
+
+
 def recall_at(found: np.ndarray, truth: np.ndarray, k: int) -> float:
     """Mean share of the true k nearest among the k returned (ids < 0 never match)."""
     hits = 0
@@ -94,9 +125,23 @@ SHARED = {
         "angular",
         "pypi-minilm: 50k×384 all-MiniLM-L6-v2 sentence embeddings, cosine (real)",
     ),
+    "movielens-mips": (
+        "ip",
+        "movielens-mips: 9.7k×64 PureSVD item factors of real ratings, inner product (real)",
+    ),
+    "glove50-ip": (
+        "ip",
+        "glove50-ip: 4.5k×50 GloVe word vectors as published (unnormalised), inner product (real)",
+    ),
 }
 
-FOLDERS = {"siftsmall": "siftsmall", "glove50": "glove50-5k-angular", "pypi-minilm": "pypi-minilm"}
+FOLDERS = {
+    "siftsmall": "siftsmall",
+    "glove50": "glove50-5k-angular",
+    "glove50-ip": "glove50-5k-angular",
+    "pypi-minilm": "pypi-minilm",
+    "movielens-mips": "movielens-mips",
+}
 
 
 def load_shared(name: str, shared: Path) -> Dataset:
@@ -106,9 +151,10 @@ def load_shared(name: str, shared: Path) -> Dataset:
     queries = read_vecs(folder / "query.fvecs", np.float32)
     if metric == "angular":
         base, queries = normalise(base), normalise(queries)
-    truth = exact_truth(base, queries)
+    truth = truth_for(metric, base, queries)
     shipped = read_vecs(folder / "groundtruth.ivecs", np.int32)
-    agree = recall_at(truth, shipped, 10)
+    # glove50-ip's shipped truth is by cosine, not by inner product: nothing to compare.
+    agree = 1.0 if name == "glove50-ip" else recall_at(truth, shipped, 10)
     if agree < 0.999:
         raise ValueError(f"{name}: computed ground truth agrees with the shipped one at {agree:.4f}")
     return Dataset(name, metric, base, queries, truth, description)
@@ -199,6 +245,36 @@ def intrinsic_dimension(x: np.ndarray, sample: int = 2000, k: int = 20, seed: in
     return float(np.mean(estimates))
 
 
+def long_tailed(n: int, nq: int, dim: int, sigma: float, seed: int) -> tuple:
+    """Uniform directions, log-normal norms exp(σ·z) (the long tail of recommendation
+    factors), and unit-norm queries of uniform directions. The directions and z do not depend
+    on σ, so σ alone moves the norm bias."""
+    rng = np.random.default_rng(seed)
+    directions = normalise(rng.standard_normal((n, dim), dtype=np.float32))
+    z = rng.standard_normal(n)
+    base = np.ascontiguousarray((directions * np.exp(sigma * z)[:, None]).astype(np.float32))
+    queries = normalise(rng.standard_normal((nq, dim), dtype=np.float32))
+    return base, queries
+
+
+def long_tailed_with_bias(n: int, nq: int, dim: int, seed: int, bias: float) -> tuple:
+    """[`long_tailed`] with the σ whose norm bias (against its first 200 queries) is closest to
+    `bias`: bisection on σ in [0, 2], 14 steps (the Rust bench's
+    `dataset::long_tailed_with_bias` does the same on its own generator)."""
+    lo, hi, best = 0.0, 2.0, None
+    for _ in range(14):
+        sigma = (lo + hi) / 2
+        base, queries = long_tailed(n, nq, dim, sigma, seed)
+        got = norm_bias(base, exact_truth_ip(base, queries[:200], k=10))
+        if got < bias:
+            lo = sigma
+        else:
+            hi = sigma
+        if best is None or abs(got - bias) < abs(best[0] - bias):
+            best = (got, sigma)
+    return long_tailed(n, nq, dim, best[1], seed)
+
+
 def generated_specs(shared: Path) -> dict:
     """Every generated set by name: (metric, generator, parameters, description)."""
     hard = dict(clusters=10, intrinsic=64, spread=1.0, seed=20261127)
@@ -223,6 +299,23 @@ def generated_specs(shared: Path) -> dict:
             dict(params, generator="like_minilm"),
             f"{label}: {n // 1000}k×384 with pypi-minilm's cells and residual spectrum, cosine (generated)",
         )
+    for label, n in (("longtail200k", 200_000), ("longtail20k", 20_000)):
+        params = dict(n=n, nq=1000, dim=64, sigma=0.8, seed=20261128)
+        specs[label] = (
+            "ip",
+            lambda p=params: long_tailed(**p),
+            dict(params, generator="long_tailed"),
+            f"{label}: {n // 1000}k×64, uniform directions, log-normal norms σ 0.8, inner product (generated)",
+        )
+        for bias in (0.65, 0.85):
+            biased = dict(n=n, nq=1000, dim=64, seed=20261128, bias=bias)
+            specs[f"{label}-b{bias}"] = (
+                "ip",
+                lambda p=biased: long_tailed_with_bias(**p),
+                dict(biased, generator="long_tailed_with_bias"),
+                f"{label}-b{bias}: {n // 1000}k×64, uniform directions, log-normal norms with the σ "
+                f"of norm bias {bias}, inner product (generated)",
+            )
     return specs
 
 
@@ -246,7 +339,7 @@ def load(name: str, shared: Path, cache: Path) -> Dataset:
     if metric == "angular":
         base, queries = normalise(base), normalise(queries)
     made = time.perf_counter() - started
-    truth = exact_truth(base, queries)
+    truth = truth_for(metric, base, queries)
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / "base.npy", base)
     np.save(folder / "queries.npy", queries)

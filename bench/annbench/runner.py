@@ -74,6 +74,8 @@ def run(dataset, side_names, modes, builds, rounds, threads, k, out: Path) -> tu
     for build_no in range(builds):
         instances = []
         for name in side_names:
+            if dataset.metric not in SIDES[name].metrics:
+                continue
             for config in SIDES[name]().configs(dataset):
                 side = SIDES[name]()
                 gc.collect()

@@ -33,6 +33,8 @@ class Side:
     name = ""
     #: The modes it is timed in: "batch" (one call for all queries) and/or "single".
     modes = ("batch",)
+    #: The data sets' metrics it searches ("ip": maximum inner product, unnormalised).
+    metrics = ("l2", "angular")
 
     def configs(self, data) -> list[dict]:
         raise NotImplementedError
@@ -80,8 +82,14 @@ class HnswSide(Side):
 
 
 class Cairn(HnswSide):
+    """Cairn's HNSW; on inner-product sets the same graph by inner product (ip-NSW)."""
+
     name = "cairn-hnsw"
     modes = ("batch", "single")
+    metrics = ("l2", "angular", "ip")
+
+    def kind(self, metric):
+        return "ip_nsw" if metric == "ip" else "hnsw"
 
     def build(self, base, metric, config, seed, threads):
         import cairn_index
@@ -89,8 +97,8 @@ class Cairn(HnswSide):
         # Cairn's build is parallel over rayon's global pool, sized from RAYON_NUM_THREADS
         # before the module first builds (see __main__).
         self.index = cairn_index.Index(
-            "hnsw", dim=base.shape[1], metric="l2", m=config["M"],
-            ef_construction=config["efC"], seed=seed,
+            self.kind(metric), dim=base.shape[1], metric="ip" if metric == "ip" else "l2",
+            m=config["M"], ef_construction=config["efC"], seed=seed,
         )
         self.index.add(base)
 
@@ -114,6 +122,89 @@ class Cairn(HnswSide):
         self.index = None
 
 
+class CairnIpNswPlus(Cairn):
+    """Cairn's ip-NSW+ (inner-product sets only): an angular graph picks the entry points of
+    the inner-product graph; the authors' cos_M 10, cos_efC 100, cos_ef 1."""
+
+    name = "cairn-ipnsw-plus"
+    metrics = ("ip",)
+
+    def kind(self, metric):
+        return "ip_nsw_plus"
+
+
+class NormScan(Side):
+    """Issue #26's first trivial baseline: an exact scan of the p% largest-norm items, p on
+    its own grid (the smallest reaching the recall wins). `batch` is one BLAS matrix product
+    (one thread) for all queries; `single` one matrix-vector product per query."""
+
+    name = "norm-scan"
+    modes = ("batch", "single")
+    metrics = ("ip",)
+
+    def configs(self, data):
+        return [dict()]
+
+    def grid(self, config, data):
+        n = data.base.shape[0]
+        shares = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+        return [dict(share=p) for p in shares if p * n >= 10]
+
+    def build(self, base, metric, config, seed, threads):
+        norms = np.einsum("ij,ij->i", base, base, dtype=np.float64)
+        self.order = np.argsort(-norms, kind="stable")
+        self.rows = np.ascontiguousarray(base[self.order])
+
+    def prepare(self, params):
+        t = max(10, int(np.ceil(params["share"] * self.rows.shape[0])))
+        self.top = self.rows[:t]
+
+    def batch(self, queries, k):
+        scores = queries @ self.top.T
+        best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        ranked = np.take_along_axis(best, np.argsort(-np.take_along_axis(scores, best, 1), 1), 1)
+        return self.order[ranked]
+
+    def single(self, queries, k):
+        out = np.empty((len(queries), k), dtype=np.int64)
+        top, order = self.top, self.order
+        for i, q in enumerate(queries):
+            scores = top @ q
+            best = np.argpartition(-scores, k - 1)[:k]
+            out[i] = order[best[np.argsort(-scores[best])]]
+        return out
+
+
+class L2Reduction(Cairn):
+    """Issue #26's second trivial baseline: MIPS reduced to L2 search (Bachrach et al., RecSys
+    2014) by one more coordinate, √(Φ² − |x|²) with Φ the largest norm, on Cairn's own HNSW;
+    queries get a 0 there."""
+
+    name = "l2-reduction"
+    metrics = ("ip",)
+
+    def build(self, base, metric, config, seed, threads):
+        import cairn_index
+
+        squared = np.einsum("ij,ij->i", base, base, dtype=np.float64)
+        extra = np.sqrt(np.maximum(squared.max() - squared, 0.0)).astype(np.float32)
+        rows = np.ascontiguousarray(np.hstack([base, extra[:, None]]))
+        self.index = cairn_index.Index(
+            "hnsw", dim=rows.shape[1], metric="l2", m=config["M"],
+            ef_construction=config["efC"], seed=seed,
+        )
+        self.index.add(rows)
+
+    def extended(self, queries):
+        return np.ascontiguousarray(np.hstack([queries, np.zeros((len(queries), 1), np.float32)]))
+
+    def batch(self, queries, k):
+        return super().batch(self.extended(queries), k)
+
+    def single(self, queries, k):
+        return super().single(self.extended(queries), k)
+
+
 class CairnRabitq(Cairn):
     """Cairn's HNSW with RaBitQ codes of its layer-0 links (`set_codes("rabitq")`): the same
     graph as `cairn-hnsw`, searched by estimates with every result scored exactly. The
@@ -121,6 +212,7 @@ class CairnRabitq(Cairn):
 
     name = "cairn-rabitq"
     modes = ("batch",)
+    metrics = ("l2", "angular")
 
     def build(self, base, metric, config, seed, threads):
         super().build(base, metric, config, seed, threads)
@@ -129,11 +221,12 @@ class CairnRabitq(Cairn):
 
 class Hnswlib(HnswSide):
     name = "hnswlib"
+    metrics = ("l2", "angular", "ip")
 
     def build(self, base, metric, config, seed, threads):
         import hnswlib
 
-        self.index = hnswlib.Index(space="l2", dim=base.shape[1])
+        self.index = hnswlib.Index(space="ip" if metric == "ip" else "l2", dim=base.shape[1])
         self.index.init_index(
             max_elements=base.shape[0], ef_construction=config["efC"], M=config["M"],
             random_seed=seed,
@@ -153,12 +246,14 @@ class FaissHnsw(HnswSide):
 
     name = "faiss-hnsw"
     modes = ("batch", "single")
+    metrics = ("l2", "angular", "ip")
 
     def build(self, base, metric, config, seed, threads):
         import faiss
 
         faiss.omp_set_num_threads(threads)
-        self.index = faiss.IndexHNSWFlat(base.shape[1], config["M"])
+        kind = faiss.METRIC_INNER_PRODUCT if metric == "ip" else faiss.METRIC_L2
+        self.index = faiss.IndexHNSWFlat(base.shape[1], config["M"], kind)
         self.index.hnsw.efConstruction = config["efC"]
         # FAISS draws HNSW levels from its own fixed seed; rebuilds still differ because the
         # parallel insertion order does.
@@ -182,9 +277,12 @@ class FaissHnsw(HnswSide):
 class Scann(Side):
     """ScaNN: a k-means tree, anisotropic 4-bit product codes scored by its SIMD lookup
     tables, and exact re-ranking (ann-benchmarks' configuration shape). Dot product with the
-    anisotropic loss on angular sets (unit vectors), squared L2 on the others."""
+    anisotropic loss on angular sets (unit vectors) and on inner-product sets (the loss was
+    made for MIPS; threshold 0.2 as ScaNN's docs recommend, no spherical tree there), squared
+    L2 on the others."""
 
     name = "scann"
+    metrics = ("l2", "angular", "ip")
 
     def configs(self, data):
         n = data.base.shape[0]
@@ -203,15 +301,15 @@ class Scann(Side):
     def build(self, base, metric, config, seed, threads):
         import scann
 
-        angular = metric == "angular"
+        angular, dot = metric == "angular", metric in ("angular", "ip")
         builder = scann.scann_ops_pybind.builder(
-            base, 10, "dot_product" if angular else "squared_l2"
+            base, 10, "dot_product" if dot else "squared_l2"
         )
         builder = builder.tree(
             num_leaves=config["leaves"], num_leaves_to_search=1,
             training_sample_size=min(base.shape[0], 250_000), spherical=angular,
         )
-        threshold = 0.2 if angular else float("nan")
+        threshold = 0.2 if dot else float("nan")
         builder = builder.score_ah(config["dims_per_block"], anisotropic_quantization_threshold=threshold)
         builder = builder.reorder(500)
         builder.set_n_training_threads(threads)
@@ -308,4 +406,10 @@ class SymphonyQG(Side):
         return np.asarray(found[0])
 
 
-SIDES = {cls.name: cls for cls in (Cairn, CairnRabitq, Hnswlib, FaissHnsw, Scann, NgtOnng, SymphonyQG)}
+SIDES = {
+    cls.name: cls
+    for cls in (
+        Cairn, CairnRabitq, CairnIpNswPlus, NormScan, L2Reduction, Hnswlib, FaissHnsw, Scann,
+        NgtOnng, SymphonyQG,
+    )
+}

@@ -1,7 +1,9 @@
 //! The ANN harness (`bench/ann`) as its users run it: its own virtualenv from
-//! `bench/requirements.txt`, Cairn's wheel built from this checkout, and every side (Cairn
-//! with and without link codes, hnswlib, FAISS, ScaNN, NGT, SymphonyQG) on siftsmall for one
-//! build and one round.
+//! `bench/requirements.txt`, Cairn's wheel built from this checkout, and every side for one
+//! build and one round: on siftsmall those of nearest-neighbour search (Cairn with and without
+//! link codes, hnswlib, FAISS, ScaNN, NGT, SymphonyQG), on movielens-mips those of maximum
+//! inner product (Cairn's ip-NSW and ip-NSW+, the norm scan, the L2 reduction, hnswlib, FAISS
+//! and ScaNN by inner product).
 //!
 //! Every side must reach recall@10 0.95 there, which each does at a small setting: a wrapper
 //! that returns wrong ids, searches the wrong metric or drops queries fails this test. The
@@ -10,6 +12,7 @@
 use std::path::Path;
 use std::process::Command;
 
+/// The sides of nearest-neighbour search, run on siftsmall.
 const SIDES: [&str; 7] = [
     "cairn-hnsw",
     "cairn-rabitq",
@@ -20,17 +23,43 @@ const SIDES: [&str; 7] = [
     "symqg",
 ];
 
+/// The sides of maximum inner product search, run on movielens-mips (a side that searches
+/// both kinds of set is run on both).
+const IP_SIDES: [&str; 7] = [
+    "cairn-hnsw",
+    "cairn-ipnsw-plus",
+    "norm-scan",
+    "l2-reduction",
+    "hnswlib",
+    "faiss-hnsw",
+    "scann",
+];
+
 #[test]
-fn every_side_of_the_harness_finds_the_true_neighbours_of_siftsmall() {
+fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = cairn_testkit::target_dir(crate_dir);
     let out = tempfile::tempdir().expect("a temporary folder");
     let data = std::env::var_os("CAIRN_SHARED_DATA")
         .map_or_else(|| crate_dir.join("../../shared/data"), Into::into);
     let status = Command::new(crate_dir.join("../bench/ann"))
-        .args(["--data", "siftsmall", "--builds", "1", "--rounds", "1"])
+        .args([
+            "--data",
+            "siftsmall,movielens-mips",
+            "--builds",
+            "1",
+            "--rounds",
+            "1",
+        ])
         .arg("--sides")
-        .arg(SIDES.join(","))
+        .arg(
+            SIDES
+                .iter()
+                .chain(IP_SIDES.iter().filter(|side| !SIDES.contains(*side)))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(","),
+        )
         .arg("--shared")
         .arg(&data)
         .arg("--out")
@@ -42,13 +71,20 @@ fn every_side_of_the_harness_finds_the_true_neighbours_of_siftsmall() {
         .expect("bench/ann runs");
     assert!(status.success(), "bench/ann failed (output above)");
 
+    for (data, sides) in [("siftsmall", &SIDES), ("movielens-mips", &IP_SIDES)] {
+        check_outputs(out.path(), data, sides);
+    }
+}
+
+/// The harness wrote `data`'s files, and every one of `sides` reached recall@10 0.95 on it.
+fn check_outputs(out: &Path, data: &str, sides: &[&str]) {
     for file in [
-        "siftsmall-passes.csv",
-        "siftsmall-builds.csv",
-        "siftsmall-summary.md",
-        "siftsmall.png",
+        format!("{data}-passes.csv"),
+        format!("{data}-builds.csv"),
+        format!("{data}-summary.md"),
+        format!("{data}.png"),
     ] {
-        let path = out.path().join(file);
+        let path = out.join(file);
         assert!(
             std::fs::metadata(&path).is_ok_and(|m| m.len() > 0),
             "{} was not written",
@@ -56,22 +92,22 @@ fn every_side_of_the_harness_finds_the_true_neighbours_of_siftsmall() {
         );
     }
     let summary: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(out.path().join("siftsmall-summary.json")).expect("the JSON summary"),
+        &std::fs::read(out.join(format!("{data}-summary.json"))).expect("the JSON summary"),
     )
     .expect("the summary is JSON");
-    for side in SIDES {
+    for side in sides {
         let rows: Vec<_> = summary["search"]
             .as_object()
             .expect("a search table")
             .iter()
             .filter(|(key, _)| key.split('/').next() == Some(side))
             .collect();
-        assert!(!rows.is_empty(), "{side} has no row: {summary:#}");
+        assert!(!rows.is_empty(), "{side} has no row on {data}: {summary:#}");
         for (key, row) in rows {
             let cell = &row["0.95"];
             assert!(
                 cell["median"].as_f64().is_some_and(|qps| qps > 0.0),
-                "{key} did not reach recall@10 0.95 on siftsmall: {cell}"
+                "{key} did not reach recall@10 0.95 on {data}: {cell}"
             );
         }
     }
