@@ -3,7 +3,7 @@
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
 //! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
-//! [`lsh`], [`quant`]), Pyramid's content routing ([`pyramid`]), the on-disk index file
+//! [`lsh`], [`quant`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's content routing ([`pyramid`]), the on-disk index file
 //! format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
@@ -16,6 +16,7 @@ pub mod flat;
 pub mod hnsw;
 pub mod ipnsw;
 pub mod lsh;
+pub mod mips_auto;
 pub mod persist;
 pub mod pyramid;
 pub mod quant;
@@ -61,6 +62,9 @@ pub enum IndexKind {
     RangeLsh,
     /// A scan of plain-VQ or NEQ codes with exact re-ranking (MIPS).
     Quantized,
+    /// An exact scan until enough rows, then ip-NSW+ or ip-NSW by the spread of the norms
+    /// (MIPS; see [`mips_auto`]).
+    MipsAuto,
 }
 
 impl IndexKind {
@@ -74,6 +78,7 @@ impl IndexKind {
             IndexKind::SimpleLsh => "simple_lsh",
             IndexKind::RangeLsh => "range_lsh",
             IndexKind::Quantized => "quantized",
+            IndexKind::MipsAuto => "mips_auto",
         }
     }
 
@@ -87,6 +92,7 @@ impl IndexKind {
             IndexKind::SimpleLsh => 5,
             IndexKind::RangeLsh => 6,
             IndexKind::Quantized => 7,
+            IndexKind::MipsAuto => 8,
         }
     }
 
@@ -97,13 +103,17 @@ impl IndexKind {
         match (self, placement) {
             (_, Placement::Memory)
             | (
-                IndexKind::Flat | IndexKind::Hnsw | IndexKind::IpNsw | IndexKind::IpNswPlus,
+                IndexKind::Flat
+                | IndexKind::Hnsw
+                | IndexKind::IpNsw
+                | IndexKind::IpNswPlus
+                | IndexKind::MipsAuto,
                 Placement::Mapped(_),
             ) => Ok(()),
             (IndexKind::SimpleLsh | IndexKind::RangeLsh | IndexKind::Quantized, _) => {
                 Err(IndexError::InvalidParams(format!(
-                    "{} keeps its vectors in memory; vectors on disk need flat, hnsw, ip_nsw \
-                     or ip_nsw_plus",
+                    "{} keeps its vectors in memory; vectors on disk need flat, hnsw, ip_nsw, \
+                     ip_nsw_plus or mips_auto",
                     self.name()
                 )))
             }
@@ -120,6 +130,7 @@ impl IndexKind {
             5 => Some(IndexKind::SimpleLsh),
             6 => Some(IndexKind::RangeLsh),
             7 => Some(IndexKind::Quantized),
+            8 => Some(IndexKind::MipsAuto),
             _ => None,
         }
     }
@@ -143,6 +154,9 @@ pub enum IndexParams {
     RangeLsh(lsh::LshParams),
     /// Quantized scan with re-ranking (inner-product metric only).
     Quantized(quant::QuantizedParams),
+    /// ip-NSW+ or ip-NSW, chosen from the data (inner-product metric only); ip-NSW takes
+    /// these parameters' `m`, `ef_construction` and `ef_search`.
+    MipsAuto(ipnsw::IpNswPlusParams),
 }
 
 impl IndexParams {
@@ -156,6 +170,7 @@ impl IndexParams {
             IndexParams::SimpleLsh(_) => IndexKind::SimpleLsh,
             IndexParams::RangeLsh(_) => IndexKind::RangeLsh,
             IndexParams::Quantized(_) => IndexKind::Quantized,
+            IndexParams::MipsAuto(_) => IndexKind::MipsAuto,
         }
     }
 
@@ -164,7 +179,7 @@ impl IndexParams {
         match self {
             IndexParams::Flat | IndexParams::Quantized(_) => None,
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(p.ef_search),
-            IndexParams::IpNswPlus(p) => Some(p.ef_search),
+            IndexParams::IpNswPlus(p) | IndexParams::MipsAuto(p) => Some(p.ef_search),
             IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => Some(p.probe_items),
         }
     }
@@ -178,7 +193,7 @@ impl IndexParams {
             | IndexParams::RangeLsh(_)
             | IndexParams::Quantized(_) => None,
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(2 * p.m),
-            IndexParams::IpNswPlus(p) => Some(2 * p.m),
+            IndexParams::IpNswPlus(p) | IndexParams::MipsAuto(p) => Some(2 * p.m),
         }
     }
 
@@ -200,7 +215,8 @@ impl IndexParams {
             | IndexParams::Hnsw(_)
             | IndexParams::IpNsw(_)
             | IndexParams::IpNswPlus(_)
-            | IndexParams::Quantized(_) => Ok(()),
+            | IndexParams::Quantized(_)
+            | IndexParams::MipsAuto(_) => Ok(()),
         }
     }
 
@@ -213,7 +229,8 @@ impl IndexParams {
             | IndexParams::IpNswPlus(_)
             | IndexParams::SimpleLsh(_)
             | IndexParams::RangeLsh(_)
-            | IndexParams::Quantized(_) => {
+            | IndexParams::Quantized(_)
+            | IndexParams::MipsAuto(_) => {
                 if metric == Metric::InnerProduct {
                     Ok(())
                 } else {
@@ -315,6 +332,11 @@ pub trait VectorIndex: Send + Sync {
             ))),
         }
     }
+    /// How an index that chooses its own structure from the data chose, in one line (for
+    /// `explain`); `None` for every index whose kind says it all.
+    fn choice(&self) -> Option<String> {
+        None
+    }
     /// The row codes kept beside the stored rows, if any.
     fn codes(&self) -> Option<RowCodes> {
         self.store().codes()
@@ -354,6 +376,7 @@ pub fn new_index(
             Box::new(lsh::RangeLsh::new(*p, dim)?)
         }
         IndexParams::Quantized(p) => Box::new(quant::QuantizedIndex::new(*p, dim, trainers)?),
+        IndexParams::MipsAuto(p) => Box::new(mips_auto::MipsAuto::placed(*p, dim, placement)?),
     })
 }
 
@@ -403,5 +426,6 @@ pub fn read_index(
             Box::new(index)
         }
         IndexKind::Quantized => Box::new(quant::QuantizedIndex::read_from(bytes, trainers)?),
+        IndexKind::MipsAuto => Box::new(mips_auto::MipsAuto::read_placed(bytes, placement)?),
     })
 }

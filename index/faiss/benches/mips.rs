@@ -44,6 +44,7 @@ use cairn_index::flat::FlatIndex;
 use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::lsh::{LshParams, RangeLsh};
+use cairn_index::mips_auto::{norm_spread, Choice};
 use cairn_index::{Metric, SearchParams, VectorIndex};
 use common::{
     calibrate, env_usize, mips_sets, pass, time_pass, write_csv, Cairn, Faiss, FaissBatch, Set,
@@ -205,6 +206,13 @@ fn mips(c: &mut Criterion) {
             set.name,
             set.base.len(),
             norm_bias(&set.base, &set.truth)
+        );
+        // What the `Dot` default (`mips_auto`) would build here: one of the two graphs below.
+        let spread = norm_spread(&[&set.base.data[..]], dim);
+        eprintln!(
+            "{}: mips_auto would build {}",
+            set.name,
+            Choice::of(spread, set.base.len()).describe()
         );
         if env_usize("CAIRN_BENCH_MIPS_LSH", 1) != 0 {
             lsh(set);

@@ -2,9 +2,10 @@
 //!
 //! For each set, codebook count M ∈ {4, 8} and vector quantizer (PQ, OPQ, RQ, trained by FAISS):
 //! plain VQ with M codebooks and NEQ with M − 1 direction codebooks plus one byte of relative
-//! norm — the same M bytes per item. Every item is scored against every query by lookup tables
-//! (asymmetric distance), items are ranked by that estimate, and the reported figure is the
-//! papers': recall@10 within the top T, T = 16…1024 — the share of the exact top-10 that a
+//! norm — the same M bytes per item — its directions trained alike (`neq-…`) or weighted by
+//! ‖x‖² for inner product (`neq-ip-…`, issue #26). Every item is scored against every query by
+//! lookup tables (asymmetric distance), items are ranked by that estimate, and the reported
+//! figure is the papers': recall@10 within the top T, T = 16…1024 — the share of the exact top-10 that a
 //! re-rank of T candidates with full vectors would find.
 //!
 //! Sets and sizes as in the `mips` bench (`CAIRN_BENCH_MIPS_N`, default 200,000 long-tailed
@@ -81,7 +82,11 @@ fn main() {
             );
             let mut rows = Vec::new();
             for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
-                for quantizer in [Quantizer::Plain { kind, m }, Quantizer::Neq { kind, m }] {
+                for quantizer in [
+                    Quantizer::Plain { kind, m },
+                    Quantizer::Neq { kind, m },
+                    Quantizer::NeqIp { kind, m },
+                ] {
                     let t = Instant::now();
                     let codec = match MipsCodec::train(quantizer, dim, train, &FaissTrainer) {
                         Ok(c) => c,

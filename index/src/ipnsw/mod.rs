@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::Mutex;
 
 pub use params::IpNswPlusParams;
+pub(crate) use persist::{read_params, write_params};
 
 use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};

@@ -12,11 +12,8 @@ use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{Placement, VectorStore};
 use crate::{IndexError, Result, VectorIndex};
 
-/// Writes the index; the caller holds the add lock so no batch is half-linked.
-pub(super) fn write(index: &IpNswPlus, out: &mut dyn Sink) {
-    let p = index.params;
-    let ip = index.ip.read();
-    let mut e = Encoder::new(out);
+/// Writes the parameters (also the head of a [`crate::mips_auto`] file).
+pub(crate) fn write_params(p: &IpNswPlusParams, e: &mut Encoder<'_>) {
     for v in [p.m, p.ef_construction, p.ef_search, p.cos_m]
         .into_iter()
         .chain([p.cos_ef_construction, p.cos_ef_search])
@@ -24,6 +21,30 @@ pub(super) fn write(index: &IpNswPlus, out: &mut dyn Sink) {
         e.u64(v as u64);
     }
     e.u64(p.seed);
+}
+
+/// Reads and validates what [`write_params`] wrote.
+pub(crate) fn read_params(d: &mut Decoder<'_>) -> Result<IpNswPlusParams> {
+    let params = IpNswPlusParams {
+        m: d.usize()?,
+        ef_construction: d.usize()?,
+        ef_search: d.usize()?,
+        cos_m: d.usize()?,
+        cos_ef_construction: d.usize()?,
+        cos_ef_search: d.usize()?,
+        seed: d.u64()?,
+    };
+    params
+        .validate()
+        .map_err(|e| IndexError::corrupt(e.to_string()))?;
+    Ok(params)
+}
+
+/// Writes the index; the caller holds the add lock so no batch is half-linked.
+pub(super) fn write(index: &IpNswPlus, out: &mut dyn Sink) {
+    let ip = index.ip.read();
+    let mut e = Encoder::new(out);
+    write_params(&index.params, &mut e);
     e.nested(|out| index.angular.write_to(out));
     e.u64(ip.store.dim() as u64);
     ip.store.write(&mut e);
@@ -39,18 +60,7 @@ impl IpNswPlus {
     /// [`IpNswPlus::read_from`] with the rows (both graphs') placed by `placement`.
     pub fn read_placed(bytes: &[u8], placement: &Placement) -> Result<Self> {
         let mut d = Decoder::new(bytes);
-        let params = IpNswPlusParams {
-            m: d.usize()?,
-            ef_construction: d.usize()?,
-            ef_search: d.usize()?,
-            cos_m: d.usize()?,
-            cos_ef_construction: d.usize()?,
-            cos_ef_search: d.usize()?,
-            seed: d.u64()?,
-        };
-        params
-            .validate()
-            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let params = read_params(&mut d)?;
         let angular = Hnsw::read_placed(d.bytes()?, placement)?;
         let dim = d.usize()?;
         let store = VectorStore::read(&mut d, Metric::InnerProduct, dim, placement)?;

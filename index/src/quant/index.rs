@@ -15,7 +15,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
+use super::{CodebookTrainer, MipsCodec, Quantizer};
 use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
@@ -67,10 +67,7 @@ impl QuantizedParams {
                 self.train_threshold, self.train_size
             )));
         }
-        let least = match self.quantizer {
-            Quantizer::Plain { .. } => 1,
-            Quantizer::Neq { .. } => 2,
-        };
+        let least = if self.quantizer.norm_explicit() { 2 } else { 1 };
         let m = self.quantizer.m();
         if !(least..=64).contains(&m) {
             return Err(IndexError::InvalidParams(format!(
@@ -276,7 +273,9 @@ impl VectorIndex for QuantizedIndex {
             }
         }
         // The quantizer is recorded even before training, so a reload keeps the choice.
-        e.bytes(&quantizer_bytes(p.quantizer));
+        let (tag, kind) = p.quantizer.tags();
+        // Three bytes: `QuantizedParams::validate` keeps the codebooks within 64.
+        e.bytes(&[tag, kind, p.quantizer.m() as u8]);
     }
     fn memory_bytes(&self) -> usize {
         let inner = self.inner.read();
@@ -307,20 +306,6 @@ fn estimate(
     (top.into_sorted(), computed)
 }
 
-/// The quantizer as three bytes: type, vector quantizer, codebooks.
-fn quantizer_bytes(q: Quantizer) -> Vec<u8> {
-    let kind = match q.kind() {
-        VqKind::Pq => 0,
-        VqKind::Opq => 1,
-        VqKind::Rq => 2,
-    };
-    let tag = match q {
-        Quantizer::Plain { .. } => 0,
-        Quantizer::Neq { .. } => 1,
-    };
-    vec![tag, kind, q.m() as u8]
-}
-
 impl QuantizedIndex {
     /// Reads what [`VectorIndex::write_to`] wrote; `trainers` retrain it when due.
     pub fn read_from(bytes: &[u8], trainers: &Trainers) -> Result<Self> {
@@ -345,18 +330,7 @@ impl QuantizedIndex {
         let [tag, kind, m] = q else {
             return Err(IndexError::corrupt("quantizer record is not three bytes"));
         };
-        let kind = match kind {
-            0 => VqKind::Pq,
-            1 => VqKind::Opq,
-            2 => VqKind::Rq,
-            _ => return Err(IndexError::corrupt("unknown vector quantizer")),
-        };
-        let m = usize::from(*m);
-        let quantizer = match tag {
-            0 => Quantizer::Plain { kind, m },
-            1 => Quantizer::Neq { kind, m },
-            _ => return Err(IndexError::corrupt("unknown quantizer")),
-        };
+        let quantizer = Quantizer::from_tags(*tag, *kind, usize::from(*m))?;
         let params = QuantizedParams {
             quantizer,
             oversampling,

@@ -26,28 +26,47 @@ pub enum Quantizer {
         /// Codebooks in all, the norm's included.
         m: usize,
     },
+    /// NEQ whose direction codebooks are trained for inner product rather than for the
+    /// directions' own error: each item weighs ‖x‖² in training (see [`weighted_directions`]).
+    NeqIp {
+        /// The direction quantizer.
+        kind: VqKind,
+        /// Codebooks in all, the norm's included.
+        m: usize,
+    },
 }
 
 impl Quantizer {
     /// The vector quantizer.
     pub fn kind(self) -> VqKind {
         match self {
-            Quantizer::Plain { kind, .. } | Quantizer::Neq { kind, .. } => kind,
+            Quantizer::Plain { kind, .. }
+            | Quantizer::Neq { kind, .. }
+            | Quantizer::NeqIp { kind, .. } => kind,
         }
     }
 
     /// Bytes per item.
     pub fn m(self) -> usize {
         match self {
-            Quantizer::Plain { m, .. } | Quantizer::Neq { m, .. } => m,
+            Quantizer::Plain { m, .. } | Quantizer::Neq { m, .. } | Quantizer::NeqIp { m, .. } => m,
+        }
+    }
+
+    /// Whether one byte goes to the relative norm (both NEQs).
+    pub fn norm_explicit(self) -> bool {
+        match self {
+            Quantizer::Plain { .. } => false,
+            Quantizer::Neq { .. } | Quantizer::NeqIp { .. } => true,
         }
     }
 
     /// Codebooks of the vector quantizer.
     fn vq_books(self) -> usize {
-        match self {
-            Quantizer::Plain { m, .. } => m,
-            Quantizer::Neq { m, .. } => m - 1,
+        if self.norm_explicit() {
+            self.m() - 1
+        } else {
+            self.m()
         }
     }
 
@@ -56,14 +75,47 @@ impl Quantizer {
         match self {
             Quantizer::Plain { kind, m } => format!("{}{m}", kind.name()),
             Quantizer::Neq { kind, m } => format!("neq-{}{m}", kind.name()),
+            Quantizer::NeqIp { kind, m } => format!("neq-ip-{}{m}", kind.name()),
         }
     }
 
-    fn validate(self) -> Result<()> {
-        let least = match self {
-            Quantizer::Plain { .. } => 1,
-            Quantizer::Neq { .. } => 2,
+    /// The quantizer's type and its vector quantizer as the index files' two tag bytes.
+    pub(crate) fn tags(self) -> (u8, u8) {
+        let tag = match self {
+            Quantizer::Plain { .. } => 0,
+            Quantizer::Neq { .. } => 1,
+            Quantizer::NeqIp { .. } => 2,
         };
+        let kind = match self.kind() {
+            VqKind::Pq => 0,
+            VqKind::Opq => 1,
+            VqKind::Rq => 2,
+        };
+        (tag, kind)
+    }
+
+    /// Inverse of [`Quantizer::tags`], with the codebook count.
+    pub(crate) fn from_tags(tag: u8, kind: u8, m: usize) -> Result<Self> {
+        let kind = match kind {
+            0 => VqKind::Pq,
+            1 => VqKind::Opq,
+            2 => VqKind::Rq,
+            _ => return Err(IndexError::corrupt("unknown vector quantizer")),
+        };
+        let quantizer = match tag {
+            0 => Quantizer::Plain { kind, m },
+            1 => Quantizer::Neq { kind, m },
+            2 => Quantizer::NeqIp { kind, m },
+            _ => return Err(IndexError::corrupt("unknown quantizer")),
+        };
+        quantizer
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        Ok(quantizer)
+    }
+
+    fn validate(self) -> Result<()> {
+        let least = if self.norm_explicit() { 2 } else { 1 };
         if !(least..=256).contains(&self.m()) {
             return Err(IndexError::InvalidParams(format!(
                 "{} needs between {least} and 256 codebooks, got {}",
@@ -142,13 +194,16 @@ impl MipsCodec {
                     norms: None,
                 })
             }
-            Quantizer::Neq { kind, m } => {
+            Quantizer::Neq { kind, m } | Quantizer::NeqIp { kind, m } => {
                 let split: Vec<(Vec<f32>, f32)> = data
                     .par_chunks_exact(dim)
                     .map(|x| direction(x, padded))
                     .collect();
-                let directions: Vec<f32> =
-                    split.iter().flat_map(|(u, _)| u.iter().copied()).collect();
+                let directions: Vec<f32> = if matches!(quantizer, Quantizer::NeqIp { .. }) {
+                    weighted_directions(&split)
+                } else {
+                    split.iter().flat_map(|(u, _)| u.iter().copied()).collect()
+                };
                 let books = trainer.train(kind, padded, m - 1, &directions)?;
                 let relative: Vec<f32> = split
                     .par_iter()
@@ -237,17 +292,10 @@ impl MipsCodec {
 
     /// Serialises the codec.
     pub fn write(&self, e: &mut Encoder<'_>) {
-        let (tag, kind, m) = match self.quantizer {
-            Quantizer::Plain { kind, m } => (0u8, kind, m),
-            Quantizer::Neq { kind, m } => (1u8, kind, m),
-        };
+        let (tag, kind) = self.quantizer.tags();
         e.u8(tag);
-        e.u8(match kind {
-            VqKind::Pq => 0,
-            VqKind::Opq => 1,
-            VqKind::Rq => 2,
-        });
-        e.u64(m as u64);
+        e.u8(kind);
+        e.u64(self.quantizer.m() as u64);
         e.u64(self.dim as u64);
         e.u64(self.padded as u64);
         self.books.write(e);
@@ -258,22 +306,8 @@ impl MipsCodec {
 
     /// Inverse of [`MipsCodec::write`].
     pub fn read(d: &mut Decoder<'_>) -> Result<Self> {
-        let tag = d.u8()?;
-        let kind = match d.u8()? {
-            0 => VqKind::Pq,
-            1 => VqKind::Opq,
-            2 => VqKind::Rq,
-            _ => return Err(IndexError::corrupt("unknown vector quantizer")),
-        };
-        let m = d.usize()?;
-        let quantizer = match tag {
-            0 => Quantizer::Plain { kind, m },
-            1 => Quantizer::Neq { kind, m },
-            _ => return Err(IndexError::corrupt("unknown quantizer")),
-        };
-        quantizer
-            .validate()
-            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let (tag, kind) = (d.u8()?, d.u8()?);
+        let quantizer = Quantizer::from_tags(tag, kind, d.usize()?)?;
         let dim = d.usize()?;
         let padded = d.usize()?;
         let books = AdditiveCodebooks::read(d)?;
@@ -282,9 +316,10 @@ impl MipsCodec {
                 "codec sizes do not match its quantizer",
             ));
         }
-        let norms = match quantizer {
-            Quantizer::Plain { .. } => None,
-            Quantizer::Neq { .. } => Some(ScalarCodebook::read(d)?),
+        let norms = if quantizer.norm_explicit() {
+            Some(ScalarCodebook::read(d)?)
+        } else {
+            None
         };
         Ok(Self {
             quantizer,
@@ -294,6 +329,35 @@ impl MipsCodec {
             norms,
         })
     }
+}
+
+/// The training directions of [`Quantizer::NeqIp`]: as many as there are items, each item's
+/// direction repeated in proportion to ‖x‖² (systematic resampling, so no randomness).
+///
+/// Why ‖x‖². NEQ scores an item as r̂·⟨q, û⟩ with r̂ ≈ ‖x‖, so a direction error e costs the
+/// score ‖x‖·⟨q, e⟩, whose square over random query directions is ∝ ‖x‖²·‖e‖². The direction
+/// codebooks that minimise the summed inner-product error are k-means on the directions
+/// weighted by ‖x‖²; repeating items stands in for weights, which the trainer does not take.
+/// Plain NEQ weighs every direction alike and spends its centroids where most items point,
+/// though MIPS answers are the large-norm items (issue #26: on movielens-mips it lost to plain
+/// PQ, whose k-means on raw vectors weighs the large norms by itself).
+pub(super) fn weighted_directions(split: &[(Vec<f32>, f32)]) -> Vec<f32> {
+    let total: f64 = split.iter().map(|(_, n)| f64::from(*n).powi(2)).sum();
+    if total.is_nan() || total <= 0.0 {
+        return split.iter().flat_map(|(u, _)| u.iter().copied()).collect();
+    }
+    let step = total / split.len() as f64;
+    let mut out = Vec::with_capacity(split.iter().map(|(u, _)| u.len()).sum());
+    // The j-th draw lands at (j + ½)·step along the cumulative weights.
+    let (mut next, mut cumulative) = (0.5 * step, 0.0);
+    for (u, norm) in split {
+        cumulative += f64::from(*norm).powi(2);
+        while next < cumulative {
+            out.extend_from_slice(u);
+            next += step;
+        }
+    }
+    out
 }
 
 /// ‖x‖ / ‖û‖ for a direction code; 0 when the direction decodes to zero.

@@ -8,6 +8,10 @@
 //! up to one scalar quantization step — and codes the unit direction with M − 1 codebooks of an
 //! unchanged VQ. Same bytes per item as plain M-codebook VQ; one extra multiply per score.
 //!
+//! NEQ-IP ([`Quantizer::NeqIp`]) trains those direction codebooks for inner product: each
+//! item's direction weighs ‖x‖² in training, as its error weighs in its scores, where plain
+//! NEQ weighs every direction alike (issue #26; `BENCHMARKS.md` has both).
+//!
 //! Training goes through a [`CodebookTrainer`], which the `cairn-faiss` crate implements with
 //! FAISS (this crate never links C++). What comes back is plain data ([`AdditiveCodebooks`]),
 //! so encoding, scoring and persistence all live here.

@@ -148,6 +148,10 @@ fn codecs_round_trip_through_bytes() {
             kind: VqKind::Pq,
             m: 4,
         },
+        Quantizer::NeqIp {
+            kind: VqKind::Pq,
+            m: 4,
+        },
     ] {
         let codec = MipsCodec::train(quantizer, dim, &data.data, &TestPq).unwrap();
         let codes = codec.encode(&data.data[..100 * dim]);
@@ -166,6 +170,43 @@ fn codecs_round_trip_through_bytes() {
             assert!((est - exact_of_decoded).abs() <= 1e-3 * exact_of_decoded.abs().max(1.0));
         }
     }
+}
+
+/// NEQ-IP's training set repeats each direction in proportion to ‖x‖², deterministically, and
+/// keeps the item count; all-zero rows fall back to every direction once.
+#[test]
+fn inner_product_training_weighs_directions_by_squared_norm() {
+    let split = vec![
+        (vec![1.0, 0.0], 1.0),
+        (vec![0.0, 1.0], 1.0),
+        (vec![-1.0, 0.0], 2.0),
+        (vec![0.0, -1.0], 0.0),
+    ];
+    // Weights 1, 1, 4, 0 over 4 draws at 0.75, 2.25, 3.75, 5.25 of the cumulative 1, 2, 6, 6.
+    let drawn = super::mips::weighted_directions(&split);
+    assert_eq!(drawn, [1.0, 0.0, -1.0, 0.0, -1.0, 0.0, -1.0, 0.0]);
+    let zeros = vec![(vec![0.0, 0.0], 0.0); 3];
+    assert_eq!(super::mips::weighted_directions(&zeros), [0.0; 6]);
+    // On long-tailed norms the draws keep the count and repeat the large norms.
+    let data = long_tailed_norms(2_000, 8, 1.0, 5);
+    let split: Vec<(Vec<f32>, f32)> = data
+        .rows()
+        .map(|x| {
+            let n = dot(x, x).sqrt();
+            (x.iter().map(|v| v / n).collect(), n)
+        })
+        .collect();
+    let drawn = super::mips::weighted_directions(&split);
+    assert_eq!(drawn.len(), 2_000 * 8);
+    let largest = split
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("rows");
+    let copies = drawn
+        .chunks_exact(8)
+        .filter(|u| u == &largest.0.as_slice())
+        .count();
+    assert!(copies > 1, "the largest norm is drawn {copies} times");
 }
 
 fn mean_norm_error(codec: &MipsCodec, data: &crate::dataset::Vectors) -> f64 {

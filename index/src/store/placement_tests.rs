@@ -53,6 +53,12 @@ fn mapped_rows_answer_bit_for_bit_as_rows_in_memory() {
             IndexParams::IpNswPlus(IpNswPlusParams::default()),
             int8,
         ),
+        (
+            "glove50-5k-angular",
+            Metric::InnerProduct,
+            IndexParams::MipsAuto(IpNswPlusParams::default()),
+            int8,
+        ),
     ];
     for (set, metric, params, codes) in cases {
         let data = load_dataset(&shared_data_dir().join(set)).unwrap();
@@ -152,6 +158,10 @@ fn an_empty_mapped_index_round_trips() {
         (IndexParams::Hnsw(HnswParams::default()), Metric::L2),
         (
             IndexParams::IpNswPlus(IpNswPlusParams::default()),
+            Metric::InnerProduct,
+        ),
+        (
+            IndexParams::MipsAuto(IpNswPlusParams::default()),
             Metric::InnerProduct,
         ),
     ] {

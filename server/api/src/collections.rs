@@ -261,7 +261,7 @@ impl RefuseUnsupported for VectorsConfig {
     }
 }
 
-/// Which index a collection uses (a Cairn addition). Absent at creation: `ip_nsw_plus` for
+/// Which index a collection uses (a Cairn addition). Absent at creation: `mips_auto` for
 /// `Dot` collections, `hnsw` otherwise. Reported with every parameter filled in.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -275,26 +275,12 @@ pub enum IndexConfig {
     IpNsw,
     /// ip-NSW+ (`Dot` only): an angular HNSW finds the query's direction, then a single-layer
     /// inner-product graph is searched from there. Unset parameters take their defaults.
-    IpNswPlus {
-        /// Out-degree of the inner-product graph (default 32; lists hold up to `2·m`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        m: Option<usize>,
-        /// Candidate list of the inner-product insert (default 200).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ef_construction: Option<usize>,
-        /// Default search `ef` (default 64).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ef_search: Option<usize>,
-        /// Links per node of the angular graph (default 10).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cos_m: Option<usize>,
-        /// Candidate list of the angular insert (default 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cos_ef_construction: Option<usize>,
-        /// Angular neighbours that seed a search (default 1).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cos_ef_search: Option<usize>,
-    },
+    IpNswPlus(IpNswPlusConfig),
+    /// The default for `Dot`: an exact scan until 1,024 points, then ip-NSW+ where the norms
+    /// spread (95th percentile ≥ 1.25 × the median) and ip-NSW where they do not, with these
+    /// parameters (ip-NSW takes `m`, `ef_construction` and `ef_search`). `explain` says
+    /// which was chosen and why.
+    MipsAuto(IpNswPlusConfig),
     /// SimpleLSH (`Dot` only): sign random projections of items scaled by the global maximum
     /// norm. A query probes buckets until `probe_items` items, then re-ranks them exactly;
     /// `params.hnsw_ef` overrides that budget per query. Kept as Range-LSH's baseline.
@@ -323,18 +309,29 @@ pub enum IndexConfig {
     },
 }
 
-impl IndexConfig {
-    /// ip-NSW+ with every parameter at its default.
-    pub fn ip_nsw_plus() -> Self {
-        IndexConfig::IpNswPlus {
-            m: None,
-            ef_construction: None,
-            ef_search: None,
-            cos_m: None,
-            cos_ef_construction: None,
-            cos_ef_search: None,
-        }
-    }
+/// The parameters of ip-NSW+'s two graphs (`ip_nsw_plus`, and `mips_auto` whichever graph
+/// it builds). Unset ones take their defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IpNswPlusConfig {
+    /// Out-degree of the inner-product graph (default 32; lists hold up to `2·m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m: Option<usize>,
+    /// Candidate list of the inner-product insert (default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_construction: Option<usize>,
+    /// Default search `ef` (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_search: Option<usize>,
+    /// Links per node of the angular graph (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cos_m: Option<usize>,
+    /// Candidate list of the angular insert (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cos_ef_construction: Option<usize>,
+    /// Angular neighbours that seed a search (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cos_ef_search: Option<usize>,
 }
 
 /// `PUT /collections/{c}`.

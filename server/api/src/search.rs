@@ -513,6 +513,11 @@ pub struct QueryResponse {
 pub struct QueryExplain {
     /// The index kind that answered (`hnsw`, `flat`, …).
     pub index: String,
+    /// How an index that chooses its structure from the data chose (`mips_auto`: the graph
+    /// it built and the norm spread that decided, or that it still scans exactly; over
+    /// partitions, each distinct choice, separated by `; `); absent for every other kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_choice: Option<String>,
     /// Whether every candidate vector was scanned (asked for, a `flat` index, or a selective
     /// filter).
     pub exact: bool,

@@ -498,6 +498,17 @@ impl Collection {
                     sum.distance_computations += e.distance_computations;
                     // Partitions too small to have trained their codes scored vectors.
                     sum.quantization = sum.quantization.or(e.quantization);
+                    // Each partition chooses from its own norms: every distinct choice.
+                    if let Some(one) = e.index_choice {
+                        match &mut sum.index_choice {
+                            Some(all) if !all.split("; ").any(|c| c == one) => {
+                                all.push_str("; ");
+                                all.push_str(&one);
+                            }
+                            Some(_) => {}
+                            none => *none = Some(one),
+                        }
+                    }
                     sum
                 }
             });
@@ -514,6 +525,7 @@ impl Collection {
         let explain = explain.or_else(|| {
             (search.explain && !missing.is_empty()).then(|| QueryExplain {
                 index: "none".into(),
+                index_choice: None,
                 exact: false,
                 ef: None,
                 filter_selectivity: None,

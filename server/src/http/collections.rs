@@ -309,7 +309,12 @@ fn quantization_json(p: &cairn_index::quant::QuantizedParams) -> serde_json::Val
     use cairn_index::quant::Quantizer;
     match p.quantizer {
         Quantizer::Neq { kind, m } => serde_json::json!({
-            "neq": {"codec": kind.name(), "m": m, "oversampling": p.oversampling}
+            "neq": {"codec": kind.name(), "m": m, "oversampling": p.oversampling,
+                    "training": "directions"}
+        }),
+        Quantizer::NeqIp { kind, m } => serde_json::json!({
+            "neq": {"codec": kind.name(), "m": m, "oversampling": p.oversampling,
+                    "training": "inner_product"}
         }),
         Quantizer::Plain { m, .. } => serde_json::json!({
             "pq": {"m": m, "oversampling": p.oversampling}
@@ -327,7 +332,8 @@ fn describe(collection: &Collection) -> CollectionInfo {
         | IndexParams::IpNsw(_)
         | IndexParams::IpNswPlus(_)
         | IndexParams::SimpleLsh(_)
-        | IndexParams::RangeLsh(_) => None,
+        | IndexParams::RangeLsh(_)
+        | IndexParams::MipsAuto(_) => None,
     };
     // Cairn's `rabitq` goes beside NEQ, out of the field Qdrant's clients parse by their kinds.
     let (qdrant_codes, cairn_codes) = match s.shared_codes {

@@ -370,6 +370,7 @@ impl Partition {
         })?;
         let explain = plan.explain.then(|| QueryExplain {
             index: index.kind().name().to_owned(),
+            index_choice: index.choice(),
             exact: exact || exact_fallback,
             ef: if exact {
                 None
@@ -485,6 +486,7 @@ impl Partition {
             .collect();
         let explain = plan.explain.then(|| QueryExplain {
             index: "sparse".to_owned(),
+            index_choice: None,
             exact: true,
             ef: None,
             filter_selectivity: None,

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cairn_api::{
-    CreateCollection, Distance, HnswConfigDiff, IndexConfig, Modifier, SparseVector,
-    SparseVectorParams, UpdateCollection, VectorOutput, VectorParams, VectorValue, VectorsConfig,
-    WithVector,
+    CreateCollection, Distance, HnswConfigDiff, IndexConfig, IpNswPlusConfig, Modifier,
+    SparseVector, SparseVectorParams, UpdateCollection, VectorOutput, VectorParams, VectorValue,
+    VectorsConfig, WithVector,
 };
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
@@ -185,8 +185,9 @@ fn refuse_unsupported(req: &CreateCollection) -> Result<()> {
     Ok(())
 }
 
-/// `quantization_config` in Cairn's shapes: `{"neq": {"codec", "m", "oversampling"}}` (NEQ:
-/// one byte of norm plus `m − 1` codebooks of `codec` on the direction) and
+/// `quantization_config` in Cairn's shapes: `{"neq": {"codec", "m", "oversampling",
+/// "training"}}` (NEQ: one byte of norm plus `m − 1` codebooks of `codec` on the direction,
+/// trained with every direction alike or weighted for inner product) and
 /// `{"pq": {"m", "oversampling"}}` (plain product quantization), each `m` bytes per vector.
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -204,11 +205,28 @@ struct VqRequest {
     m: Option<usize>,
     #[serde(default)]
     oversampling: Option<f32>,
+    #[serde(default)]
+    training: Option<NeqTraining>,
+}
+
+/// How NEQ's direction codebooks are trained (`quantization_config.neq.training`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum NeqTraining {
+    /// Every direction weighs alike (the NEQ paper's).
+    Directions,
+    /// Each direction weighs its vector's squared norm, as its inner products do.
+    InnerProduct,
 }
 
 /// Bytes per vector when a request names none: 8 (NEQ-PQ8 finds 96% of movielens-mips' top 10
 /// within its top 64 estimates; BENCHMARKS.md).
 const DEFAULT_CODE_BYTES: usize = 8;
+
+/// NEQ's training when a request names none: for inner product. With the default codec (PQ)
+/// it found more of movielens-mips' top 10 than plain NEQ and than plain PQ, OPQ and RQ at
+/// T ≤ 32, and matched plain NEQ on the controls (BENCHMARKS.md, C6).
+const DEFAULT_NEQ_TRAINING: NeqTraining = NeqTraining::InnerProduct;
 
 /// The quantized index a `quantization_config` asks for, or `None` without one.
 fn quantized_index(
@@ -232,17 +250,26 @@ fn quantized_index(
     let parsed: QuantizationRequest = serde_json::from_value(value.clone())
         .map_err(|e| ServerError::InvalidRequest(format!("quantization_config: {e}")))?;
     let (quantizer, oversampling) = match parsed {
-        QuantizationRequest::Neq(r) => (
-            Quantizer::Neq {
-                kind: r.codec.unwrap_or(VqKind::Pq),
-                m: r.m.unwrap_or(DEFAULT_CODE_BYTES),
-            },
-            r.oversampling,
-        ),
+        QuantizationRequest::Neq(r) => {
+            let kind = r.codec.unwrap_or(VqKind::Pq);
+            let m = r.m.unwrap_or(DEFAULT_CODE_BYTES);
+            let quantizer = match r.training.unwrap_or(DEFAULT_NEQ_TRAINING) {
+                NeqTraining::Directions => Quantizer::Neq { kind, m },
+                NeqTraining::InnerProduct => Quantizer::NeqIp { kind, m },
+            };
+            (quantizer, r.oversampling)
+        }
         QuantizationRequest::Pq(r) => {
             if r.codec.is_some_and(|c| c != VqKind::Pq) {
                 return Err(ServerError::InvalidRequest(
                     "quantization_config.pq.codec: plain quantization here is PQ; use neq for OPQ or RQ directions".into(),
+                ));
+            }
+            if r.training.is_some() {
+                return Err(ServerError::InvalidRequest(
+                    "quantization_config.pq.training: plain PQ trains on the vectors themselves; \
+                     training chooses how neq's direction codebooks are trained"
+                        .into(),
                 ));
             }
             (
@@ -419,16 +446,22 @@ fn check_on_disk(on_disk: bool, index: &IndexParams, field: &str) -> Result<()> 
 /// Checks that `index` (of `field`) can keep row codes: graphs only.
 fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Result<()> {
     match (codes, index) {
-        (Some(RowCodes::Rabitq), IndexParams::IpNswPlus(_)) => {
+        (Some(RowCodes::Rabitq), IndexParams::IpNswPlus(_) | IndexParams::MipsAuto(_)) => {
             Err(ServerError::InvalidRequest(format!(
-                "{field}: rabitq codes are kept beside an HNSW graph's links; ip_nsw_plus \
-                 searches two graphs and keeps none (use hnsw or ip_nsw, or scalar or binary)"
+                "{field}: rabitq codes are kept beside an HNSW graph's links; {} searches (or \
+                 may choose) ip_nsw_plus's two graphs and keeps none (use hnsw or ip_nsw, or \
+                 scalar or binary)",
+                index.kind().name()
             )))
         }
         (None, _)
-        | (Some(_), IndexParams::Hnsw(_) | IndexParams::IpNsw(_) | IndexParams::IpNswPlus(_)) => {
-            Ok(())
-        }
+        | (
+            Some(_),
+            IndexParams::Hnsw(_)
+            | IndexParams::IpNsw(_)
+            | IndexParams::IpNswPlus(_)
+            | IndexParams::MipsAuto(_),
+        ) => Ok(()),
         (
             Some(codes),
             IndexParams::Flat
@@ -437,7 +470,7 @@ fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Res
             | IndexParams::Quantized(_),
         ) => Err(ServerError::InvalidRequest(format!(
             "{field}: {} quantization speeds up graph search; the {} index keeps no codes (use \
-             hnsw, ip_nsw or ip_nsw_plus)",
+             hnsw, ip_nsw, ip_nsw_plus or mips_auto)",
             codes.name(),
             index.kind().name()
         ))),
@@ -592,14 +625,43 @@ fn hnsw_params(diff: HnswConfigDiff) -> HnswParams {
     }
 }
 
-/// The index a space asks for (`index`), or its distance's default: ip-NSW+ for `Dot`, HNSW
-/// otherwise.
+/// The index a space asks for (`index`), or its distance's default: the automatic choice
+/// between ip-NSW+ and ip-NSW for `Dot`, HNSW otherwise.
 fn index_or_default(index: Option<IndexConfig>, distance: Distance) -> IndexConfig {
     index.unwrap_or(if distance == Distance::Dot {
-        IndexConfig::ip_nsw_plus()
+        IndexConfig::MipsAuto(IpNswPlusConfig::default())
     } else {
         IndexConfig::Hnsw
     })
+}
+
+/// ip-NSW+'s parameters as asked for, every unset one at its default.
+fn ip_nsw_plus_params(c: IpNswPlusConfig) -> Result<IpNswPlusParams> {
+    let d = IpNswPlusParams::default();
+    let p = IpNswPlusParams {
+        m: c.m.unwrap_or(d.m),
+        ef_construction: c.ef_construction.unwrap_or(d.ef_construction),
+        ef_search: c.ef_search.unwrap_or(d.ef_search),
+        cos_m: c.cos_m.unwrap_or(d.cos_m),
+        cos_ef_construction: c.cos_ef_construction.unwrap_or(d.cos_ef_construction),
+        cos_ef_search: c.cos_ef_search.unwrap_or(d.cos_ef_search),
+        seed: d.seed,
+    };
+    p.validate()
+        .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
+    Ok(p)
+}
+
+/// ip-NSW+'s parameters as collection info reports them: every one filled in.
+fn ip_nsw_plus_config(p: IpNswPlusParams) -> IpNswPlusConfig {
+    IpNswPlusConfig {
+        m: Some(p.m),
+        ef_construction: Some(p.ef_construction),
+        ef_search: Some(p.ef_search),
+        cos_m: Some(p.cos_m),
+        cos_ef_construction: Some(p.cos_ef_construction),
+        cos_ef_search: Some(p.cos_ef_search),
+    }
 }
 
 /// Checks an index's parameters against the space's metric (LSH ranges, `Dot`-only kinds).
@@ -622,17 +684,8 @@ pub fn index_config(index: &IndexParams) -> (IndexConfig, HnswParams) {
         IndexParams::Quantized(_) | IndexParams::Flat => (IndexConfig::Flat, no_hnsw),
         IndexParams::Hnsw(p) => (IndexConfig::Hnsw, p),
         IndexParams::IpNsw(p) => (IndexConfig::IpNsw, p),
-        IndexParams::IpNswPlus(p) => (
-            IndexConfig::IpNswPlus {
-                m: Some(p.m),
-                ef_construction: Some(p.ef_construction),
-                ef_search: Some(p.ef_search),
-                cos_m: Some(p.cos_m),
-                cos_ef_construction: Some(p.cos_ef_construction),
-                cos_ef_search: Some(p.cos_ef_search),
-            },
-            no_hnsw,
-        ),
+        IndexParams::IpNswPlus(p) => (IndexConfig::IpNswPlus(ip_nsw_plus_config(p)), no_hnsw),
+        IndexParams::MipsAuto(p) => (IndexConfig::MipsAuto(ip_nsw_plus_config(p)), no_hnsw),
         IndexParams::SimpleLsh(p) => (
             IndexConfig::SimpleLsh {
                 bits: Some(p.bits),
@@ -830,28 +883,8 @@ impl CollectionSettings {
             IndexConfig::Flat => IndexParams::Flat,
             IndexConfig::Hnsw => IndexParams::Hnsw(hnsw_checked()?),
             IndexConfig::IpNsw => IndexParams::IpNsw(hnsw_checked()?),
-            IndexConfig::IpNswPlus {
-                m,
-                ef_construction,
-                ef_search,
-                cos_m,
-                cos_ef_construction,
-                cos_ef_search,
-            } => {
-                let d = IpNswPlusParams::default();
-                let p = IpNswPlusParams {
-                    m: m.unwrap_or(d.m),
-                    ef_construction: ef_construction.unwrap_or(d.ef_construction),
-                    ef_search: ef_search.unwrap_or(d.ef_search),
-                    cos_m: cos_m.unwrap_or(d.cos_m),
-                    cos_ef_construction: cos_ef_construction.unwrap_or(d.cos_ef_construction),
-                    cos_ef_search: cos_ef_search.unwrap_or(d.cos_ef_search),
-                    seed: d.seed,
-                };
-                p.validate()
-                    .map_err(|e| ServerError::InvalidRequest(format!("index: {e}")))?;
-                IndexParams::IpNswPlus(p)
-            }
+            IndexConfig::IpNswPlus(c) => IndexParams::IpNswPlus(ip_nsw_plus_params(c)?),
+            IndexConfig::MipsAuto(c) => IndexParams::MipsAuto(ip_nsw_plus_params(c)?),
             IndexConfig::SimpleLsh { bits, probe_items } => {
                 let d = LshParams::default();
                 IndexParams::SimpleLsh(LshParams {

@@ -29,8 +29,22 @@ fn recall(server: &Server, collection: &str, data: &Dataset) -> (f64, Vec<Vec<u6
     (recall_at_k(&as_slots, &data.ground_truth, 10), results)
 }
 
+/// What `explain` says the automatic MIPS index chose.
+fn explained_choice(server: &Server, collection: &str) -> String {
+    let explained = server.ok(
+        "POST",
+        &format!("/collections/{collection}/points/query"),
+        Some(&json!({"query": vec![0.1; 64], "limit": 1, "explain": true})),
+    );
+    assert_eq!(explained["explain"]["index"], "mips_auto", "{explained}");
+    explained["explain"]["index_choice"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[test]
-fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
+fn movielens_mips_auto_over_rest_survives_a_restart() {
     let data = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), &[]);
@@ -38,8 +52,8 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
     let info = server.ok("GET", "/collections/ml", None);
     let index = &info["config"]["index"];
     assert_eq!(
-        index["kind"], "ip_nsw_plus",
-        "Dot defaults to ip-NSW+: {index}"
+        index["kind"], "mips_auto",
+        "Dot defaults to the choice between ip-NSW+ and ip-NSW: {index}"
     );
     assert_eq!(index["m"], 32, "parameters are reported filled in: {index}");
     assert_eq!(index["cos_ef_search"], 1);
@@ -61,8 +75,11 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
     assert_eq!(quantization["neq"]["codec"], "pq", "{quantization}");
     server.upsert_vectors("neq", 64, &data.base.data, 0, 1000);
 
+    // movielens-mips' norms spread (95th percentile ≈ 3.4 × the median): ip-NSW+ is built.
+    let choice = explained_choice(&server, "ml");
+    assert!(choice.starts_with("ip_nsw_plus: norm spread"), "{choice}");
     let (before, answers) = recall(&server, "ml", &data);
-    eprintln!("movielens-mips ip_nsw_plus REST recall@10 at default ef: {before:.4}");
+    eprintln!("movielens-mips mips_auto ({choice}) REST recall@10 at default ef: {before:.4}");
     assert!(before >= 0.95, "recall@10 {before}");
     let (lsh_before, lsh_answers) = recall(&server, "lsh", &data);
     eprintln!("movielens-mips range_lsh REST recall@10 probing 1024 items: {lsh_before:.4}");
@@ -139,7 +156,12 @@ fn movielens_ip_nsw_plus_over_rest_survives_a_restart() {
     server.restart();
     let info = server.ok("GET", "/collections/ml", None);
     assert_eq!(info["load"]["index_source"], "snapshot", "{}", info["load"]);
-    assert_eq!(info["config"]["index"]["kind"], "ip_nsw_plus");
+    assert_eq!(info["config"]["index"]["kind"], "mips_auto");
+    assert_eq!(
+        explained_choice(&server, "ml"),
+        choice,
+        "the choice is kept"
+    );
     let (after, answers_after) = recall(&server, "ml", &data);
     assert!(after >= 0.95, "recall@10 after restart {after}");
     assert_eq!(answers_after, answers, "answers changed across restart");
@@ -200,6 +222,16 @@ fn quantization_configs_are_checked() {
                    "index": {"kind": "ip_nsw_plus"}}),
             "index",
         ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"pq": {"training": "inner_product"}}}),
+            "training",
+        ),
+        (
+            json!({"vectors": {"size": 8, "distance": "Dot"},
+                   "quantization_config": {"neq": {"training": "norms"}}}),
+            "norms",
+        ),
     ];
     for (body, needle) in refused {
         let (status, answer) = server.call("PUT", "/collections/q", Some(&body));
@@ -220,6 +252,17 @@ fn quantization_configs_are_checked() {
         json!({"pq": {"m": 2, "oversampling": 4.0}})
     );
     assert!(info["config"]["quantization_config"].is_null(), "{info}");
+    server.create(
+        "ip",
+        8,
+        "Dot",
+        json!({"quantization_config": {"neq": {"training": "inner_product"}}}),
+    );
+    let info = server.ok("GET", "/collections/ip", None);
+    assert_eq!(
+        info["config"]["cairn_quantization_config"]["neq"]["training"], "inner_product",
+        "{info}"
+    );
     server.upsert_vectors("q", 4, &[1.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0], 0, 10);
     let hits = server.ok(
         "POST",
@@ -233,7 +276,13 @@ fn quantization_configs_are_checked() {
 fn mips_index_kinds_need_dot_and_known_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    for kind in ["ip_nsw", "ip_nsw_plus", "simple_lsh", "range_lsh"] {
+    for kind in [
+        "ip_nsw",
+        "ip_nsw_plus",
+        "mips_auto",
+        "simple_lsh",
+        "range_lsh",
+    ] {
         let (status, body) = server.call(
             "PUT",
             "/collections/e",

@@ -260,7 +260,7 @@ fn several_named_vectors_are_each_indexed_searched_and_returned() {
     assert_eq!(info["config"]["vector_indexes"]["title"]["kind"], "hnsw");
     assert_eq!(
         info["config"]["vector_indexes"]["votes"]["kind"],
-        "ip_nsw_plus"
+        "mips_auto"
     );
 
     for (seed, (name, _, _)) in SPACES.iter().enumerate() {
@@ -272,7 +272,7 @@ fn several_named_vectors_are_each_indexed_searched_and_returned() {
         "/collections/n/points/query",
         Some(&json!({"query": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "using": "votes", "explain": true})),
     );
-    assert_eq!(explained["explain"]["index"], "ip_nsw_plus", "{explained}");
+    assert_eq!(explained["explain"]["index"], "mips_auto", "{explained}");
 
     // Vectors come back by name, each only where the point has it.
     let got = server.ok(
