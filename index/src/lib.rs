@@ -3,8 +3,9 @@
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
 //! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
-//! [`lsh`], [`quant`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's content routing ([`pyramid`]), the on-disk index file
-//! format ([`persist`]) and dataset readers plus recall@k ([`dataset`]).
+//! [`lsh`], [`quant`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's
+//! content routing ([`pyramid`]), the on-disk index file format ([`persist`]) and dataset
+//! readers plus recall@k ([`dataset`]).
 //!
 //! It must not depend on tokio, axum or RocksDB: the server composes these pieces, and
 //! `cargo test -p cairn-index` must never build C++ (see `ARCHITECTURE.md`).
