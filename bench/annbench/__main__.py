@@ -14,6 +14,11 @@ os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["quantizers"]:
+        from .quantizers import main as quantizers
+
+        quantizers(sys.argv[2:])
+        return
     here = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(prog="bench/ann", description=__doc__)
     parser.add_argument("--data", default="siftsmall",

@@ -11,7 +11,9 @@
 //! Sets and sizes as in the `mips` bench (`CAIRN_BENCH_MIPS_N`, default 200,000 long-tailed
 //! items). Codebooks train on at most `CAIRN_BENCH_NEQ_TRAIN` items (default 50,000; the
 //! authors used the first 100,000) — the first rows, as theirs. CSV (one curve per quantizer,
-//! recall against T) goes to `$CAIRN_BENCH_OUT/neq-<set>-m<M>.csv` when set.
+//! recall against T) goes to `$CAIRN_BENCH_OUT/neq-<set>-m<M>.csv` when set; with
+//! `CAIRN_BENCH_DUMP` the sets are written out first for ScaNN's quantizer (`bench/ann
+//! quantizers`).
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
 
 mod common;
@@ -20,7 +22,7 @@ use std::time::Instant;
 
 use cairn_faiss::codec::FaissTrainer;
 use cairn_index::quant::{MipsCodec, Quantizer, VqKind};
-use common::{env_usize, mips_sets, write_csv, Set, K};
+use common::{dump_set, env_usize, mips_sets, write_csv, Set, K};
 use rayon::prelude::*;
 
 const T: &[usize] = &[16, 32, 64, 128, 256, 512, 1024];
@@ -67,6 +69,7 @@ fn main() {
     let train_cap = env_usize("CAIRN_BENCH_NEQ_TRAIN", 50_000);
     let sets = mips_sets();
     cairn_faiss::set_threads(2);
+    sets.iter().for_each(dump_set);
     for set in &sets {
         let dim = set.base.dim;
         let train = &set.base.data[..set.base.len().min(train_cap) * dim];

@@ -158,6 +158,39 @@ pub fn mips_sets() -> Vec<Set> {
     sets
 }
 
+/// Writes `set` as `<$CAIRN_BENCH_DUMP>/<name>/{base,queries}.fvecs` and `truth.ivecs` (its
+/// exact top-`K`) when that variable names a folder, so that a library outside Rust is
+/// measured on the very same arrays (`bench/ann quantizers` reads them for ScaNN).
+pub fn dump_set(set: &Set) {
+    let Some(root) = std::env::var_os("CAIRN_BENCH_DUMP").map(PathBuf::from) else {
+        return;
+    };
+    let dir = root.join(&set.name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, vectors) in [("base.fvecs", &set.base), ("queries.fvecs", &set.queries)] {
+        let values = vectors.data.iter().map(|x| x.to_le_bytes());
+        write_vecs(&dir.join(file), vectors.dim, values);
+    }
+    let ids = set
+        .truth
+        .iter()
+        .flat_map(|row| row[..K].iter().map(|&id| (id as i32).to_le_bytes()));
+    write_vecs(&dir.join("truth.ivecs"), K, ids);
+    eprintln!("wrote {}", dir.display());
+}
+
+/// The `.fvecs`/`.ivecs` layout: each row of `dim` little-endian words led by `dim` as an i32.
+fn write_vecs(path: &std::path::Path, dim: usize, values: impl Iterator<Item = [u8; 4]>) {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for (i, word) in values.enumerate() {
+        if i % dim == 0 {
+            out.write_all(&(dim as i32).to_le_bytes()).unwrap();
+        }
+        out.write_all(&word).unwrap();
+    }
+    out.flush().unwrap();
+}
+
 /// A size knob from the environment (`0` usually means "skip").
 pub fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
