@@ -105,10 +105,11 @@ def norm_bias(base: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
     return float((norms[truth[:, :k]] >= cut).mean())
 
 
-def recall_at(found: np.ndarray, truth: np.ndarray, k: int) -> float:
-    """Mean share of the true k nearest among the k returned (ids < 0 never match)."""
+def recall_at(found: np.ndarray, truth: np.ndarray, k: int, within: int | None = None) -> float:
+    """Mean share of the true k nearest among the first `within` returned (default k; ids < 0
+    never match)."""
     hits = 0
-    for got, want in zip(found[:, :k], truth[:, :k]):
+    for got, want in zip(found[:, : within or k], truth[:, :k]):
         hits += len(np.intersect1d(got[got >= 0], want, assume_unique=False))
     return hits / (k * truth.shape[0])
 

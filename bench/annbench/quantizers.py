@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import read_vecs
+from .data import read_vecs, recall_at
 
 T_VALUES = (16, 32, 64, 128, 256, 512, 1024)
 K = 10
@@ -51,16 +51,6 @@ def block_width(dim: int, blocks: int) -> int:
     return max(1, dim // blocks)
 
 
-def recall_within(found: np.ndarray, truth: np.ndarray) -> list[float]:
-    """Recall@K within the first T of each ranked row, for every T."""
-    out = []
-    for t in T_VALUES:
-        head = found[:, :t]
-        hits = sum(len(np.intersect1d(h, row[:K])) for h, row in zip(head, truth))
-        out.append(hits / (K * len(truth)))
-    return out
-
-
 def measure(base, queries, truth, m: int, hash_type: str, threshold: float) -> list[float]:
     import scann
 
@@ -74,7 +64,7 @@ def measure(base, queries, truth, m: int, hash_type: str, threshold: float) -> l
     searcher = builder.build()
     searcher.set_num_threads(2)
     found, _ = searcher.search_batched(queries, final_num_neighbors=T_VALUES[-1])
-    return recall_within(np.asarray(found), truth)
+    return [recall_at(np.asarray(found), truth, K, within=t) for t in T_VALUES]
 
 
 def main(argv: list[str]) -> None:
