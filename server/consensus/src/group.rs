@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::encode;
 use crate::{
-    Applied, GroupId, Groups, LogStore, Network, Observer, PartTypes, PartitionCommand,
+    Addressee, Applied, GroupId, Groups, LogStore, Network, Observer, PartTypes, PartitionCommand,
     ReplicaAddr, ReplicaId, Rpc, StateMachine, Transport, TransportError,
 };
 
@@ -333,7 +333,12 @@ impl<T: Transport> Forward for T {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + '_>> {
-        Box::pin(self.call(node, group, rpc, body, timeout))
+        let to = Addressee {
+            node,
+            group,
+            replica: None,
+        };
+        Box::pin(self.call(to, rpc, body, timeout))
     }
 }
 
@@ -443,7 +448,7 @@ impl Group {
         )
         .await
         .map_err(|e| open(e.to_string()))?;
-        groups.insert(id, raft.clone(), &snapshots);
+        groups.insert(id, replica, raft.clone(), &snapshots);
         Ok(Self {
             id,
             raft,

@@ -1,18 +1,20 @@
 //! The receiving end: the groups a node hosts, and the dispatch of peers' messages to them.
 //!
 //! The server's internal API hands every Raft message it receives to [`Groups::handle`] with
-//! the group id and message kind from the URL. The answer is the group's own result, encoded,
-//! errors included (a stale term is an answer, not a failure of the call); only a message for
-//! a group this node does not host, or one that does not decode, is a [`HandleError`].
+//! the group id, the replica it is for and the message kind from the URL. The answer is the
+//! group's own result, encoded, errors included (a stale term is an answer, not a failure of
+//! the call); only a message for a group or replica this node does not host, or one that does
+//! not decode, is a [`HandleError`].
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use openraft::error::Fatal;
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{ErrorSubject, ErrorVerb, Raft, Snapshot};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{encode, failed};
 use crate::group::Proposal;
@@ -26,6 +28,17 @@ pub enum HandleError {
     /// This node does not host the group (it was dropped, or never placed here).
     #[error("group {0} is not hosted on this node")]
     UnknownGroup(GroupId),
+    /// The node hosts another replica of the group than the one the message is for (that one
+    /// lost its files and was replaced here, see [`crate::Addressee`]).
+    #[error("replica {asked} of group {group} is not hosted on this node (replica {hosted} is)")]
+    OtherReplica {
+        /// The group.
+        group: GroupId,
+        /// The replica the message is for.
+        asked: ReplicaId,
+        /// The replica hosted here.
+        hosted: ReplicaId,
+    },
     /// The body is not the message its kind says.
     #[error("a {kind} message that does not decode: {reason}")]
     BadMessage {
@@ -36,11 +49,17 @@ pub enum HandleError {
     },
 }
 
-/// One hosted group: its Raft, and where incoming snapshots are put together.
+/// One hosted group: its replica's id and Raft, and where incoming snapshots are put together.
 #[derive(Clone)]
 struct Hosted {
+    replica: ReplicaId,
     raft: Raft<PartTypes>,
     snapshots: PathBuf,
+    /// Held by each step of a snapshot transfer's file work. A leader may have two transfers
+    /// to this replica in flight (a cancelled one whose last chunk is still being written, one
+    /// from a new leader); each step reads what is held, then writes, and two interleaved would
+    /// append a chunk twice.
+    transfer: Arc<Mutex<()>>,
 }
 
 /// The groups this node hosts, by id.
@@ -53,12 +72,20 @@ impl Groups {
     /// Starts dispatching `group`'s messages to `raft`; incoming snapshots are assembled under
     /// `snapshots` (the group's state machine's own snapshot directory, see
     /// [`crate::StateMachine::snapshots_dir`], so an install moves them without a copy).
-    pub fn insert(&self, group: GroupId, raft: Raft<PartTypes>, snapshots: &Path) {
+    pub fn insert(
+        &self,
+        group: GroupId,
+        replica: ReplicaId,
+        raft: Raft<PartTypes>,
+        snapshots: &Path,
+    ) {
         self.hosted.write().insert(
             group,
             Hosted {
+                replica,
                 raft,
                 snapshots: snapshots.to_path_buf(),
+                transfer: Arc::default(),
             },
         );
     }
@@ -78,10 +105,12 @@ impl Groups {
         self.hosted.read().keys().copied().collect()
     }
 
-    /// Hands a peer's message to its group and returns the encoded answer.
+    /// Hands a peer's message for `replica` of `group` (see [`crate::Addressee`]) to the
+    /// group and returns the encoded answer.
     pub async fn handle(
         &self,
         group: GroupId,
+        replica: Option<ReplicaId>,
         rpc: Rpc,
         body: &[u8],
     ) -> Result<Vec<u8>, HandleError> {
@@ -91,6 +120,23 @@ impl Groups {
             .get(&group)
             .cloned()
             .ok_or(HandleError::UnknownGroup(group))?;
+        match replica {
+            Some(asked) if asked != hosted.replica => {
+                return Err(HandleError::OtherReplica {
+                    group,
+                    asked,
+                    hosted: hosted.replica,
+                })
+            }
+            None if !matches!(rpc, Rpc::Propose | Rpc::ReadIndex) => {
+                return Err(HandleError::BadMessage {
+                    kind: rpc.name(),
+                    reason: "it names no replica, and only the replica it is for may answer it"
+                        .into(),
+                })
+            }
+            _ => {}
+        }
         let bad = |reason: bincode::Error| HandleError::BadMessage {
             kind: rpc.name(),
             reason: reason.to_string(),
@@ -109,13 +155,19 @@ impl Groups {
             // carry every group's heartbeats.
             Rpc::SnapshotBegin => {
                 let begin: SnapshotBegin = bincode::deserialize(body).map_err(bad)?;
-                let snapshots = hosted.snapshots.clone();
-                encode(&off_workers(move || begin_transfer(&snapshots, &begin)).await)
+                encode(
+                    &hosted
+                        .transfer_step(move |snapshots| begin_transfer(snapshots, &begin))
+                        .await,
+                )
             }
             Rpc::SnapshotChunk => {
                 let chunk: SnapshotChunk = bincode::deserialize(body).map_err(bad)?;
-                let snapshots = hosted.snapshots.clone();
-                encode(&off_workers(move || write_chunk(&snapshots, &chunk)).await)
+                encode(
+                    &hosted
+                        .transfer_step(move |snapshots| write_chunk(snapshots, &chunk))
+                        .await,
+                )
             }
             Rpc::SnapshotFinish => {
                 let finish: SnapshotFinish = bincode::deserialize(body).map_err(bad)?;
@@ -127,6 +179,22 @@ impl Groups {
             }
             Rpc::ReadIndex => encode(&crate::group::read_index_here(&hosted.raft).await),
         })
+    }
+}
+
+impl Hosted {
+    /// Runs one step of a snapshot transfer's file work on the group's incoming snapshots,
+    /// holding the transfer lock.
+    async fn transfer_step<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let (snapshots, transfer) = (self.snapshots.clone(), self.transfer.clone());
+        off_workers(move || {
+            let _step = transfer.lock();
+            work(&snapshots)
+        })
+        .await
     }
 }
 
@@ -165,7 +233,14 @@ fn begin_transfer(snapshots: &Path, begin: &SnapshotBegin) -> std::io::Result<Ve
     }
     let mut held = Vec::new();
     for file in begin.manifest.state.iter().chain(&begin.manifest.extras) {
-        if let Ok(meta) = std::fs::metadata(dir.join(&file.name)) {
+        let path = dir.join(&file.name);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if meta.len() > file.bytes {
+                // Not this file: the sender would start it again at 0, and a chunk there is
+                // refused while the receiver holds more.
+                fs_err::remove_file(&path)?;
+                continue;
+            }
             held.push((file.name.clone(), meta.len()));
         }
     }
@@ -201,16 +276,16 @@ async fn finish_transfer(
     hosted: &Hosted,
     finish: SnapshotFinish,
 ) -> Result<openraft::raft::SnapshotResponse<ReplicaId>, Fatal<ReplicaId>> {
-    let (snapshots, manifest) = (hosted.snapshots.clone(), finish.manifest.clone());
-    let dir = tokio::task::spawn_blocking(move || {
-        manifest.check_names()?;
-        let dir = incoming(&snapshots, &manifest.meta.snapshot_id)?;
-        snapshot::check_files(&dir, &manifest)?;
-        manifest.write(&dir)?;
-        Ok::<_, std::io::Error>(dir)
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let manifest = finish.manifest.clone();
+    let dir = hosted
+        .transfer_step(move |snapshots| {
+            manifest.check_names()?;
+            let dir = incoming(snapshots, &manifest.meta.snapshot_id)?;
+            snapshot::check_files(&dir, &manifest)?;
+            manifest.write(&dir)?;
+            Ok(dir)
+        })
+        .await;
     let dir = match dir {
         Ok(dir) => dir,
         Err(e) => {
@@ -322,6 +397,25 @@ mod tests {
             "the damaged file is gone, so it is sent again"
         );
         write_chunk(root.path(), &chunk("b.sst", 0, b"xyz")).unwrap();
+        snapshot::check_files(&dir, &m).unwrap();
+    }
+
+    #[test]
+    fn a_held_file_longer_than_the_snapshot_s_is_sent_again_from_the_start() {
+        let root = tempfile::tempdir().unwrap();
+        let m = manifest(&[("a.sst", b"hello")]);
+        let begin = SnapshotBegin {
+            manifest: m.clone(),
+        };
+        begin_transfer(root.path(), &begin).unwrap();
+        let dir = incoming(root.path(), "1-5-9").unwrap();
+        fs_err::write(dir.join("a.sst"), b"hellohello").unwrap();
+
+        assert_eq!(begin_transfer(root.path(), &begin).unwrap(), vec![]);
+        assert_eq!(
+            write_chunk(root.path(), &chunk("a.sst", 0, b"hello")).unwrap(),
+            5
+        );
         snapshot::check_files(&dir, &m).unwrap();
     }
 

@@ -39,7 +39,9 @@ pub use command::{Applied, PartitionCommand, PointRow, Row};
 pub use group::{Group, GroupError, GroupStatus, LogPolicy, ReadError, Role, Timing, WriteError};
 pub use groups::{Groups, HandleError};
 pub use log_store::LogStore;
-pub use network::{GroupId, Network, Rpc, Transport, TransportError, SNAPSHOT_CHUNK_BYTES};
+pub use network::{
+    Addressee, GroupId, Network, Rpc, Transport, TransportError, SNAPSHOT_CHUNK_BYTES,
+};
 pub use snapshot::{Manifest, SnapshotDir};
 pub use state_machine::{Observer, StateMachine};
 

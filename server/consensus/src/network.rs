@@ -191,14 +191,34 @@ pub enum TransportError {
     },
 }
 
+/// Where a message goes: a group on a peer node and, for Raft's own messages, the replica it
+/// is for.
+///
+/// A node hosts one replica of a group, but not always the one a peer means: a replica whose
+/// files were lost comes back on its node under a new id (the server's `host.rs`) while the
+/// lost one is still a member. A message for the lost one must not reach the new one, which
+/// would answer votes and appends in the name of a member that forgot its vote (Raft's safety
+/// rests on a vote never being given twice in a term), and whose snapshot transfers would
+/// interleave with those meant for the lost one in the same files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addressee {
+    /// The peer's node id.
+    pub node: u64,
+    /// The group.
+    pub group: GroupId,
+    /// The replica a Raft message (append, vote, snapshot) is for; `None` for a request that
+    /// whichever replica the node hosts answers for itself (a forwarded write or read index:
+    /// it checks that it leads).
+    pub replica: Option<ReplicaId>,
+}
+
 /// Carries one message to a peer node and returns its answer's body: the server's HTTP client
 /// to the peer's internal port, or an in-process table in tests.
 pub trait Transport: Send + Sync + 'static {
-    /// Sends `body` (bincode) for `group` to node `node`, waiting at most `timeout`.
+    /// Sends `body` (bincode) to `to`, waiting at most `timeout`.
     fn call(
         &self,
-        node: u64,
-        group: GroupId,
+        to: Addressee,
         rpc: Rpc,
         body: Vec<u8>,
         timeout: Duration,
@@ -251,10 +271,12 @@ impl<T: Transport> Link<T> {
         timeout: Duration,
     ) -> Result<Result<R, E>, TransportError> {
         let body = crate::error::encode(request);
-        let answer = self
-            .transport
-            .call(self.node, self.group, rpc, body, timeout)
-            .await?;
+        let to = Addressee {
+            node: self.node,
+            group: self.group,
+            replica: Some(self.target),
+        };
+        let answer = self.transport.call(to, rpc, body, timeout).await?;
         bincode::deserialize(&answer).map_err(|e| TransportError::Refused {
             node: self.node,
             reason: format!("an answer that does not decode: {e}"),

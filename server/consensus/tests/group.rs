@@ -11,11 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    GroupId, Groups, LogStore, Network, PartTypes, PartitionCommand, ReplicaAddr, ReplicaId, Row,
-    Rpc, StateMachine, Transport, TransportError,
+    Addressee, GroupId, Groups, HandleError, LogStore, Network, PartTypes, PartitionCommand,
+    ReplicaAddr, ReplicaId, Row, Rpc, StateMachine, Transport, TransportError,
 };
 use cairn_storage::{PartitionStore, StoreOptions, StoredPoint};
-use openraft::{Config, Raft, ServerState, SnapshotPolicy};
+use openraft::error::RaftError;
+use openraft::raft::{VoteRequest, VoteResponse};
+use openraft::{Config, Raft, ServerState, SnapshotPolicy, Vote};
 use parking_lot::Mutex;
 use tempfile::TempDir;
 
@@ -62,19 +64,19 @@ struct NodeTransport {
 impl Transport for NodeTransport {
     async fn call(
         &self,
-        node: u64,
-        group: GroupId,
+        to: Addressee,
         rpc: Rpc,
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
+        let node = to.node;
         self.mesh.open(self.from, node)?;
         let groups = self.mesh.nodes.lock().get(&node).cloned();
         let groups = groups.ok_or(TransportError::Unreachable {
             node,
             reason: "no such node".into(),
         })?;
-        let answer = tokio::time::timeout(timeout, groups.handle(group, rpc, &body))
+        let answer = tokio::time::timeout(timeout, groups.handle(to.group, to.replica, rpc, &body))
             .await
             .map_err(|_| TransportError::TimedOut { node })?
             .map_err(|e| TransportError::Refused {
@@ -132,7 +134,7 @@ async fn replica(mesh: &Arc<Mesh>, id: ReplicaId) -> Replica {
         .await
         .unwrap();
     let groups = Arc::new(Groups::default());
-    groups.insert(GROUP, raft.clone(), &snapshots);
+    groups.insert(GROUP, id, raft.clone(), &snapshots);
     mesh.nodes.lock().insert(id, groups);
     Replica {
         _dir: dir,
@@ -295,4 +297,47 @@ async fn writes_commit_everywhere_a_fenced_leader_cannot_acknowledge_and_a_newco
     for r in replicas.values() {
         r.raft.shutdown().await.unwrap();
     }
+}
+
+/// A node answers a Raft message only for the replica it hosts: a replica that lost its files
+/// comes back on its node under a new id while the lost one is still a member, and the new one
+/// must not grant votes or acknowledge entries in the lost one's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_answers_only_for_the_replica_it_hosts() {
+    let mesh = Arc::new(Mesh::default());
+    let hosted = replica(&mesh, 1).await;
+    let groups = mesh.nodes.lock().get(&1).cloned().unwrap();
+    let vote = bincode::serialize(&VoteRequest::<ReplicaId>::new(Vote::new(1, 2), None)).unwrap();
+
+    let other = groups
+        .handle(GROUP, Some(3), Rpc::Vote, &vote)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            other,
+            HandleError::OtherReplica {
+                asked: 3,
+                hosted: 1,
+                ..
+            }
+        ),
+        "{other}"
+    );
+    let unnamed = groups
+        .handle(GROUP, None, Rpc::Vote, &vote)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(unnamed, HandleError::BadMessage { .. }),
+        "{unnamed}"
+    );
+    let answer = groups
+        .handle(GROUP, Some(1), Rpc::Vote, &vote)
+        .await
+        .unwrap();
+    let answer: Result<VoteResponse<ReplicaId>, RaftError<ReplicaId>> =
+        bincode::deserialize(&answer).unwrap();
+    assert!(answer.unwrap().vote_granted, "the replica itself answers");
+    hosted.raft.shutdown().await.unwrap();
 }

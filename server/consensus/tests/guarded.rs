@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_consensus::{
-    Group, GroupId, Groups, LogPolicy, PartitionCommand, PointRow, ReplicaAddr, Row, Rpc, Timing,
-    Transport, TransportError,
+    Addressee, Group, GroupId, Groups, LogPolicy, PartitionCommand, PointRow, ReplicaAddr, Row,
+    Rpc, Timing, Transport, TransportError,
 };
 use cairn_storage::{PartitionStore, StoreOptions, StoredDense, StoredSparse};
 
@@ -21,14 +21,13 @@ struct Alone;
 impl Transport for Alone {
     async fn call(
         &self,
-        node: u64,
-        _group: GroupId,
+        to: Addressee,
         _rpc: Rpc,
         _body: Vec<u8>,
         _timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
         Err(TransportError::Unreachable {
-            node,
+            node: to.node,
             reason: "a group of one".into(),
         })
     }

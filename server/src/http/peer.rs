@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State as AxState};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, Request, State as AxState};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -28,7 +29,7 @@ use std::pin::Pin;
 
 use cairn_api::internal::{self, CollectionWrite, PartitionCall, WriteReceipt, WIRE_CONTENT_TYPE};
 use cairn_api::ErrorCode;
-use cairn_consensus::{GroupId, Groups, HandleError, Rpc, Transport, TransportError};
+use cairn_consensus::{Addressee, GroupId, Groups, HandleError, Rpc, Transport, TransportError};
 use subtle::ConstantTimeEq;
 
 use super::error::error_response;
@@ -182,9 +183,16 @@ async fn require_secret(
     }
 }
 
+/// The query of a Raft message: the replica it is for (see [`cairn_consensus::Addressee`]).
+#[derive(serde::Deserialize)]
+struct RaftQuery {
+    replica: Option<u64>,
+}
+
 async fn raft_message(
     AxState(state): AxState<Arc<Internal>>,
     Path((group, rpc)): Path<(String, String)>,
+    query: Result<Query<RaftQuery>, QueryRejection>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -194,19 +202,23 @@ async fn raft_message(
             return error_response(ErrorCode::InvalidRequest, problem)
         }
     };
-    match state.groups.handle(group, rpc, &body).await {
+    let replica = match query {
+        Ok(Query(query)) => query.replica,
+        Err(problem) => return error_response(ErrorCode::InvalidRequest, problem.body_text()),
+    };
+    match state.groups.handle(group, replica, rpc, &body).await {
         Ok(answer) => (
             StatusCode::OK,
             [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
             answer,
         )
             .into_response(),
-        Err(error @ HandleError::UnknownGroup(_)) => {
+        Err(error @ (HandleError::UnknownGroup(_) | HandleError::OtherReplica { .. })) => {
             let from = headers
                 .get(NODE_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("?");
-            tracing::debug!(%from, %error, "a message for a group not hosted here");
+            tracing::debug!(%from, %error, "a message for a group or replica not hosted here");
             error_response(ErrorCode::NotFound, error.to_string())
         }
         Err(error @ HandleError::BadMessage { .. }) => {
@@ -494,12 +506,16 @@ impl PeerClient {
 impl Transport for PeerClient {
     async fn call(
         &self,
-        node: u64,
-        group: GroupId,
+        to: Addressee,
         rpc: Rpc,
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
+        let Addressee {
+            node,
+            group,
+            replica,
+        } = to;
         if self.faults.is_cut(node) {
             return Err(TransportError::Unreachable {
                 node,
@@ -512,7 +528,13 @@ impl Transport for PeerClient {
         })?;
         let answer = self
             .http
-            .post(format!("{base}/internal/raft/{group}/{}", rpc.name()))
+            .post(match replica {
+                Some(replica) => format!(
+                    "{base}/internal/raft/{group}/{}?replica={replica}",
+                    rpc.name()
+                ),
+                None => format!("{base}/internal/raft/{group}/{}", rpc.name()),
+            })
             .header(SECRET_HEADER, &self.secret)
             .header(NODE_HEADER, &self.from)
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")

@@ -417,7 +417,7 @@ impl PartitionReplica {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use cairn_consensus::{Rpc, TransportError};
+    use cairn_consensus::{Addressee, Rpc, TransportError};
 
     use super::*;
     use crate::config::Limits;
@@ -428,14 +428,13 @@ mod tests {
     impl Transport for Alone {
         async fn call(
             &self,
-            node: u64,
-            _group: GroupId,
+            to: Addressee,
             _rpc: Rpc,
             _body: Vec<u8>,
             _timeout: Duration,
         ) -> std::result::Result<Vec<u8>, TransportError> {
             Err(TransportError::Unreachable {
-                node,
+                node: to.node,
                 reason: "a group of one".into(),
             })
         }

@@ -60,11 +60,38 @@ fn wait_settled(nodes: &[Server], name: &str, wanted: &BTreeSet<u64>) -> Vec<(u6
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "never settled on {wanted:?}: {}",
-            nodes[0].ok("GET", &format!("/collections/{name}/cluster"), None)
+            "never settled on {wanted:?}:\n{}",
+            views(nodes, name)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// What each node reports of `name`'s partition 0, and the membership and snapshot lines of
+/// its log: the story of a move that did not finish.
+fn views(nodes: &[Server], name: &str) -> String {
+    let mut out = String::new();
+    for node in nodes {
+        let (code, cluster) = node.call("GET", &format!("/collections/{name}/cluster"), None);
+        out += &format!("--- {} ({code}): {cluster}\n", node.addr);
+        for line in node.log().lines().filter(|l| {
+            l.contains("cairn_")
+                && [
+                    "learner",
+                    "voters",
+                    "snapshot",
+                    "lost its files",
+                    "retrying",
+                    "replica",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+        }) {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Clients writing unique ids and querying through every node until told to stop.
@@ -371,7 +398,6 @@ fn a_wiped_replica_comes_back_by_snapshot_under_a_new_id() {
     assert_eq!(folders, vec![format!("r{old_id}")]);
     let partition = nodes[2].data_dir.join("data/collections/wipe/partitions/0");
     std::fs::remove_dir_all(&partition).unwrap();
-    // Writes go on with two of three.
     // Writes go on with two of three, until the leader has discarded its log behind a
     // snapshot.
     let next = write_until_purged(&[&nodes[0], &nodes[1]], "wipe", 200, 100);
@@ -382,6 +408,13 @@ fn a_wiped_replica_comes_back_by_snapshot_under_a_new_id() {
     assert!(after.iter().all(|r| r.1 != old_id), "{after:?}");
     wait_log(&nodes[2], "lost its files");
     wait_log(&nodes[2], "snapshot installed");
+    // Messages for the lost replica (still a voter until the new one is promoted) were refused
+    // by its node, not answered by the new replica in its name.
+    let refused = format!("replica {old_id} of group");
+    assert!(
+        nodes[..2].iter().any(|n| n.log().contains(&refused)),
+        "no message for the lost replica {old_id} was refused"
+    );
     wait_count(&nodes[2], "wipe", next);
     assert_eq!(contents(&nodes[2], "wipe"), contents(&nodes[0], "wipe"));
     assert_eq!(

@@ -218,7 +218,8 @@ fn the_internal_api_needs_the_secret_and_its_own_port() {
         .unwrap()
         .to_owned();
     let client = reqwest::blocking::Client::new();
-    let url = format!("{internal}/internal/raft/meta/vote");
+    // Node 1's replica of the metadata group is replica 1.
+    let url = format!("{internal}/internal/raft/meta/vote?replica=1");
 
     let without = client.post(&url).body(vec![1, 2, 3]).send().unwrap();
     assert_eq!(without.status().as_u16(), 401);
@@ -233,20 +234,32 @@ fn the_internal_api_needs_the_secret_and_its_own_port() {
     assert_eq!(wrong.status().as_u16(), 401);
 
     // With the secret, a body that is not a vote is a 400 naming the problem, not a crash.
-    let garbage = client
-        .post(&url)
-        .header("x-cairn-cluster-key", SECRET)
-        .body(vec![1, 2, 3])
-        .send()
-        .unwrap();
-    assert_eq!(garbage.status().as_u16(), 400);
-    let unknown = client
-        .post(format!("{internal}/internal/raft/c9p0/vote"))
-        .header("x-cairn-cluster-key", SECRET)
-        .body(vec![])
-        .send()
-        .unwrap();
-    assert_eq!(unknown.status().as_u16(), 404);
+    let with_secret = |url: &str, body: Vec<u8>| {
+        let answer = client
+            .post(url)
+            .header("x-cairn-cluster-key", SECRET)
+            .body(body)
+            .send()
+            .unwrap();
+        let status = answer.status().as_u16();
+        let body: Value = answer.json().unwrap();
+        let error = body["status"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (status, error)
+    };
+    let (status, error) = with_secret(&url, vec![1, 2, 3]);
+    assert_eq!(status, 400, "{error}");
+    assert!(error.contains("does not decode"), "{error}");
+    // A Raft message must name its replica, and only that replica answers it.
+    let (status, error) = with_secret(&url.replace("?replica=1", ""), vec![1, 2, 3]);
+    assert_eq!(status, 400, "{error}");
+    assert!(error.contains("names no replica"), "{error}");
+    let (status, error) = with_secret(&url.replace("?replica=1", "?replica=2"), vec![1, 2, 3]);
+    assert_eq!(status, 404, "{error}");
+    let (status, error) = with_secret(&format!("{internal}/internal/raft/c9p0/vote"), vec![]);
+    assert_eq!(status, 404, "{error}");
 
     // The public port does not serve the internal API at all.
     let (status, _) = node.call_raw("POST", "/internal/raft/meta/vote", vec![1, 2, 3]);

@@ -124,7 +124,7 @@ fn a_cluster_s_internal_api_speaks_https_only() {
         .unwrap()
         .to_owned();
     assert!(internal.starts_with("https://"), "{internal}");
-    let vote = format!("{internal}/internal/raft/meta/vote");
+    let vote = format!("{internal}/internal/raft/meta/vote?replica=1");
     let trusting = reqwest::blocking::Client::builder()
         .add_root_certificate(
             reqwest::Certificate::from_pem(&std::fs::read(&cert).unwrap()).unwrap(),
