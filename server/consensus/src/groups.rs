@@ -14,7 +14,7 @@ use std::sync::Arc;
 use openraft::error::Fatal;
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{ErrorSubject, ErrorVerb, Raft, Snapshot};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::error::{encode, failed};
 use crate::group::Proposal;
@@ -55,11 +55,12 @@ struct Hosted {
     replica: ReplicaId,
     raft: Raft<PartTypes>,
     snapshots: PathBuf,
-    /// Held by each step of a snapshot transfer's file work. A leader may have two transfers
-    /// to this replica in flight (a cancelled one whose last chunk is still being written, one
-    /// from a new leader); each step reads what is held, then writes, and two interleaved would
-    /// append a chunk twice.
-    transfer: Arc<Mutex<()>>,
+    /// Held by each step of a snapshot transfer (and by a finish until its install is done).
+    /// A leader may have two transfers to this replica in flight (a cancelled one whose last
+    /// chunk is still being written, one from a new leader): each step reads what is held, then
+    /// writes, and two interleaved would append a chunk twice; another transfer's begin would
+    /// remove the folder an install is about to move into place.
+    transfer: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The groups this node hosts, by id.
@@ -155,17 +156,19 @@ impl Groups {
             // carry every group's heartbeats.
             Rpc::SnapshotBegin => {
                 let begin: SnapshotBegin = bincode::deserialize(body).map_err(bad)?;
+                let step = hosted.transfer.clone().lock_owned().await;
                 encode(
                     &hosted
-                        .transfer_step(move |snapshots| begin_transfer(snapshots, &begin))
+                        .on_snapshots(step, move |snapshots| begin_transfer(snapshots, &begin))
                         .await,
                 )
             }
             Rpc::SnapshotChunk => {
                 let chunk: SnapshotChunk = bincode::deserialize(body).map_err(bad)?;
+                let step = hosted.transfer.clone().lock_owned().await;
                 encode(
                     &hosted
-                        .transfer_step(move |snapshots| write_chunk(snapshots, &chunk))
+                        .on_snapshots(step, move |snapshots| write_chunk(snapshots, &chunk))
                         .await,
                 )
             }
@@ -183,15 +186,17 @@ impl Groups {
 }
 
 impl Hosted {
-    /// Runs one step of a snapshot transfer's file work on the group's incoming snapshots,
-    /// holding the transfer lock.
-    async fn transfer_step<T: Send + 'static>(
+    /// Runs a transfer step's file work on the group's incoming snapshots, off the async
+    /// workers; the step's lock goes with the work, so it is held until the work ends even if
+    /// the call that asked for it is dropped.
+    async fn on_snapshots<T: Send + 'static>(
         &self,
+        step: tokio::sync::OwnedMutexGuard<()>,
         work: impl FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
     ) -> Result<T, String> {
-        let (snapshots, transfer) = (self.snapshots.clone(), self.transfer.clone());
+        let snapshots = self.snapshots.clone();
         off_workers(move || {
-            let _step = transfer.lock();
+            let _step = step;
             work(&snapshots)
         })
         .await
@@ -276,16 +281,18 @@ async fn finish_transfer(
     hosted: &Hosted,
     finish: SnapshotFinish,
 ) -> Result<openraft::raft::SnapshotResponse<ReplicaId>, Fatal<ReplicaId>> {
+    // Held until the install has moved the folder into place.
+    let _step = hosted.transfer.lock().await;
     let manifest = finish.manifest.clone();
-    let dir = hosted
-        .transfer_step(move |snapshots| {
-            manifest.check_names()?;
-            let dir = incoming(snapshots, &manifest.meta.snapshot_id)?;
-            snapshot::check_files(&dir, &manifest)?;
-            manifest.write(&dir)?;
-            Ok(dir)
-        })
-        .await;
+    let snapshots = hosted.snapshots.clone();
+    let dir = off_workers(move || {
+        manifest.check_names()?;
+        let dir = incoming(&snapshots, &manifest.meta.snapshot_id)?;
+        snapshot::check_files(&dir, &manifest)?;
+        manifest.write(&dir)?;
+        Ok(dir)
+    })
+    .await;
     let dir = match dir {
         Ok(dir) => dir,
         Err(e) => {
