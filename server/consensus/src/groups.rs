@@ -156,19 +156,17 @@ impl Groups {
             // carry every group's heartbeats.
             Rpc::SnapshotBegin => {
                 let begin: SnapshotBegin = bincode::deserialize(body).map_err(bad)?;
-                let step = hosted.transfer.clone().lock_owned().await;
                 encode(
                     &hosted
-                        .on_snapshots(step, move |snapshots| begin_transfer(snapshots, &begin))
+                        .transfer_step(move |snapshots| begin_transfer(snapshots, &begin))
                         .await,
                 )
             }
             Rpc::SnapshotChunk => {
                 let chunk: SnapshotChunk = bincode::deserialize(body).map_err(bad)?;
-                let step = hosted.transfer.clone().lock_owned().await;
                 encode(
                     &hosted
-                        .on_snapshots(step, move |snapshots| write_chunk(snapshots, &chunk))
+                        .transfer_step(move |snapshots| write_chunk(snapshots, &chunk))
                         .await,
                 )
             }
@@ -187,13 +185,13 @@ impl Groups {
 
 impl Hosted {
     /// Runs a transfer step's file work on the group's incoming snapshots, off the async
-    /// workers; the step's lock goes with the work, so it is held until the work ends even if
-    /// the call that asked for it is dropped.
-    async fn on_snapshots<T: Send + 'static>(
+    /// workers, under the transfer lock; the lock goes with the work, so it is held until the
+    /// work ends even if the call that asked for it is dropped.
+    async fn transfer_step<T: Send + 'static>(
         &self,
-        step: tokio::sync::OwnedMutexGuard<()>,
         work: impl FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
     ) -> Result<T, String> {
+        let step = self.transfer.clone().lock_owned().await;
         let snapshots = self.snapshots.clone();
         off_workers(move || {
             let _step = step;

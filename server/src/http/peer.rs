@@ -184,7 +184,8 @@ async fn require_secret(
 }
 
 /// The query of a Raft message: the replica it is for (see [`cairn_consensus::Addressee`]).
-#[derive(serde::Deserialize)]
+/// Both ends use it: [`PeerClient`] writes it (nothing when `None`), [`raft_message`] reads it.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct RaftQuery {
     replica: Option<u64>,
 }
@@ -528,13 +529,8 @@ impl Transport for PeerClient {
         })?;
         let answer = self
             .http
-            .post(match replica {
-                Some(replica) => format!(
-                    "{base}/internal/raft/{group}/{}?replica={replica}",
-                    rpc.name()
-                ),
-                None => format!("{base}/internal/raft/{group}/{}", rpc.name()),
-            })
+            .post(format!("{base}/internal/raft/{group}/{}", rpc.name()))
+            .query(&RaftQuery { replica })
             .header(SECRET_HEADER, &self.secret)
             .header(NODE_HEADER, &self.from)
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
