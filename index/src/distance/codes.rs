@@ -46,6 +46,20 @@ pub const FASTSCAN_BLOCK: usize = 32;
 /// about as many instructions as one full-precision distance takes.
 pub type FastScan = fn(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]);
 
+/// Lookup tables for [`FastScan`] from a float vector y, one table of 16 bytes per group of
+/// four coordinates: y is rounded to integers ȳ = round(y / step) with step = max|yᵢ| / `h`
+/// (so |ȳᵢ| ≤ `h`), and entry j of a group's table is the sum of the ȳᵢ whose bit is set in j,
+/// plus 4·`h` so that it is never negative. Returns `(step, Σ yᵢ)`. `y.len()` is a multiple
+/// of four and `luts` holds `4 · y.len()` bytes; the caller keeps 8·`h` ≤ 255, and 8·`h` times
+/// the group count within `u16::MAX` for the sums.
+///
+/// Why integers first. RaBitQ's estimate needs one table set per expanded graph node (its
+/// query offset changes with the node). Rounding y once and adding bytes builds all tables of
+/// 128 coordinates in a few dozen byte shuffles, where rounding every entry of every table
+/// took the longest part of an expansion. The query's own rounding error stays far below the
+/// one-bit codes' (RaBitQ: 4 bits of query lose almost nothing; here about 6).
+pub type LinkTables = fn(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32);
+
 /// The code kernels this CPU runs, detected on first use.
 #[derive(Clone, Copy)]
 pub struct CodeKernels {
@@ -57,6 +71,8 @@ pub struct CodeKernels {
     pub hamming: Hamming,
     /// Lookup-table sums over a block of 4-bit codes.
     pub fastscan: FastScan,
+    /// The tables [`FastScan`] reads, from a float vector.
+    pub link_tables: LinkTables,
 }
 
 /// The best code kernels for this CPU.
@@ -72,6 +88,11 @@ pub fn code_kernels() -> &'static CodeKernels {
                 dot_u8x4: if avx2 { x86::dot_u8x4 } else { scalar_dot_u8x4 },
                 hamming: if popcnt { x86::hamming } else { scalar_hamming },
                 fastscan: if avx2 { x86::fastscan } else { scalar_fastscan },
+                link_tables: if avx2 {
+                    x86::link_tables
+                } else {
+                    scalar_link_tables
+                },
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -80,6 +101,7 @@ pub fn code_kernels() -> &'static CodeKernels {
             dot_u8x4: scalar_dot_u8x4,
             hamming: scalar_hamming,
             fastscan: scalar_fastscan,
+            link_tables: scalar_link_tables,
         }
     })
 }
@@ -112,6 +134,37 @@ pub fn scalar_fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK
         for (k, &byte) in bytes.iter().enumerate() {
             out[k] = out[k].wrapping_add(u16::from(lut[usize::from(byte & 15)]));
             out[k + 16] = out[k + 16].wrapping_add(u16::from(lut[usize::from(byte >> 4)]));
+        }
+    }
+}
+
+/// [`LinkTables`] one entry at a time: the reference the SIMD kernel is tested against.
+pub fn scalar_link_tables(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
+    let widest = y.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let total = y.iter().sum();
+    let step = table_step(widest, h);
+    write_tables(y, 1.0 / step, h, luts);
+    (step, total)
+}
+
+/// max|yᵢ| / h, or 1 for a zero vector (every table is then the bias alone).
+fn table_step(widest: f32, h: u8) -> f32 {
+    if widest > 0.0 {
+        widest / f32::from(h)
+    } else {
+        1.0
+    }
+}
+
+/// The tables of the groups of `y` (see [`LinkTables`]), rounding as the SIMD kernel does
+/// (to nearest, ties to even).
+fn write_tables(y: &[f32], inverse: f32, h: u8, luts: &mut [u8]) {
+    let bias = 4 * i32::from(h);
+    for (four, table) in y.chunks_exact(4).zip(luts.chunks_exact_mut(16)) {
+        let q = [0, 1, 2, 3].map(|i| (four[i] * inverse).round_ties_even() as i32);
+        for (j, entry) in table.iter_mut().enumerate() {
+            let sum: i32 = (0..4).filter(|b| (j >> b) & 1 == 1).map(|b| q[b]).sum();
+            *entry = (sum + bias) as u8;
         }
     }
 }
@@ -280,6 +333,105 @@ mod x86 {
         }
     }
 
+    /// Row b: 0xff at entry j (of 16, in both lanes) where bit b of j is set, so that entry
+    /// j takes coordinate b of its group.
+    const ENTRY_BITS: [[u8; 32]; 4] = {
+        let mut rows = [[0u8; 32]; 4];
+        let mut b = 0;
+        while b < 4 {
+            let mut j = 0;
+            while j < 32 {
+                if ((j % 16) >> b) & 1 == 1 {
+                    rows[b][j] = 0xff;
+                }
+                j += 1;
+            }
+            b += 1;
+        }
+        rows
+    };
+
+    pub(super) fn link_tables(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
+        assert!(y.len() % 4 == 0 && luts.len() >= 4 * y.len());
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2.
+        unsafe { link_tables_avx2(y, h, luts) }
+    }
+
+    /// 32 coordinates per step: scaled and rounded (`cvtps`, ties to even), packed to bytes by
+    /// two signed packs, which leave lane 0 holding coordinates 8t…8t+3 and lane 1 8t+4…8t+7
+    /// at bytes 4t…4t+3; so for t = 0…3 one register makes the tables of groups 2t and 2t+1,
+    /// in order, from four byte broadcasts (`pshufb`) masked by the entries' index bits.
+    #[target_feature(enable = "avx2")]
+    unsafe fn link_tables_avx2(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
+        let whole = y.len() / 8 * 8;
+        let sign = _mm256_set1_ps(-0.0);
+        let (mut widest, mut total) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let py = y.as_ptr();
+        for i in (0..whole).step_by(8) {
+            // SAFETY: i + 8 ≤ whole ≤ y.len().
+            let v = unsafe { _mm256_loadu_ps(py.add(i)) };
+            widest = _mm256_max_ps(widest, _mm256_andnot_ps(sign, v));
+            total = _mm256_add_ps(total, v);
+        }
+        let mut lanes = [[0.0f32; 8]; 2];
+        // SAFETY: each array is exactly the eight floats an unaligned 256-bit store writes.
+        unsafe {
+            _mm256_storeu_ps(lanes[0].as_mut_ptr(), widest);
+            _mm256_storeu_ps(lanes[1].as_mut_ptr(), total);
+        }
+        let mut widest = lanes[0].iter().fold(0.0f32, |m, &x| m.max(x));
+        let mut total: f32 = lanes[1].iter().sum();
+        for &x in &y[whole..] {
+            widest = widest.max(x.abs());
+            total += x;
+        }
+        let step = super::table_step(widest, h);
+        let inverse = 1.0 / step;
+        let scale = _mm256_set1_ps(inverse);
+        let bias = _mm256_set1_epi8((4 * h) as i8);
+        // No closures in here: they would not inherit this function's target features.
+        let mut masks = [_mm256_setzero_si256(); 4];
+        for (mask, bytes) in masks.iter_mut().zip(&ENTRY_BITS) {
+            // SAFETY: each row of ENTRY_BITS is exactly the 32 bytes an unaligned load reads.
+            *mask = unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) };
+        }
+        let blocks = y.len() / 32 * 32;
+        let out = luts.as_mut_ptr();
+        let mut block = 0;
+        while block < blocks {
+            // SAFETY: block + 32 ≤ blocks ≤ y.len().
+            let (r0, r1, r2, r3) = unsafe {
+                (
+                    _mm256_loadu_ps(py.add(block)),
+                    _mm256_loadu_ps(py.add(block + 8)),
+                    _mm256_loadu_ps(py.add(block + 16)),
+                    _mm256_loadu_ps(py.add(block + 24)),
+                )
+            };
+            let (r0, r1) = (
+                _mm256_cvtps_epi32(_mm256_mul_ps(r0, scale)),
+                _mm256_cvtps_epi32(_mm256_mul_ps(r1, scale)),
+            );
+            let (r2, r3) = (
+                _mm256_cvtps_epi32(_mm256_mul_ps(r2, scale)),
+                _mm256_cvtps_epi32(_mm256_mul_ps(r3, scale)),
+            );
+            let bytes = _mm256_packs_epi16(_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3));
+            for t in 0..4 {
+                let mut tables = bias;
+                for (b, mask) in masks.iter().enumerate() {
+                    let spread = _mm256_shuffle_epi8(bytes, _mm256_set1_epi8((4 * t + b) as i8));
+                    tables = _mm256_add_epi8(tables, _mm256_and_si256(spread, *mask));
+                }
+                // SAFETY: 4·block + 32t + 32 ≤ 4·blocks ≤ luts.len(), asserted by the caller.
+                unsafe { _mm256_storeu_si256(out.add(4 * block + 32 * t).cast(), tables) };
+            }
+            block += 32;
+        }
+        super::write_tables(&y[blocks..], inverse, h, &mut luts[4 * blocks..]);
+        (step, total)
+    }
+
     #[target_feature(enable = "popcnt")]
     unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
         a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
@@ -335,6 +487,41 @@ mod tests {
                     })
                     .sum();
                 assert_eq!(u32::from(sum), expected, "groups {groups}, code {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn link_tables_are_the_scalar_kernel_s_and_sum_the_rounded_coordinates() {
+        let k = code_kernels();
+        for dim in (0..=200usize).step_by(4) {
+            for h in [1u8, 21, 31] {
+                // Ties included: halves of the step land exactly between two integers.
+                let y: Vec<f32> = (0..dim)
+                    .map(|i| match i % 7 {
+                        0 => 0.5,
+                        1 => -1.5,
+                        _ => (i as f32 * 0.61).sin() * 3.0,
+                    })
+                    .collect();
+                let mut fast = vec![0u8; 4 * dim];
+                let mut scalar = vec![0u8; 4 * dim];
+                let (step, total) = (k.link_tables)(&y, h, &mut fast);
+                let (scalar_step, scalar_total) = scalar_link_tables(&y, h, &mut scalar);
+                assert_eq!(fast, scalar, "dim {dim}, h {h}");
+                assert_eq!(step, scalar_step);
+                assert!((total - scalar_total).abs() <= 1e-3 * (1.0 + total.abs()));
+                for (g, table) in scalar.chunks_exact(16).enumerate() {
+                    let q: Vec<i32> = y[4 * g..4 * g + 4]
+                        .iter()
+                        .map(|x| (x / step).round() as i32)
+                        .collect();
+                    assert!(q.iter().all(|x| x.abs() <= i32::from(h)));
+                    // Entry 15 takes every coordinate, entry 0 none; ties may round either way.
+                    let all = i32::from(table[15]) - 4 * i32::from(h);
+                    assert!((all - q.iter().sum::<i32>()).abs() <= 2, "dim {dim} g {g}");
+                    assert_eq!(i32::from(table[0]), 4 * i32::from(h));
+                }
             }
         }
     }

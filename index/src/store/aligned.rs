@@ -29,6 +29,8 @@ const ZERO: Block = Block([0.0; BLOCK_FLOATS]);
 pub(crate) struct AlignedFloats {
     blocks: Vec<Block>,
     len: usize,
+    /// Ask the kernel for huge pages whenever the allocation grows.
+    huge_pages: bool,
 }
 
 impl AlignedFloats {
@@ -37,6 +39,23 @@ impl AlignedFloats {
         Self {
             blocks: Vec::with_capacity(floats.div_ceil(BLOCK_FLOATS)),
             len: 0,
+            huge_pages: false,
+        }
+    }
+
+    /// An empty buffer whose allocation is backed by transparent huge pages where the kernel
+    /// allows them (`madvise`, the default of most distributions, or `always`).
+    ///
+    /// Why. A buffer read at random, one small run per access, takes a TLB miss and a page
+    /// walk on almost every access once it spans more than the TLB covers with 4 KiB pages
+    /// (~6 MiB); with 2 MiB pages it spans a few hundred entries. The link-code search reads
+    /// one ~1.5 KiB block per expanded node: on a hard 200k×128 set, huge pages made it
+    /// 1.37× faster at recall@10 0.95, while the plain graph search, whose reads are
+    /// prefetched a whole list ahead, did not change.
+    pub(crate) fn with_huge_pages() -> Self {
+        Self {
+            huge_pages: true,
+            ..Self::default()
         }
     }
 
@@ -60,7 +79,7 @@ impl AlignedFloats {
 
     /// The floats in use, writable.
     #[inline]
-    fn as_mut_slice(&mut self) -> &mut [f32] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
         debug_assert!(self.len <= self.blocks.len() * BLOCK_FLOATS);
         // SAFETY: as in `as_slice`; the exclusive borrow of `self` makes the slice the only
         // access to these floats while it lives.
@@ -71,8 +90,15 @@ impl AlignedFloats {
     pub(crate) fn grow(&mut self, count: usize) -> &mut [f32] {
         let start = self.len;
         let end = start + count;
+        let blocks = end.div_ceil(BLOCK_FLOATS);
+        if self.huge_pages && blocks > self.blocks.capacity() {
+            // Reserved and advised before the new blocks are written, so that they fault in
+            // as huge pages rather than waiting for the kernel to merge small ones.
+            self.blocks.reserve(blocks - self.blocks.len());
+            advise_huge_pages(&self.blocks);
+        }
         // `Vec::resize` grows the allocation geometrically, as `Vec<f32>::extend` did.
-        self.blocks.resize(end.div_ceil(BLOCK_FLOATS), ZERO);
+        self.blocks.resize(blocks, ZERO);
         self.len = end;
         &mut self.as_mut_slice()[start..]
     }
@@ -81,6 +107,32 @@ impl AlignedFloats {
     pub(crate) fn capacity_bytes(&self) -> usize {
         self.blocks.capacity() * std::mem::size_of::<Block>()
     }
+}
+
+/// `MADV_HUGEPAGE` over the whole 2 MiB pages inside `blocks`' allocation; a hint, so a
+/// kernel that refuses it changes nothing but speed.
+fn advise_huge_pages(blocks: &Vec<Block>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = blocks.as_ptr() as usize;
+        let end = start + blocks.capacity() * std::mem::size_of::<Block>();
+        let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if first < last {
+            // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the pages
+            // of [first, last), a range inside this live allocation; it does not change their
+            // contents or validity, and it fails harmlessly on any error.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = blocks;
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! Scoring. [`VectorStore::scan`] is the exact search (`scan.rs`); graph searches score rows
 //! through a `Scorer` (query, kernels, filter, count), faiss' `DistanceComputer`.
 
-mod aligned;
+pub(crate) mod aligned;
 mod codes;
 mod floats;
 mod mapped;
