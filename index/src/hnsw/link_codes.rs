@@ -85,6 +85,17 @@ const ROTATION_SEED: u64 = 0x7ab1_7c0d;
 /// before they are written into the blocks.
 const ENCODE_CHUNK: usize = 1 << 14;
 
+/// The widest rows link codes take: a FastScan sum adds one table entry (up to 8·h, h ≥ 1)
+/// per group of four coordinates in 16 bits, so at most 8,191 groups.
+pub(crate) const MAX_DIM: usize = 4 * (u16::MAX as usize / 8);
+
+/// The largest rounded table coordinate for `groups` groups of four: 31 (a table entry, at
+/// most 8·h, fits a byte), or less where the groups are so many that the 16-bit sums could
+/// wrap.
+fn table_h(groups: usize) -> u8 {
+    (usize::from(u16::MAX) / (8 * groups.max(1))).clamp(1, 31) as u8
+}
+
 /// The link codes of one graph; see the module docs.
 pub(crate) struct LinkCodes {
     metric: Metric,
@@ -93,8 +104,7 @@ pub(crate) struct LinkCodes {
     rotated_dim: usize,
     /// Layer-0 capacity of the graph's lists.
     m0: usize,
-    /// The largest rounded table coordinate (see `LinkTables`): 31, or less where the groups
-    /// are so many that the 16-bit sums could wrap.
+    /// The largest rounded table coordinate (see `LinkTables` and [`table_h`]).
     h: u8,
     /// The rotation's first `dim` columns, row-major (`rotated_dim` rows of `dim`).
     rotation: Vec<f32>,
@@ -150,9 +160,10 @@ impl Layout {
 }
 
 impl LinkCodes {
-    /// Codes for a graph of `metric` rows of `dim` floats whose layer-0 lists hold `m0`
-    /// links; nothing is encoded until [`LinkCodes::sync`].
+    /// Codes for a graph of `metric` rows of `dim` floats (at most [`MAX_DIM`]) whose
+    /// layer-0 lists hold `m0` links; nothing is encoded until [`LinkCodes::sync`].
     pub(crate) fn new(metric: Metric, dim: usize, m0: usize) -> Self {
+        debug_assert!(dim <= MAX_DIM);
         let rotated_dim = dim.div_ceil(4) * 4;
         let groups = rotated_dim / 4;
         Self {
@@ -160,7 +171,7 @@ impl LinkCodes {
             dim,
             rotated_dim,
             m0,
-            h: (usize::from(u16::MAX) / (8 * groups)).clamp(1, 31) as u8,
+            h: table_h(groups),
             rotation: rotation(rotated_dim, dim),
             blocks: AlignedFloats::with_huge_pages(),
             layout: Layout::new(rotated_dim, m0),
@@ -451,15 +462,17 @@ mod tests {
 
     #[test]
     fn table_sums_fit_sixteen_bits_at_any_dimension() {
-        for dim in [1usize, 4, 50, 128, 384, 1028, 1536, 4096] {
-            let codes = LinkCodes::new(Metric::L2, dim, 32);
-            let groups = codes.rotated_dim / 4;
+        for dim in [1usize, 4, 50, 128, 384, 1028, 1536, 4096, MAX_DIM] {
+            let groups = dim.div_ceil(4);
+            let h = usize::from(table_h(groups));
             // A table entry is at most 8·h; a block sums one entry per group.
-            assert!(
-                8 * usize::from(codes.h) * groups <= usize::from(u16::MAX),
-                "dim {dim}"
-            );
-            assert!(8 * usize::from(codes.h) <= 255 && codes.h >= 1, "dim {dim}");
+            assert!(8 * h * groups <= usize::from(u16::MAX), "dim {dim}");
+            assert!(8 * h <= 255 && h >= 1, "dim {dim}");
+        }
+        assert!(8 * usize::from(table_h(MAX_DIM / 4 + 1)) * (MAX_DIM / 4 + 1) > 65_535);
+        for dim in [4usize, 50, 128] {
+            let codes = LinkCodes::new(Metric::L2, dim, 32);
+            assert_eq!(codes.h, table_h(dim.div_ceil(4)));
             assert_eq!(codes.layout.words % 16, 0, "blocks start cache lines");
         }
     }

@@ -317,6 +317,13 @@ impl VectorIndex for Hnsw {
         let mut graph = self.graph.write();
         match codes {
             Some(RowCodes::Rabitq) => {
+                if graph.store.dim() > link_codes::MAX_DIM {
+                    return Err(IndexError::InvalidParams(format!(
+                        "rabitq link codes take rows of at most {} dimensions, not {}",
+                        link_codes::MAX_DIM,
+                        graph.store.dim()
+                    )));
+                }
                 graph.store.set_codes(None)?;
                 if graph.link_codes.is_none() {
                     let mut link_codes =

@@ -451,6 +451,14 @@ fn link_codes_follow_batches_and_serve_during_them() {
 }
 
 #[test]
+fn link_codes_refuse_rows_too_wide_for_their_sums() {
+    let wide = Hnsw::new(HnswParams::default(), Metric::L2, 32_765).unwrap();
+    let err = wide.set_codes(Some(RowCodes::Rabitq)).unwrap_err();
+    assert!(err.to_string().contains("32764 dimensions"), "{err}");
+    assert_eq!(wide.codes(), None);
+}
+
+#[test]
 fn only_graphs_keep_link_codes() {
     let flat = crate::flat::FlatIndex::new(Metric::L2, 4);
     let err = flat.set_codes(Some(RowCodes::Rabitq)).unwrap_err();
