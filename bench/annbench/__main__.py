@@ -1,4 +1,4 @@
-"""`bench/ann [options]`: see bench/README.md."""
+"""`bench/ann [options]`, `bench/ann summarize --data SET --out DIR`: see bench/README.md."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def main() -> None:
     parser.add_argument("--reference", default="cairn-hnsw",
                         help="the side (batch mode) every ratio is taken against; on "
                              "inner-product sets cairn-ipnsw-plus")
-    args = parser.parse_args()
+    summarize = sys.argv[1:2] == ["summarize"]
+    args = parser.parse_args(sys.argv[2:] if summarize else None)
     os.environ["RAYON_NUM_THREADS"] = str(args.build_threads)
 
     from . import data as datasets
@@ -66,8 +67,12 @@ def main() -> None:
             bias = datasets.norm_bias(dataset.base, dataset.truth)
             dataset.description += f"; norm bias {bias:.3f}"
             runner.log(f"norm bias (share of top-10 among the 5% largest norms): {bias:.3f}")
-        passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
-                                   args.build_threads, args.k, out)
+        if summarize:
+            # A finished run's CSV read again (e.g. after the summary learnt a new reading).
+            passes, built = runner.read_csv(out, dataset.name)
+        else:
+            passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
+                                       args.build_threads, args.k, out)
         result = runner.summary(dataset, passes, built, reference)
         text = runner.markdown(dataset, result, reference, args.builds, args.rounds)
         (out / f"{dataset.name}-summary.md").write_text(text)

@@ -10,17 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .runner import curves, qps_at  # noqa: E402
-
-
-def frontier(points: list) -> list:
-    """The points no other point beats on both recall and QPS, by recall."""
-    best, out = -1.0, []
-    for recall, qps, *_ in sorted(points, key=lambda p: (-p[0], -p[1])):
-        if qps > best:
-            out.append((recall, qps))
-            best = qps
-    return sorted(out)
+from .runner import curves, frontier, qps_at  # noqa: E402
 
 
 def plot(dataset, passes: list, path: Path) -> None:
