@@ -4,7 +4,8 @@
 //! link codes, hnswlib, FAISS, ScaNN, NGT, SymphonyQG), on movielens-mips those of maximum
 //! inner product (Cairn's ip-NSW and ip-NSW+, the norm scan, the L2 reduction, hnswlib, FAISS
 //! and ScaNN by inner product), then ScaNN's quantizer alone (`bench/ann quantizers`) on
-//! movielens-mips laid out as the neq bench dumps its sets.
+//! movielens-mips laid out as the neq bench dumps its sets, and `bench/ann summarize` over the
+//! run's CSV.
 //!
 //! Every side must reach recall@10 0.95 there, which each does at a small setting: a wrapper
 //! that returns wrong ids, searches the wrong metric or drops queries fails this test. One
@@ -79,6 +80,28 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
     for (data, sides) in [("siftsmall", &SIDES), ("movielens-mips", &IP_SIDES)] {
         check_outputs(out.path(), data, sides);
     }
+
+    // A finished run's CSV summarised again gives the same summary.
+    let json = out.path().join("siftsmall-summary.json");
+    let first = std::fs::read(&json).expect("the JSON summary");
+    std::fs::remove_file(&json).expect("the summary removed");
+    let status = Command::new(crate_dir.join("../bench/ann"))
+        .args(["summarize", "--data", "siftsmall", "--shared"])
+        .arg(&data)
+        .arg("--out")
+        .arg(out.path())
+        .env("CAIRN_BENCH_VENV", target.join("venv-ann-bench"))
+        .status()
+        .expect("bench/ann summarize runs");
+    assert!(
+        status.success(),
+        "bench/ann summarize failed (output above)"
+    );
+    assert_eq!(
+        std::fs::read(&json).expect("the summary written again"),
+        first,
+        "summarize read the run differently"
+    );
 
     // ScaNN's quantizer on a set laid out as the neq bench dumps it (movielens-mips' shipped
     // truth is by inner product). In this test, not one of its own: two runs of bench/ann at
@@ -191,6 +214,14 @@ fn check_outputs(out: &Path, data: &str, sides: &[&str]) {
             assert!(
                 cell["median"].as_f64().is_some_and(|qps| qps > 0.0),
                 "{key} did not reach recall@10 0.95 on {data}: {cell}"
+            );
+            // Read between grid points, a decreasing curve is at least as fast at the target
+            // as at the first setting past it.
+            let (grid, between) = (cell["median"].as_f64(), cell["interpolated"].as_f64());
+            assert!(
+                grid.zip(between)
+                    .is_some_and(|(grid, between)| between >= grid * (1.0 - 1e-9)),
+                "{key} on {data}: interpolated below the grid's reading: {cell}"
             );
         }
     }
