@@ -1,4 +1,5 @@
-"""`bench/ann [options]`, `bench/ann summarize --data SET --out DIR`: see bench/README.md."""
+"""`bench/ann [options]`, `bench/ann summarize --data SET --out DIR`, `bench/ann builds
+[options]`: see bench/README.md."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def main() -> None:
         from .quantizers import main as quantizers
 
         quantizers(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["builds"]:
+        from .builds import main as builds
+
+        builds(sys.argv[2:])
         return
     here = Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(prog="bench/ann", description=__doc__)

@@ -4,8 +4,8 @@
 //! link codes, hnswlib, FAISS, ScaNN, NGT, SymphonyQG), on movielens-mips those of maximum
 //! inner product (Cairn's ip-NSW and ip-NSW+, the norm scan, the L2 reduction, hnswlib, FAISS
 //! and ScaNN by inner product), then ScaNN's quantizer alone (`bench/ann quantizers`) on
-//! movielens-mips laid out as the neq bench dumps its sets, and `bench/ann summarize` over the
-//! run's CSV.
+//! movielens-mips laid out as the neq bench dumps its sets, `bench/ann summarize` over the
+//! run's CSV, and `bench/ann builds` (build times alone, one process per build).
 //!
 //! Every side must reach recall@10 0.95 there, which each does at a small setting: a wrapper
 //! that returns wrong ids, searches the wrong metric or drops queries fails this test. One
@@ -48,7 +48,7 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
     let out = tempfile::tempdir().expect("a temporary folder");
     let data = std::env::var_os("CAIRN_SHARED_DATA")
         .map_or_else(|| crate_dir.join("../../shared/data"), Into::into);
-    let status = Command::new(crate_dir.join("../bench/ann"))
+    let status = bench_ann(crate_dir, &target)
         .args([
             "--data",
             "siftsmall,movielens-mips",
@@ -70,9 +70,6 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
         .arg(&data)
         .arg("--out")
         .arg(out.path())
-        // Kept between runs: its marker file names the requirements it holds.
-        .env("CAIRN_BENCH_VENV", target.join("venv-ann-bench"))
-        .env("CARGO_TARGET_DIR", &target)
         .status()
         .expect("bench/ann runs");
     assert!(status.success(), "bench/ann failed (output above)");
@@ -85,12 +82,11 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
     let json = out.path().join("siftsmall-summary.json");
     let first = std::fs::read(&json).expect("the JSON summary");
     std::fs::remove_file(&json).expect("the summary removed");
-    let status = Command::new(crate_dir.join("../bench/ann"))
+    let status = bench_ann(crate_dir, &target)
         .args(["summarize", "--data", "siftsmall", "--shared"])
         .arg(&data)
         .arg("--out")
         .arg(out.path())
-        .env("CAIRN_BENCH_VENV", target.join("venv-ann-bench"))
         .status()
         .expect("bench/ann summarize runs");
     assert!(
@@ -102,6 +98,34 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
         first,
         "summarize read the run differently"
     );
+
+    // Build times alone, one process per build, with this checkout's wheel also passed as a
+    // wheel of "another commit": the child must import it from that folder, and every build
+    // must give a graph that finds the answers.
+    let wheel = out.path().join("wheel");
+    copy_installed_module(&target.join("venv-ann-bench"), &wheel.join("cairn_index"));
+    let status = bench_ann(crate_dir, &target)
+        .args(["builds", "--data", "siftsmall", "--builds", "1"])
+        .args(["--sides", "cairn-hnsw,faiss-hnsw,hnswlib", "--wheels"])
+        .arg(format!("copy={}", wheel.display()))
+        .arg("--shared")
+        .arg(&data)
+        .arg("--out")
+        .arg(out.path())
+        .status()
+        .expect("bench/ann builds runs");
+    assert!(status.success(), "bench/ann builds failed (output above)");
+    let builds =
+        std::fs::read_to_string(out.path().join("siftsmall-builds.csv")).expect("the builds CSV");
+    let mut variants = Vec::new();
+    for line in builds.lines().skip(1) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let recall: f64 = fields[3].parse().expect("a recall");
+        assert!(recall >= 0.95, "{}: recall@10 {recall} at ef 64", fields[0]);
+        variants.push(fields[0].to_owned());
+    }
+    variants.sort();
+    assert_eq!(variants, ["cairn-hnsw", "copy", "faiss-hnsw", "hnswlib"]);
 
     // ScaNN's quantizer on a set laid out as the neq bench dumps it (movielens-mips' shipped
     // truth is by inner product). In this test, not one of its own: two runs of bench/ann at
@@ -117,12 +141,10 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
         std::fs::copy(data.join("movielens-mips").join(from), dump.join(to))
             .expect("a movielens-mips file");
     }
-    let status = Command::new(crate_dir.join("../bench/ann"))
+    let status = bench_ann(crate_dir, &target)
         .arg("quantizers")
         .arg("--from")
         .arg(&dumped)
-        .env("CAIRN_BENCH_VENV", target.join("venv-ann-bench"))
-        .env("CARGO_TARGET_DIR", &target)
         .status()
         .expect("bench/ann quantizers runs");
     assert!(
@@ -223,6 +245,34 @@ fn check_outputs(out: &Path, data: &str, sides: &[&str]) {
                     .is_some_and(|(grid, between)| between >= grid * (1.0 - 1e-9)),
                 "{key} on {data}: interpolated below the grid's reading: {cell}"
             );
+        }
+    }
+}
+
+/// `bench/ann` in this test's virtualenv (kept between runs: its marker file names the
+/// requirements it holds), building the wheel into `target`.
+fn bench_ann(crate_dir: &Path, target: &Path) -> Command {
+    let mut command = Command::new(crate_dir.join("../bench/ann"));
+    command
+        .env("CAIRN_BENCH_VENV", target.join("venv-ann-bench"))
+        .env("CARGO_TARGET_DIR", target);
+    command
+}
+
+/// Copies the `cairn_index` package installed in the virtualenv `venv` to `to`.
+fn copy_installed_module(venv: &Path, to: &Path) {
+    let lib = std::fs::read_dir(venv.join("lib"))
+        .expect("the virtualenv's lib folder")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("site-packages/cairn_index"))
+        .find(|path| path.is_dir())
+        .expect("cairn_index installed in the virtualenv");
+    std::fs::create_dir_all(to).expect("the wheel folder");
+    for entry in std::fs::read_dir(&lib).expect("the installed package") {
+        let path = entry.expect("a package file").path();
+        if path.is_file() {
+            std::fs::copy(&path, to.join(path.file_name().expect("a file name")))
+                .expect("a package file copied");
         }
     }
 }
