@@ -34,12 +34,14 @@ def child(argv: list[str]) -> None:
     import time
 
     from . import data as datasets
-    from .sides import SIDES
+    from . import sides
 
     name, shared, cache, side_name, seed, m, threads = argv
     dataset = datasets.load(name, Path(shared), Path(cache))
-    side = SIDES[side_name]()
-    config = dict(M=int(m), efC=200)
+    side = sides.SIDES[side_name]()
+    # The race's own build configuration (efConstruction 200 for every HNSW side), at one M.
+    sides.GRAPH_M[:] = [int(m)]
+    (config,) = sides.hnsw_configs(dataset)
     started = time.perf_counter()
     side.build(dataset.base, dataset.metric, config, int(seed), int(threads))
     seconds = time.perf_counter() - started

@@ -171,7 +171,7 @@ fn select_neighbors(
     mut candidates: Vec<Neighbor>,
     max: usize,
 ) -> Vec<Neighbor> {
-    let (key_fn, key4_fn) = (graph.store.key_fn(), graph.store.key4_fn());
+    let key_fn = graph.store.key_fn();
     // Closest first; equal keys in an order that differs per base node. Ordering ties by slot
     // would make every full list keep the same oldest duplicates and leave later ones with
     // no in-links; a per-base hash turns a duplicate group into a random, connected graph.
@@ -186,19 +186,9 @@ fn select_neighbors(
             break;
         }
         let v = graph.store.row(candidate.slot);
-        let row = |k: &Neighbor| graph.store.row(k.slot);
-        // Four kept neighbours per kernel call: a candidate that is kept is tested against
-        // all of them, and most rejected ones fail within the first few. The selection was
-        // 8% of a build's time at 200k × 128 (M 16, efConstruction 200), mostly one-row
-        // kernels on rows the search had just brought into cache.
-        let mut fours = kept.chunks_exact(4);
-        let diverse = fours.by_ref().all(|four| {
-            let rows = [row(&four[0]), row(&four[1]), row(&four[2]), row(&four[3])];
-            key4_fn(v, rows).iter().all(|&key| key >= candidate.key)
-        }) && fours
-            .remainder()
+        let diverse = kept
             .iter()
-            .all(|k| key_fn(v, row(k)) >= candidate.key);
+            .all(|k| key_fn(v, graph.store.row(k.slot)) >= candidate.key);
         if diverse {
             kept.push(*candidate);
         }

@@ -176,8 +176,7 @@ impl Frontier<'_> {
 
     /// Scores `slots` (marked visited, prefetched) four per kernel call, then offers them in
     /// order: one query load per four vectors and four independent sums (~1.15× search on
-    /// 100k × 128, M = 16, ef = 64, eight alternating runs on one saved graph). A remainder
-    /// of two or three also goes through the four-row kernel, padded. A node enters
+    /// 100k × 128, M = 16, ef = 64, eight alternating runs on one saved graph). A node enters
     /// the frontier only while it could still improve the results; the filter decides only
     /// whether it may also enter the results.
     fn score(&mut self, scorer: &mut Scorer<'_>, slots: &[Slot]) {
@@ -188,35 +187,21 @@ impl Frontier<'_> {
                 self.offer(scorer, n, key);
             }
         }
-        match fours.remainder() {
-            [] => {}
-            &[n] => {
-                let key = scorer.key(n);
-                self.offer(scorer, n, key);
-            }
-            rest => {
-                for (&n, key) in rest.iter().zip(scorer.key_upto4(rest)) {
-                    self.offer(scorer, n, key);
-                }
-            }
+        for &n in fours.remainder() {
+            let key = scorer.key(n);
+            self.offer(scorer, n, key);
         }
     }
 
     /// Offers a scored node; the scorer's filter decides whether it may enter the results.
     #[inline]
     fn offer(&mut self, scorer: &Scorer<'_>, slot: Slot, key: f32) {
-        let neighbor = Neighbor::new(slot, key);
-        if self.results.len() < self.ef {
-            self.candidates.push(Reverse(neighbor));
+        if self.results.len() < self.ef || key < self.worst() {
+            self.candidates.push(Reverse(Neighbor::new(slot, key)));
             if scorer.accepts(slot) {
-                self.results.push(neighbor);
-            }
-        } else if key < self.worst() {
-            self.candidates.push(Reverse(neighbor));
-            if scorer.accepts(slot) {
-                // Replacing the worst in place sifts down once; a push and a pop sift twice.
-                if let Some(mut worst) = self.results.peek_mut() {
-                    *worst = neighbor;
+                self.results.push(Neighbor::new(slot, key));
+                if self.results.len() > self.ef {
+                    self.results.pop();
                 }
             }
         }

@@ -292,11 +292,6 @@ impl VectorStore {
         self.key_fn
     }
 
-    /// The metric's one-to-four kernel.
-    pub(crate) fn key4_fn(&self) -> KeyFn4 {
-        self.key4_fn
-    }
-
     /// Writes the rows as the index files always have: one length-prefixed f32 array,
     /// row-major and unpadded.
     pub(crate) fn write(&self, e: &mut Encoder<'_>) {

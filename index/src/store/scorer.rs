@@ -103,19 +103,6 @@ impl<'a> Scorer<'a> {
         (self.key4_fn)(self.query, slots.map(|slot| self.store.row(slot)))
     }
 
-    /// The keys of two or three slots in one four-row kernel call, the last slot standing in
-    /// for the missing rows (already in cache, so the padding costs compute, not memory);
-    /// counts only the slots given. Only the first `slots.len()` keys mean anything.
-    #[inline]
-    pub(crate) fn key_upto4(&mut self, slots: &[Slot]) -> [f32; 4] {
-        debug_assert!((1..=4).contains(&slots.len()));
-        let last = slots[slots.len() - 1];
-        let four = [0, 1, 2, 3].map(|i| slots.get(i).copied().unwrap_or(last));
-        let keys = self.key4(four);
-        self.computed -= 4 - slots.len() as u64;
-        keys
-    }
-
     /// Asks the CPU to start loading what [`Scorer::key`] will read for `slot`.
     #[inline]
     pub(crate) fn prefetch(&self, slot: Slot) {
