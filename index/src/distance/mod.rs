@@ -11,6 +11,7 @@
 //! function pointer, never re-dispatched per pair.
 
 pub mod codes;
+pub mod half;
 pub mod reference;
 pub mod simd;
 

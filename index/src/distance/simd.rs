@@ -130,6 +130,9 @@ pub mod avx2 {
     }
 
     #[cfg(target_arch = "x86_64")]
+    pub(crate) use x86::step;
+
+    #[cfg(target_arch = "x86_64")]
     mod x86 {
         use std::arch::x86_64::*;
 
@@ -221,7 +224,7 @@ pub mod avx2 {
         /// One 8-lane step of either sum: `acc + x·y`, or `acc + (x − y)²` when `L2`.
         #[inline]
         #[target_feature(enable = "avx2,fma")]
-        fn step<const L2: bool>(acc: __m256, x: __m256, y: __m256) -> __m256 {
+        pub(crate) fn step<const L2: bool>(acc: __m256, x: __m256, y: __m256) -> __m256 {
             if L2 {
                 let d = _mm256_sub_ps(x, y);
                 _mm256_fmadd_ps(d, d, acc)

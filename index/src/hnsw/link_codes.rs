@@ -183,7 +183,7 @@ impl LinkCodes {
             m0,
             h: table_h(groups),
             rotation: rotation(rotated_dim, dim),
-            blocks: AlignedFloats::with_huge_pages(),
+            blocks: AlignedFloats::on_huge_pages(0),
             layout: Layout::new(rotated_dim, m0),
             sealed: 0,
             entry: super::EMPTY,
@@ -197,7 +197,7 @@ impl LinkCodes {
         let (n, words, rd) = (graph.len(), self.layout.words, self.rotated_dim);
         let first_new = self.blocks.len() / words;
         // Out of `self` while written, so the rotation can be read beside them.
-        let mut blocks = std::mem::replace(&mut self.blocks, AlignedFloats::with_huge_pages());
+        let mut blocks = std::mem::replace(&mut self.blocks, AlignedFloats::on_huge_pages(0));
         blocks
             .grow((n - first_new) * words)
             .par_chunks_mut(words)

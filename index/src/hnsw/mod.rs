@@ -160,6 +160,9 @@ pub struct Hnsw {
     add_lock: Mutex<StdRng>,
     /// Taken by an insert that raises the top level, so two cannot race on the entry point.
     entry_lock: Mutex<()>,
+    /// Whether bulk batches link by a half copy of the rows (`build.rs`); off only in tests
+    /// that compare the two.
+    half_rows: bool,
 }
 
 impl Hnsw {
@@ -193,6 +196,7 @@ impl Hnsw {
             graph: ReadMostly::new(graph),
             add_lock: Mutex::new(rng),
             entry_lock: Mutex::new(()),
+            half_rows: true,
         }
     }
 

@@ -46,6 +46,45 @@ fn siftsmall_recall_and_identical_after_reload() {
     assert_eq!(search_all(&reloaded, &data.queries, 10, 64), results);
 }
 
+/// A bulk batch links by a half copy of the rows (`store/half.rs`): on the real sets of both
+/// metrics that take one, the graph finds what the same build by the float rows finds, to
+/// within the noise of parallel insertion.
+#[test]
+#[allow(clippy::print_stderr)]
+fn half_row_builds_find_what_float_row_builds_find() {
+    for (set, metric, ef) in [
+        ("siftsmall", Metric::L2, 32),
+        ("glove50-5k-angular", Metric::Cosine, 40),
+    ] {
+        let data = load_dataset(&shared_data_dir().join(set)).unwrap();
+        let dim = data.base.dim;
+        let mut copy = crate::store::VectorStore::new(metric, dim);
+        copy.append(&data.base.data).unwrap();
+        assert!(
+            crate::store::HalfRows::of(&copy).is_some(),
+            "{set} takes a half copy"
+        );
+
+        let by_halves = Hnsw::new(HnswParams::default(), metric, dim).unwrap();
+        let mut by_floats = Hnsw::new(HnswParams::default(), metric, dim).unwrap();
+        by_floats.half_rows = false;
+        by_halves.add(&data.base.data).unwrap();
+        by_floats.add(&data.base.data).unwrap();
+        let recall = |index: &Hnsw| {
+            recall_at_k(
+                &search_all(index, &data.queries, 10, ef),
+                &data.ground_truth,
+                10,
+            )
+        };
+        let (half, float) = (recall(&by_halves), recall(&by_floats));
+        eprintln!(
+            "{set} recall@10 at ef {ef}: half-row build {half:.4}, float-row build {float:.4}"
+        );
+        assert!(half >= float - 0.015, "{set}: {half} against {float}");
+    }
+}
+
 #[test]
 fn glove_cosine_recall() {
     let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).unwrap();

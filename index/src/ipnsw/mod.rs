@@ -42,6 +42,7 @@ pub(crate) use persist::{read_params, write_params};
 use crate::distance::Metric;
 use crate::hnsw::{best_first, Graph, Hnsw, Seeds};
 use crate::persist::codec::Sink;
+use crate::store::aligned::reserve_on_huge_pages;
 use crate::store::{Opening, Placement, RowCodes, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::{
@@ -103,6 +104,7 @@ impl IpNswPlus {
         let first = ip.store.append(vectors)?;
         let count = ip.store.len() - first as usize;
         let m0 = ip.m0;
+        reserve_on_huge_pages(&mut ip.links0, count * (1 + m0));
         ip.links0
             .extend((0..count * (1 + m0)).map(|_| AtomicU32::new(0)));
         ip.levels.extend(std::iter::repeat_n(0, count));

@@ -34,28 +34,23 @@ pub(crate) struct AlignedFloats {
 }
 
 impl AlignedFloats {
-    /// Room for `floats` without reallocating.
-    pub(crate) fn with_capacity(floats: usize) -> Self {
-        Self {
-            blocks: Vec::with_capacity(floats.div_ceil(BLOCK_FLOATS)),
-            len: 0,
-            huge_pages: false,
-        }
-    }
-
-    /// An empty buffer whose allocation is backed by transparent huge pages where the kernel
-    /// allows them (`madvise`, the default of most distributions, or `always`).
+    /// An empty buffer with room for `floats`, whose allocation is backed by transparent huge
+    /// pages where the kernel allows them (`madvise`, the default of most distributions, or
+    /// `always`), now and whenever it grows.
     ///
     /// Why. A buffer read at random, one small run per access, takes a TLB miss and a page
     /// walk on almost every access once it spans more than the TLB covers with 4 KiB pages
     /// (~6 MiB); with 2 MiB pages it spans a few hundred entries. The link-code search reads
     /// one ~1.5 KiB block per expanded node: on a hard 200k×128 set, huge pages made it
-    /// 1.37× faster at recall@10 0.95, while the plain graph search, whose reads are
-    /// prefetched a whole list ahead, did not change.
-    pub(crate) fn with_huge_pages() -> Self {
+    /// 1.37× faster at recall@10 0.95. The rows of a store in RAM get them too: a graph build
+    /// reads rows at random all over the store (BENCHMARKS.md, issue #25's build).
+    pub(crate) fn on_huge_pages(floats: usize) -> Self {
+        let blocks = Vec::with_capacity(floats.div_ceil(BLOCK_FLOATS));
+        advise_huge_pages(&blocks);
         Self {
+            blocks,
+            len: 0,
             huge_pages: true,
-            ..Self::default()
         }
     }
 
@@ -91,11 +86,9 @@ impl AlignedFloats {
         let start = self.len;
         let end = start + count;
         let blocks = end.div_ceil(BLOCK_FLOATS);
-        if self.huge_pages && blocks > self.blocks.capacity() {
-            // Reserved and advised before the new blocks are written, so that they fault in
-            // as huge pages rather than waiting for the kernel to merge small ones.
-            self.blocks.reserve(blocks - self.blocks.len());
-            advise_huge_pages(&self.blocks);
+        if self.huge_pages {
+            let additional = blocks - self.blocks.len();
+            reserve_on_huge_pages(&mut self.blocks, additional);
         }
         // `Vec::resize` grows the allocation geometrically, as `Vec<f32>::extend` did.
         self.blocks.resize(blocks, ZERO);
@@ -109,14 +102,25 @@ impl AlignedFloats {
     }
 }
 
-/// `MADV_HUGEPAGE` over the whole 2 MiB pages inside `blocks`' allocation; a hint, so a
+/// Makes room for `additional` more elements in `vec`; when that moves it to a new
+/// allocation, advises huge pages over it before anything is written there, so that the new
+/// elements fault in as huge pages rather than waiting for the kernel to merge small ones.
+pub(crate) fn reserve_on_huge_pages<T>(vec: &mut Vec<T>, additional: usize) {
+    let capacity = vec.capacity();
+    vec.reserve(additional);
+    if vec.capacity() != capacity {
+        advise_huge_pages(vec);
+    }
+}
+
+/// `MADV_HUGEPAGE` over the whole 2 MiB pages inside `vec`'s allocation; a hint, so a
 /// kernel that refuses it changes nothing but speed.
-fn advise_huge_pages(blocks: &Vec<Block>) {
+fn advise_huge_pages<T>(vec: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let start = blocks.as_ptr() as usize;
-        let end = start + blocks.capacity() * std::mem::size_of::<Block>();
+        let start = vec.as_ptr() as usize;
+        let end = start + vec.capacity() * std::mem::size_of::<T>();
         let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
         if first < last {
             // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the pages
@@ -132,7 +136,7 @@ fn advise_huge_pages(blocks: &Vec<Block>) {
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = blocks;
+    let _ = vec;
 }
 
 #[cfg(test)]
@@ -161,8 +165,8 @@ mod tests {
     }
 
     #[test]
-    fn with_capacity_reserves_whole_blocks() {
-        let floats = AlignedFloats::with_capacity(17);
+    fn capacity_is_whole_blocks() {
+        let floats = AlignedFloats::on_huge_pages(17);
         assert_eq!(floats.capacity_bytes(), 128);
         assert_eq!(floats.len(), 0);
     }

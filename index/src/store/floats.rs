@@ -32,7 +32,7 @@ impl Floats {
     /// An empty buffer with room for `floats` (in RAM; a mapping grows on its own).
     pub(crate) fn new(placement: &Placement, floats: usize) -> Result<Self> {
         Ok(match placement {
-            Placement::Memory => Floats::Ram(AlignedFloats::with_capacity(floats)),
+            Placement::Memory => Floats::Ram(AlignedFloats::on_huge_pages(floats)),
             Placement::Mapped(dir) => Floats::Mapped(MappedFloats::new(dir)?),
         })
     }

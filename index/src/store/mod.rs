@@ -23,6 +23,7 @@
 pub(crate) mod aligned;
 mod codes;
 mod floats;
+mod half;
 mod mapped;
 mod scan;
 mod scorer;
@@ -40,6 +41,7 @@ use codes::CodedRows;
 pub use codes::{RowCodes, SAMPLE_ROWS, TRAIN_ROWS};
 use floats::Floats;
 pub use floats::Placement;
+pub(crate) use half::HalfRows;
 pub(crate) use scorer::Scorer;
 
 /// Rows of `dim` floats, preprocessed for one metric, 64-byte aligned; see the module docs.

@@ -12,6 +12,7 @@
 //! unaware of codes, apart from asking how many candidates to keep ([`Scorer::kept`]).
 
 use super::codes::{CodedQuery, CodedRows};
+use super::half::HalfRows;
 use super::VectorStore;
 use crate::distance::{KeyFn, KeyFn4};
 use crate::{Neighbor, SearchParams, SearchStats, Slot, SlotFilter};
@@ -27,8 +28,19 @@ pub(crate) struct Scorer<'a> {
     filter: Option<SlotFilter<'a>>,
     /// Distance computations so far.
     computed: u64,
-    /// Scoring by the store's codes, for a search that wants them.
-    coded: Option<Coded<'a>>,
+    /// What the keys come from.
+    source: Source<'a>,
+}
+
+/// What a scorer scores.
+enum Source<'a> {
+    /// The store's rows.
+    Rows,
+    /// The store's codes, for a search that wants them.
+    Coded(Coded<'a>),
+    /// A half copy of the store's rows, for a bulk build (`half.rs`); the scorer's query is
+    /// in the copy's form ([`HalfRows::query`]).
+    Half(&'a HalfRows),
 }
 
 /// What a scorer needs to score codes and then settle the results.
@@ -55,7 +67,16 @@ impl VectorStore {
             key4_fn: self.key4_fn,
             filter,
             computed: 0,
-            coded: None,
+            source: Source::Rows,
+        }
+    }
+
+    /// A scorer of `half`, a half copy of this store's rows, for `query` in the copy's form
+    /// ([`HalfRows::query`]); no filter.
+    pub(crate) fn half_scorer<'a>(&'a self, half: &'a HalfRows, query: &'a [f32]) -> Scorer<'a> {
+        Scorer {
+            source: Source::Half(half),
+            ..self.scorer(query, None)
         }
     }
 
@@ -69,7 +90,7 @@ impl VectorStore {
     ) -> Scorer<'a> {
         let mut scorer = self.scorer(query, filter);
         if !params.ignore_quantization {
-            scorer.coded = self.codes.as_deref().and_then(|rows| {
+            let coded = self.codes.as_deref().and_then(|rows| {
                 Some(Coded {
                     query: rows.query(query)?,
                     rows,
@@ -77,6 +98,9 @@ impl VectorStore {
                     oversampling: params.oversampling.unwrap_or(1.0).max(1.0),
                 })
             });
+            if let Some(coded) = coded {
+                scorer.source = Source::Coded(coded);
+            }
         }
         scorer
     }
@@ -87,37 +111,40 @@ impl<'a> Scorer<'a> {
     #[inline]
     pub(crate) fn key(&mut self, slot: Slot) -> f32 {
         self.computed += 1;
-        if let Some(c) = &self.coded {
-            return c.rows.key(&c.query, slot);
+        match &self.source {
+            Source::Rows => (self.key_fn)(self.query, self.store.row(slot)),
+            Source::Coded(c) => c.rows.key(&c.query, slot),
+            Source::Half(h) => h.key(self.query, slot),
         }
-        (self.key_fn)(self.query, self.store.row(slot))
     }
 
     /// The keys of four slots in one kernel call; counts four computations.
     #[inline]
     pub(crate) fn key4(&mut self, slots: [Slot; 4]) -> [f32; 4] {
         self.computed += 4;
-        if let Some(c) = &self.coded {
-            return c.rows.key4(&c.query, slots);
+        match &self.source {
+            Source::Rows => (self.key4_fn)(self.query, slots.map(|slot| self.store.row(slot))),
+            Source::Coded(c) => c.rows.key4(&c.query, slots),
+            Source::Half(h) => h.key4(self.query, slots),
         }
-        (self.key4_fn)(self.query, slots.map(|slot| self.store.row(slot)))
     }
 
     /// Asks the CPU to start loading what [`Scorer::key`] will read for `slot`.
     #[inline]
     pub(crate) fn prefetch(&self, slot: Slot) {
-        match &self.coded {
-            Some(c) => c.rows.prefetch(slot),
-            None => self.store.prefetch(slot),
+        match &self.source {
+            Source::Rows => self.store.prefetch(slot),
+            Source::Coded(c) => c.rows.prefetch(slot),
+            Source::Half(h) => h.prefetch(slot),
         }
     }
 
     /// The candidate list size a search for `k` results with `ef` should use: with codes, at
     /// least `k × oversampling`.
     pub(crate) fn ef(&self, k: usize, ef: usize) -> usize {
-        match &self.coded {
-            Some(c) => ef.max((k as f32 * c.oversampling).ceil() as usize),
-            None => ef,
+        match &self.source {
+            Source::Coded(c) => ef.max((k as f32 * c.oversampling).ceil() as usize),
+            Source::Rows | Source::Half(_) => ef,
         }
     }
 
@@ -125,9 +152,9 @@ impl<'a> Scorer<'a> {
     /// [`Scorer::finish`]: all `ef` when they are to be re-ranked by the full rows (each
     /// costs one exact score, a few percent of what the traversal scored), else `k`.
     pub(crate) fn kept(&self, k: usize, ef: usize) -> usize {
-        match &self.coded {
-            Some(c) if c.rescore => ef.max(k),
-            Some(_) | None => k,
+        match &self.source {
+            Source::Coded(c) if c.rescore => ef.max(k),
+            Source::Coded(_) | Source::Rows | Source::Half(_) => k,
         }
     }
 
@@ -135,7 +162,7 @@ impl<'a> Scorer<'a> {
     /// the search scored codes with rescoring on; otherwise as they are (keys that are the
     /// codes' estimates when rescoring is off).
     pub(crate) fn finish(&mut self, mut hits: Vec<Neighbor>, k: usize) -> Vec<Neighbor> {
-        if self.coded.as_ref().is_some_and(|c| c.rescore) {
+        if matches!(&self.source, Source::Coded(c) if c.rescore) {
             self.computed += hits.len() as u64;
             for hit in &mut hits {
                 hit.key = (self.key_fn)(self.query, self.store.row(hit.slot));
@@ -166,7 +193,7 @@ impl<'a> Scorer<'a> {
     pub(crate) fn stats(&self) -> SearchStats {
         SearchStats {
             distance_computations: self.computed,
-            scored_codes: self.coded.is_some(),
+            scored_codes: matches!(self.source, Source::Coded(_)),
         }
     }
 
