@@ -10,7 +10,7 @@ did not buy its speed with a worse graph.
 
 Variants are harness sides (`faiss-hnsw`, `hnswlib`, `cairn-hnsw`: this checkout's wheel, as
 `bench/ann` installs it) and, with `--wheels NAME=DIR,...`, Cairn wheels of other commits,
-each installed into a folder of its own (`pip install --no-deps --target DIR ./python` at that
+each installed into a folder of its own (`pip install --no-cache-dir --no-deps --target DIR ./python` at that
 commit), which is put first on the child's `PYTHONPATH`. The CSV goes to `--out`.
 """
 
@@ -56,6 +56,46 @@ def child(argv: list[str]) -> None:
     print(json.dumps(dict(seconds=seconds, recall=recall, module=module)))
 
 
+def module_file(folder: str | None) -> Path:
+    """The extension module a Cairn variant imports: the one in its wheel folder, or this
+    checkout's, installed in the harness's virtualenv."""
+    if folder is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("cairn_index")
+        if spec is None or spec.origin is None:
+            sys.exit("cairn_index is not installed in the harness's virtualenv")
+        package = Path(spec.origin).parent
+    else:
+        package = Path(folder, "cairn_index")
+    found = sorted(package.glob("cairn_index*.so"))
+    if not found:
+        sys.exit(f"{package}: no extension module")
+    return found[0]
+
+
+def refuse_identical_wheels(variants: list[tuple[str, str, str | None]]) -> None:
+    """Stops when two Cairn variants would import byte-identical extension modules.
+
+    Why. Wheels of several checkouts built with one `CARGO_TARGET_DIR` can come out as one
+    binary: cargo decides that a path crate is fresh by comparing its sources' modification
+    times with the last build's, so a checkout whose files are older than the artifact another
+    checkout just built reuses it. Such a comparison measures one binary against itself (touch
+    the sources, or give each checkout its own target folder, before building its wheel).
+    """
+    import hashlib
+
+    seen: dict[str, str] = {}
+    for label, side, folder in variants:
+        if not side.startswith("cairn"):
+            continue
+        digest = hashlib.sha256(module_file(folder).read_bytes()).hexdigest()
+        if digest in seen:
+            sys.exit(f"{label} and {seen[digest]} are the same extension module: rebuild one "
+                     f"after `find index python -name '*.rs' -exec touch {{}} +` in its checkout")
+        seen[digest] = label
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--child"]:
         child(argv[1:])
@@ -66,6 +106,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--sides", default="cairn-hnsw,faiss-hnsw,hnswlib")
     parser.add_argument("--wheels", default="",
                         help="NAME=DIR,...: Cairn wheels of other commits, built as cairn-hnsw")
+    parser.add_argument("--allow-identical", action="store_true",
+                        help="time Cairn variants with the same extension module (a test of the "
+                             "command itself)")
     parser.add_argument("--m", type=int, default=16)
     parser.add_argument("--builds", type=int, default=3, help="rounds; seeds 1, 2, 3, ...")
     parser.add_argument("--build-threads", type=int, default=2)
@@ -80,6 +123,8 @@ def main(argv: list[str]) -> None:
         if not Path(folder, "cairn_index").is_dir():
             sys.exit(f"{folder}: no cairn_index package (pip install --no-deps --target {folder} ./python)")
         variants.append((label, "cairn-hnsw", str(Path(folder).resolve())))
+    if not args.allow_identical:
+        refuse_identical_wheels(variants)
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.build_threads), OMP_NUM_THREADS="1")
     rows = []
     for round_ in range(args.builds):

@@ -108,6 +108,8 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
         .args(["builds", "--data", "siftsmall", "--builds", "1"])
         .args(["--sides", "cairn-hnsw,faiss-hnsw,hnswlib", "--wheels"])
         .arg(format!("copy={}", wheel.display()))
+        // The copy is this checkout's module: the plumbing is under test, not a change.
+        .arg("--allow-identical")
         .arg("--shared")
         .arg(&data)
         .arg("--out")
@@ -126,6 +128,35 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
     }
     variants.sort();
     assert_eq!(variants, ["cairn-hnsw", "copy", "faiss-hnsw", "hnswlib"]);
+    // Without the flag the same two modules are refused before anything is built: a
+    // comparison of one binary with itself is what stale wheels look like.
+    let refused = bench_ann(crate_dir, &target)
+        .args([
+            "builds",
+            "--data",
+            "siftsmall",
+            "--builds",
+            "1",
+            "--sides",
+            "cairn-hnsw",
+        ])
+        .arg("--wheels")
+        .arg(format!("copy={}", wheel.display()))
+        .arg("--shared")
+        .arg(&data)
+        .arg("--out")
+        .arg(out.path().join("refused"))
+        .output()
+        .expect("bench/ann builds runs");
+    assert!(
+        !refused.status.success(),
+        "two identical modules were timed"
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("same extension module"),
+        "refused for another reason: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 
     // ScaNN's quantizer on a set laid out as the neq bench dumps it (movielens-mips' shipped
     // truth is by inner product). In this test, not one of its own: two runs of bench/ann at
