@@ -71,7 +71,7 @@ fn detect() -> Option<HalfKernels> {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::distance::simd::avx2::step;
+    use crate::distance::simd::avx2::{horizontal_sum, step};
 
     // The safe wrappers below are only handed out by `detect()` after the CPU reported AVX2,
     // FMA and F16C, which is what makes calling the `target_feature` functions sound.
@@ -191,15 +191,6 @@ mod x86 {
             out[j] = horizontal_sum(acc[j]);
         }
         out
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn horizontal_sum(s: __m256) -> f32 {
-        let q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
-        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));
-        _mm_cvtss_f32(q)
     }
 
     #[target_feature(enable = "avx2,f16c")]

@@ -130,7 +130,7 @@ pub mod avx2 {
     }
 
     #[cfg(target_arch = "x86_64")]
-    pub(crate) use x86::step;
+    pub(crate) use x86::{horizontal_sum, step};
 
     #[cfg(target_arch = "x86_64")]
     mod x86 {
@@ -281,7 +281,16 @@ pub mod avx2 {
                 }
             }
             // Σ of the 8 lanes of the four accumulators.
-            let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            horizontal_sum(_mm256_add_ps(
+                _mm256_add_ps(acc[0], acc[1]),
+                _mm256_add_ps(acc[2], acc[3]),
+            ))
+        }
+
+        /// Σ of the eight lanes of `s`.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        pub(crate) fn horizontal_sum(s: __m256) -> f32 {
             let q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps::<1>(s));
             let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
             let q = _mm_add_ss(q, _mm_shuffle_ps::<1>(q, q));

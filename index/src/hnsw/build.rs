@@ -72,8 +72,9 @@ pub(crate) type AfterLink<'a> = &'a (dyn Fn(Slot, &[Neighbor]) + Sync);
 ///
 /// A bulk batch — at least [`HALF_MIN_BATCH`] rows and a quarter of the graph — is linked by
 /// a half copy of every row (`store/half.rs`), made here and dropped at the end: the copy
-/// costs one pass over the rows and, at most, half the bytes the batch's own floats took,
-/// and it halves what each scored neighbour fetches. Smaller batches score the rows.
+/// costs one pass over the rows and 2 bytes per coordinate of every row, at most twice what
+/// the batch's own floats took, and it halves what each scored neighbour fetches. Smaller
+/// batches score the rows.
 pub(super) fn link_range(index: &Hnsw, first: Slot, count: usize, after: Option<AfterLink<'_>>) {
     let graph = index.graph.read();
     let half = (index.half_rows && count >= HALF_MIN_BATCH && 4 * count >= graph.len())

@@ -29,14 +29,12 @@ const ZERO: Block = Block([0.0; BLOCK_FLOATS]);
 pub(crate) struct AlignedFloats {
     blocks: Vec<Block>,
     len: usize,
-    /// Ask the kernel for huge pages whenever the allocation grows.
-    huge_pages: bool,
 }
 
 impl AlignedFloats {
-    /// An empty buffer with room for `floats`, whose allocation is backed by transparent huge
-    /// pages where the kernel allows them (`madvise`, the default of most distributions, or
-    /// `always`), now and whenever it grows.
+    /// An empty buffer with room for `floats`. Every allocation of an `AlignedFloats` (this
+    /// one, and each as it grows) is advised onto transparent huge pages where the kernel
+    /// allows them (`madvise`, the default of most distributions, or `always`).
     ///
     /// Why. A buffer read at random, one small run per access, takes a TLB miss and a page
     /// walk on almost every access once it spans more than the TLB covers with 4 KiB pages
@@ -47,11 +45,7 @@ impl AlignedFloats {
     pub(crate) fn on_huge_pages(floats: usize) -> Self {
         let blocks = Vec::with_capacity(floats.div_ceil(BLOCK_FLOATS));
         advise_huge_pages(&blocks);
-        Self {
-            blocks,
-            len: 0,
-            huge_pages: true,
-        }
+        Self { blocks, len: 0 }
     }
 
     /// Floats in use.
@@ -86,11 +80,10 @@ impl AlignedFloats {
         let start = self.len;
         let end = start + count;
         let blocks = end.div_ceil(BLOCK_FLOATS);
-        if self.huge_pages {
-            let additional = blocks - self.blocks.len();
-            reserve_on_huge_pages(&mut self.blocks, additional);
-        }
-        // `Vec::resize` grows the allocation geometrically, as `Vec<f32>::extend` did.
+        // Reserved (geometrically, as `Vec<f32>::extend` did) and advised before the new
+        // blocks are written.
+        let additional = blocks - self.blocks.len();
+        reserve_on_huge_pages(&mut self.blocks, additional);
         self.blocks.resize(blocks, ZERO);
         self.len = end;
         &mut self.as_mut_slice()[start..]

@@ -85,10 +85,11 @@ impl HalfRows {
         copy.halves[start..start + len]
             .par_chunks_mut(dim.max(1))
             .zip(store.as_flat().par_chunks(dim.max(1)))
-            .for_each(|(out, row)| match shift {
+            .for_each_init(Vec::new, |shifted, (out, row)| match shift {
                 Some(mu) => {
-                    let shifted: Vec<f32> = row.iter().zip(mu).map(|(x, m)| x - m).collect();
-                    to_half(&shifted, out);
+                    shifted.clear();
+                    shifted.extend(row.iter().zip(mu).map(|(x, m)| x - m));
+                    to_half(shifted, out);
                 }
                 None => to_half(row, out),
             });
