@@ -32,7 +32,7 @@ impl VqCodec {
     /// FAISS wants at least 256 training rows per codebook; fewer train a poorer codec.
     pub fn train(kind: VqKind, dim: usize, m: usize, data: &[f32]) -> Result<Self> {
         let n = rows(data, dim)?;
-        if m == 0 || (matches!(kind, VqKind::Pq | VqKind::Opq) && dim % m != 0) {
+        if m == 0 || (matches!(kind, VqKind::Pq | VqKind::Opq) && !dim.is_multiple_of(m)) {
             return Err(FaissError::InvalidParams(format!(
                 "{kind:?} with {m} codebooks needs m ≥ 1 dividing the dimension {dim}"
             )));
@@ -85,7 +85,7 @@ impl VqCodec {
 
     /// Decodes codes back into row-major vectors (the codec's reconstruction).
     pub fn decode(&self, codes: &[u8]) -> Result<Vec<f32>> {
-        if self.code_size == 0 || codes.len() % self.code_size != 0 {
+        if self.code_size == 0 || !codes.len().is_multiple_of(self.code_size) {
             return Err(FaissError::WrongCodeSize {
                 code_size: self.code_size,
                 len: codes.len(),

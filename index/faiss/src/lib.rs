@@ -58,7 +58,7 @@ pub fn set_threads(n: usize) {
 
 /// Checks that `data` holds whole rows of `dim` floats and returns how many.
 fn rows(data: &[f32], dim: usize) -> Result<usize> {
-    if dim == 0 || data.len() % dim != 0 {
+    if dim == 0 || !data.len().is_multiple_of(dim) {
         return Err(FaissError::WrongDimension {
             dim,
             len: data.len(),

@@ -39,7 +39,7 @@ proptest! {
 fn filter_excludes_slots() {
     let index = FlatIndex::new(Metric::InnerProduct, 2);
     index.add(&[1.0, 0.0, 2.0, 0.0, 3.0, 0.0]).unwrap();
-    let only_even = |s: Slot| s % 2 == 0;
+    let only_even = |s: Slot| s.is_multiple_of(2);
     let (hits, _) = index
         .search(&[1.0, 0.0], 3, &SearchParams::default(), Some(&only_even))
         .unwrap();

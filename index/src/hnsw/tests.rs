@@ -181,7 +181,7 @@ fn filter_restricts_results_and_keeps_recall() {
     };
     let base = clustered_gaussian(spec);
     let index = Hnsw::build(HnswParams::default(), Metric::L2, 16, &base.data).unwrap();
-    let even = |s: Slot| s % 2 == 0;
+    let even = |s: Slot| s.is_multiple_of(2);
     let q = base.row(11);
     let params = SearchParams {
         ef: Some(200),

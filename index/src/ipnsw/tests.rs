@@ -88,7 +88,7 @@ fn exact_search_is_the_ground_truth_and_filters_apply() {
     for (q, want) in queries.rows().zip(&truth) {
         let (hits, _) = index.search(q, 5, &exact, None).unwrap();
         assert_eq!(&hits.iter().map(|n| n.slot).collect::<Vec<_>>(), want);
-        let even = |slot: Slot| slot % 2 == 0;
+        let even = |slot: Slot| slot.is_multiple_of(2);
         let (hits, _) = index
             .search(q, 5, &SearchParams::default(), Some(&even))
             .unwrap();

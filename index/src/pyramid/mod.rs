@@ -268,7 +268,7 @@ impl MetaIndex {
         version: u64,
     ) -> Result<Self> {
         params.validate()?;
-        if dim == 0 || centres.len() != params.centres * dim || sample.len() % dim != 0 {
+        if dim == 0 || centres.len() != params.centres * dim || !sample.len().is_multiple_of(dim) {
             return Err(IndexError::InvalidParams(format!(
                 "meta_index needs {} centres of dimension {dim} and whole sample rows",
                 params.centres
@@ -405,7 +405,10 @@ impl MetaIndex {
         target: f64,
     ) -> Result<Vec<RoutePoint>> {
         let dim = self.dim;
-        if sample.len() % dim != 0 || queries.len() % dim != 0 || sample.len() < TUNE_K * dim {
+        if !sample.len().is_multiple_of(dim)
+            || !queries.len().is_multiple_of(dim)
+            || sample.len() < TUNE_K * dim
+        {
             return Err(IndexError::InvalidParams(format!(
                 "tuning needs whole rows of dimension {dim} and at least {TUNE_K} sample items"
             )));

@@ -169,7 +169,7 @@ impl MipsCodec {
         trainer: &dyn CodebookTrainer,
     ) -> Result<Self> {
         quantizer.validate()?;
-        if dim == 0 || data.is_empty() || data.len() % dim != 0 {
+        if dim == 0 || data.is_empty() || !data.len().is_multiple_of(dim) {
             return Err(IndexError::InvalidParams(format!(
                 "training data must be whole rows of {dim} floats"
             )));

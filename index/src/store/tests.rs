@@ -89,7 +89,7 @@ proptest! {
     ) {
         let (data, query) = random_rows(seed, n, dim);
         let store = store_of(Metric::InnerProduct, dim, &data);
-        let accept = |slot: Slot| slot % modulus == 0;
+        let accept = |slot: Slot| slot.is_multiple_of(modulus);
         let (hits, stats) = store.scan(&query, k, Some(&accept));
         let exact = brute_force(&data, dim, |v| -reference::dot(&query, v), accept);
         prop_assert_eq!(stats.distance_computations, exact.len() as u64);
@@ -112,7 +112,7 @@ proptest! {
     ) {
         let (data, query) = random_rows(seed, n, dim);
         let store = store_of(Metric::L2, dim, &data);
-        let accept = |slot: Slot| slot % modulus == 0;
+        let accept = |slot: Slot| slot.is_multiple_of(modulus);
         let listed = (0..n as Slot + 3).filter(|&s| accept(s));
         let (hits, stats) = store.search_slots(&query, k, listed).unwrap();
         let (want, want_stats) = store.scan(&store.metric.prepared(&query), k, Some(&accept));

@@ -787,7 +787,7 @@ impl Node {
         use std::sync::atomic::Ordering;
         for _ in 0..3 {
             let before = self.installs.generation.load(Ordering::Acquire);
-            if before % 2 == 0 {
+            if before.is_multiple_of(2) {
                 let value = read()?;
                 if self.installs.generation.load(Ordering::Acquire) == before {
                     return Ok(value);

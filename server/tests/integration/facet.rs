@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 use crate::harness::{seeded_vectors, stored_copies, Server};
 
 fn payload(i: usize) -> Value {
-    let mut p = json!({"size": i % 4, "flag": i % 2 == 0,
-                       "tags": if i % 5 == 0 { json!(["a", "b", "a"]) } else { json!(["a"]) }});
-    if i % 10 != 0 {
+    let mut p = json!({"size": i % 4, "flag": i.is_multiple_of(2),
+                       "tags": if i.is_multiple_of(5) { json!(["a", "b", "a"]) } else { json!(["a"]) }});
+    if !i.is_multiple_of(10) {
         p["color"] = json!(["red", "green", "blue"][i % 3]);
     }
     p

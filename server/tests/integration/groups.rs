@@ -9,8 +9,8 @@ use crate::harness::{seeded_vectors, Server};
 /// Point `i`'s `doc`: 0..20 by `i % 20`, none for every 13th, two for every 11th.
 fn doc_of(i: usize) -> Value {
     match i {
-        _ if i % 13 == 0 => Value::Null,
-        _ if i % 11 == 0 => json!([i % 20, (i + 1) % 20]),
+        _ if i.is_multiple_of(13) => Value::Null,
+        _ if i.is_multiple_of(11) => json!([i % 20, (i + 1) % 20]),
         _ => json!(i % 20),
     }
 }

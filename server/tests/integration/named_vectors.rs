@@ -539,7 +539,7 @@ fn cluster_point(i: u64) -> Value {
         "dense": dense,
         "text": {"indices": [i % 11, 20 + i % 5], "values": [1.0 + (i % 3) as f32, 0.5]},
     });
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         vector["image"] = json!([(i % 13) as f32, 1.0 + (i % 4) as f32]);
     }
     json!({"id": i, "vector": vector})

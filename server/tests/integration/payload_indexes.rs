@@ -19,7 +19,7 @@ fn payload(id: u64) -> Value {
     json!({
         "doc": format!("doc-{}", id % 60),
         "n": id,
-        "ok": id % 2 == 0,
+        "ok": id.is_multiple_of(2),
         "body": format!("Part {} of the common Story", id % 7),
         "meta": {"tags": [format!("t{}", id % 5), "all"]},
         "at": place(id),
@@ -43,7 +43,7 @@ fn lat(id: u64) -> f64 {
 /// Point `id`'s instant is `id` hours after 2024-01-01T00:00:00Z, spelled in the ways Qdrant
 /// reads (a zone offset, no zone, a space for the `T`); every 50th is no datetime at all.
 fn when(id: u64) -> Value {
-    if id % 50 == 0 {
+    if id.is_multiple_of(50) {
         return json!("soon");
     }
     let (mut day, hour) = (id / 24, id % 24);
@@ -419,7 +419,7 @@ fn order_by_pages_by_an_indexed_number() {
     let values = |id: u64| -> Vec<f64> {
         match id % 7 {
             0 => vec![],
-            _ if id % 10 == 0 => vec![price(id) as f64 + 0.5, (POINTS + id) as f64 + 0.5],
+            _ if id.is_multiple_of(10) => vec![price(id) as f64 + 0.5, (POINTS + id) as f64 + 0.5],
             _ => vec![price(id) as f64 + 0.5],
         }
     };

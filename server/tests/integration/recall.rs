@@ -61,7 +61,7 @@ fn siftsmall_recall_and_filtered_search_over_rest() {
             match name {
                 "10%" => id % 10 == 3,
                 "20%" => (id % 10 == 3 || id % 10 == 4) && ![3, 13, 23].contains(&id),
-                _ => id % 997 == 0 && id / 997 < 10,
+                _ => id.is_multiple_of(997) && id / 997 < 10,
             }
         };
         let (mut hits, mut total) = (0, 0);

@@ -537,7 +537,7 @@ fn vector_bytes(vector: &[f32]) -> Vec<u8> {
 }
 
 fn vector_from_bytes(bytes: &[u8]) -> std::result::Result<Vec<f32>, String> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(format!("vector of {} bytes", bytes.len()));
     }
     Ok(bytes
