@@ -3,7 +3,7 @@
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
 //! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
-//! [`lsh`], [`quant`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's
+//! [`lsh`], [`quant`], [`norm_scan`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's
 //! content routing ([`pyramid`]), the on-disk index file format ([`persist`]) and dataset
 //! readers plus recall@k ([`dataset`]).
 //!
@@ -18,6 +18,7 @@ pub mod hnsw;
 pub mod ipnsw;
 pub mod lsh;
 pub mod mips_auto;
+pub mod norm_scan;
 pub mod persist;
 pub mod pyramid;
 pub mod quant;
@@ -66,6 +67,9 @@ pub enum IndexKind {
     /// An exact scan until enough rows, then ip-NSW+ or ip-NSW by the spread of the norms
     /// (MIPS; see [`mips_auto`]).
     MipsAuto,
+    /// The largest-norm items scanned by byte codes, the best re-ranked exactly (MIPS; see
+    /// [`norm_scan`]).
+    NormScan,
 }
 
 impl IndexKind {
@@ -80,6 +84,7 @@ impl IndexKind {
             IndexKind::RangeLsh => "range_lsh",
             IndexKind::Quantized => "quantized",
             IndexKind::MipsAuto => "mips_auto",
+            IndexKind::NormScan => "norm_scan",
         }
     }
 
@@ -94,6 +99,7 @@ impl IndexKind {
             IndexKind::RangeLsh => 6,
             IndexKind::Quantized => 7,
             IndexKind::MipsAuto => 8,
+            IndexKind::NormScan => 9,
         }
     }
 
@@ -108,13 +114,14 @@ impl IndexKind {
                 | IndexKind::Hnsw
                 | IndexKind::IpNsw
                 | IndexKind::IpNswPlus
-                | IndexKind::MipsAuto,
+                | IndexKind::MipsAuto
+                | IndexKind::NormScan,
                 Placement::Mapped(_),
             ) => Ok(()),
             (IndexKind::SimpleLsh | IndexKind::RangeLsh | IndexKind::Quantized, _) => {
                 Err(IndexError::InvalidParams(format!(
                     "{} keeps its vectors in memory; vectors on disk need flat, hnsw, ip_nsw, \
-                     ip_nsw_plus or mips_auto",
+                     ip_nsw_plus, mips_auto or norm_scan",
                     self.name()
                 )))
             }
@@ -132,6 +139,7 @@ impl IndexKind {
             6 => Some(IndexKind::RangeLsh),
             7 => Some(IndexKind::Quantized),
             8 => Some(IndexKind::MipsAuto),
+            9 => Some(IndexKind::NormScan),
             _ => None,
         }
     }
@@ -158,6 +166,8 @@ pub enum IndexParams {
     /// ip-NSW+ or ip-NSW, chosen from the data (inner-product metric only); ip-NSW takes
     /// these parameters' `m`, `ef_construction` and `ef_search`.
     MipsAuto(ipnsw::IpNswPlusParams),
+    /// The norm-ordered scan (inner-product metric only).
+    NormScan(norm_scan::NormScanParams),
 }
 
 impl IndexParams {
@@ -172,13 +182,17 @@ impl IndexParams {
             IndexParams::RangeLsh(_) => IndexKind::RangeLsh,
             IndexParams::Quantized(_) => IndexKind::Quantized,
             IndexParams::MipsAuto(_) => IndexKind::MipsAuto,
+            IndexParams::NormScan(_) => IndexKind::NormScan,
         }
     }
 
-    /// The `ef` a graph search uses when a query names none; `None` without a graph.
-    pub fn default_ef(&self) -> Option<usize> {
+    /// The `ef` a search uses when a query names none, for an index of `len` items: a
+    /// graph's candidate list, the items an LSH index probes or a norm scan reads (a share of
+    /// `len`); `None` for the kinds that take no `ef`.
+    pub fn default_ef(&self, len: usize) -> Option<usize> {
         match self {
             IndexParams::Flat | IndexParams::Quantized(_) => None,
+            IndexParams::NormScan(p) => Some(p.default_depth(len)),
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(p.ef_search),
             IndexParams::IpNswPlus(p) | IndexParams::MipsAuto(p) => Some(p.ef_search),
             IndexParams::SimpleLsh(p) | IndexParams::RangeLsh(p) => Some(p.probe_items),
@@ -192,7 +206,8 @@ impl IndexParams {
             IndexParams::Flat
             | IndexParams::SimpleLsh(_)
             | IndexParams::RangeLsh(_)
-            | IndexParams::Quantized(_) => None,
+            | IndexParams::Quantized(_)
+            | IndexParams::NormScan(_) => None,
             IndexParams::Hnsw(p) | IndexParams::IpNsw(p) => Some(2 * p.m),
             IndexParams::IpNswPlus(p) | IndexParams::MipsAuto(p) => Some(2 * p.m),
         }
@@ -217,7 +232,8 @@ impl IndexParams {
             | IndexParams::IpNsw(_)
             | IndexParams::IpNswPlus(_)
             | IndexParams::Quantized(_)
-            | IndexParams::MipsAuto(_) => Ok(()),
+            | IndexParams::MipsAuto(_)
+            | IndexParams::NormScan(_) => Ok(()),
         }
     }
 
@@ -231,7 +247,8 @@ impl IndexParams {
             | IndexParams::SimpleLsh(_)
             | IndexParams::RangeLsh(_)
             | IndexParams::Quantized(_)
-            | IndexParams::MipsAuto(_) => {
+            | IndexParams::MipsAuto(_)
+            | IndexParams::NormScan(_) => {
                 if metric == Metric::InnerProduct {
                     Ok(())
                 } else {
@@ -249,7 +266,8 @@ impl IndexParams {
 /// Per-query knobs. Fields an index does not use are ignored by it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SearchParams {
-    /// Size of the dynamic candidate list for graph search; `None` uses the index default.
+    /// Size of the dynamic candidate list for graph search (for the LSH indexes the items
+    /// probed, for the norm scan the items scanned); `None` uses the index default.
     pub ef: Option<usize>,
     /// Scan every vector instead of using the index (the ground-truth path).
     pub exact: bool,
@@ -378,6 +396,7 @@ pub fn new_index(
         }
         IndexParams::Quantized(p) => Box::new(quant::QuantizedIndex::new(*p, dim, trainers)?),
         IndexParams::MipsAuto(p) => Box::new(mips_auto::MipsAuto::placed(*p, dim, placement)?),
+        IndexParams::NormScan(p) => Box::new(norm_scan::NormScan::placed(*p, dim, placement)?),
     })
 }
 
@@ -428,5 +447,6 @@ pub fn read_index(
         }
         IndexKind::Quantized => Box::new(quant::QuantizedIndex::read_from(bytes, trainers)?),
         IndexKind::MipsAuto => Box::new(mips_auto::MipsAuto::read_placed(bytes, placement)?),
+        IndexKind::NormScan => Box::new(norm_scan::NormScan::read_placed(bytes, placement)?),
     })
 }

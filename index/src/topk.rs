@@ -53,9 +53,50 @@ impl TopK {
     /// one compare against the current `k`-th, before any `Neighbor` is built.
     #[inline]
     pub(crate) fn offer_key(&mut self, slot: crate::Slot, key: f32) {
-        let admits = self.heap.len() < self.k || self.heap.peek().is_some_and(|w| key <= w.key);
-        if admits {
+        if self.admits(key) {
             self.offer(Neighbor::new(slot, key));
+        }
+    }
+
+    /// Whether a key could enter now: fewer than `k` held, or not above the `k`-th. A scan
+    /// asks before it pays for anything else about the slot (a filter's verdict).
+    #[inline]
+    pub(crate) fn admits(&self, key: f32) -> bool {
+        key <= self.bar()
+    }
+
+    /// The largest key that may still enter: +∞ until `k` are held (−∞ for `k` = 0).
+    #[inline]
+    fn bar(&self) -> f32 {
+        if self.k == 0 {
+            return f32::NEG_INFINITY;
+        }
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() >= self.k => worst.key,
+            Some(_) | None => f32::INFINITY,
+        }
+    }
+
+    /// Offers the keys of the consecutive slots from `first`, each entering if `accept`
+    /// takes it; `accept` is asked only about keys that could enter. The bar is kept in a
+    /// register between entries, so a scan's hot loop is a load, a compare and a branch
+    /// that is almost never taken.
+    #[inline]
+    pub(crate) fn offer_run(
+        &mut self,
+        first: crate::Slot,
+        keys: &[f32],
+        mut accept: impl FnMut(crate::Slot) -> bool,
+    ) {
+        let mut bar = self.bar();
+        for (j, &key) in keys.iter().enumerate() {
+            if key <= bar {
+                let slot = first + j as crate::Slot;
+                if accept(slot) {
+                    self.offer(Neighbor::new(slot, key));
+                    bar = self.bar();
+                }
+            }
         }
     }
 
@@ -66,9 +107,12 @@ impl TopK {
         }
         if self.heap.len() < self.k {
             self.heap.push(n);
-        } else if self.heap.peek().is_some_and(|worst| n < *worst) {
-            self.heap.pop();
-            self.heap.push(n);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            // Replaced in place: one sift down when the guard drops, where a pop and a push
+            // sifted twice.
+            if n < *worst {
+                *worst = n;
+            }
         }
     }
 
@@ -90,6 +134,22 @@ mod tests {
         }
         let slots: Vec<u32> = top.into_sorted().iter().map(|n| n.slot).collect();
         assert_eq!(slots, vec![3, 1, 5]);
+    }
+
+    #[test]
+    fn a_run_keeps_what_one_by_one_offers_keep() {
+        let keys: Vec<f32> = (0..200).map(|i| ((i * 37 % 101) as f32).sin()).collect();
+        for k in [0, 1, 5, 300] {
+            let mut one_by_one = TopK::new(k);
+            let mut run = TopK::new(k);
+            for (slot, &key) in keys.iter().enumerate() {
+                if slot % 3 != 0 {
+                    one_by_one.offer_key(slot as u32 + 10, key);
+                }
+            }
+            run.offer_run(10, &keys, |slot| (slot - 10) % 3 != 0);
+            assert_eq!(run.into_sorted(), one_by_one.into_sorted(), "k {k}");
+        }
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! returns (the L2 distance, the cosine, the inner product).
 //!
 //! Index kinds: `flat`, `hnsw`, `ip_nsw`, `ip_nsw_plus`, `mips_auto`, `simple_lsh`,
-//! `range_lsh`, with the parameters `IndexParams` takes for each (unknown ones are refused).
+//! `range_lsh`, `norm_scan`, with the parameters `IndexParams` takes for each (unknown ones
+//! are refused).
 //! `quantized` needs FAISS's codebook training, which this module does not link: it is
 //! refused with a message saying so.
 

@@ -6,6 +6,7 @@ use crate::dataset::{load_dataset, shared_data_dir, Dataset};
 use crate::hnsw::HnswParams;
 use crate::ipnsw::IpNswPlusParams;
 use crate::lsh::LshParams;
+use crate::norm_scan::NormScanParams;
 use crate::{
     new_in_memory, new_index, read_index, IndexParams, Metric, Placement, RowCodes, SearchParams,
     Trainers, VectorIndex,
@@ -58,6 +59,12 @@ fn mapped_rows_answer_bit_for_bit_as_rows_in_memory() {
             Metric::InnerProduct,
             IndexParams::MipsAuto(IpNswPlusParams::default()),
             int8,
+        ),
+        (
+            "movielens-mips",
+            Metric::InnerProduct,
+            IndexParams::NormScan(NormScanParams::default()),
+            None,
         ),
     ];
     for (set, metric, params, codes) in cases {
@@ -162,6 +169,10 @@ fn an_empty_mapped_index_round_trips() {
         ),
         (
             IndexParams::MipsAuto(IpNswPlusParams::default()),
+            Metric::InnerProduct,
+        ),
+        (
+            IndexParams::NormScan(NormScanParams::default()),
             Metric::InnerProduct,
         ),
     ] {

@@ -1,0 +1,223 @@
+//! The norm-ordered scan for inner product: the items of largest norm read first, by byte
+//! codes, and the best candidates re-ranked by their full rows (issue #26).
+//!
+//! Why. Where the answers lean on the norms — recommendation factors, whose popular items are
+//! long (movielens-mips: 98% of the true top 10 lie in the 5% largest norms) — the simplest
+//! index any reader would try is an exact scan of the largest-norm items, and it beat every
+//! MIPS graph in the race at every recall target, by 2.4–8× (`BENCHMARKS.md`, C31): a scan
+//! streams its rows in order, where a graph waits on a row fetched at random for every
+//! neighbour it scores. This index is that scan made cheaper per item: the rows in norm order
+//! as one byte per coordinate (`head.rs`), a quarter of the float rows' bytes, scored by the
+//! int8 kernels in four-row blocks, and the `k × oversampling` best estimates re-ranked
+//! exactly.
+//!
+//! The knob. A query scans its `ef` largest-norm items (the LSH indexes read `ef` as the
+//! items they probe); without one, [`NormScanParams::share`] of them. How deep a given recall
+//! needs depends on how strongly the answers lean on the norms, which only the queries can
+//! tell: 2% of movielens-mips' items for recall@10 0.9, 17% of a synthetic set of norm bias
+//! 0.65. A filter restricts the results, not the items scanned, as it does for the graphs
+//! (the server deepens a filtered query's scan by the filter's selectivity).
+//!
+//! When not. Its cost grows with the collection (a share of it, not a logarithm), and on
+//! vectors of one length the norm order means nothing: it is for norm-leaning MIPS sets of up
+//! to a few million items, named explicitly; `mips_auto` does not choose it.
+
+mod head;
+mod params;
+#[cfg(test)]
+mod tests;
+
+pub use params::NormScanParams;
+
+use parking_lot::Mutex;
+
+use self::head::{CodedQuery, Head};
+use crate::distance::Metric;
+use crate::persist::codec::{Decoder, Encoder, Sink};
+use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
+use crate::sync::ReadMostly;
+use crate::topk::TopK;
+use crate::{
+    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
+    VectorIndex,
+};
+
+struct Inner {
+    /// The rows by slot: what results are re-ranked from and what the index lends out.
+    store: VectorStore,
+    /// The same rows in norm order, as codes.
+    head: Head,
+}
+
+impl HoldsStore for Inner {
+    fn store(&self) -> &VectorStore {
+        &self.store
+    }
+}
+
+/// The norm-ordered scan; see the module docs.
+pub struct NormScan {
+    params: NormScanParams,
+    dim: usize,
+    inner: ReadMostly<Inner>,
+    /// Serialises batches (and index files) so the head is built from the rows it follows.
+    add_lock: Mutex<()>,
+}
+
+impl NormScan {
+    /// An empty index whose rows live where `placement` says (the codes stay in memory).
+    pub fn placed(params: NormScanParams, dim: usize, placement: &Placement) -> Result<Self> {
+        params.validate()?;
+        if dim == 0 {
+            return Err(IndexError::InvalidParams(
+                "dimension must be at least 1".into(),
+            ));
+        }
+        let store = VectorStore::placed(Metric::InnerProduct, dim, placement)?;
+        Ok(Self::from_store(params, store))
+    }
+
+    fn from_store(params: NormScanParams, store: VectorStore) -> Self {
+        let dim = store.dim();
+        let head = Head::of_rows(store.as_flat(), dim);
+        Self {
+            params,
+            dim,
+            inner: ReadMostly::new(Inner { store, head }),
+            add_lock: Mutex::new(()),
+        }
+    }
+
+    /// The parameters it was built with.
+    pub fn params(&self) -> NormScanParams {
+        self.params
+    }
+
+    /// Reads what [`VectorIndex::write_to`] wrote, its rows placed by `placement`; the codes
+    /// are derived from the rows, as they were when written.
+    pub fn read_placed(bytes: &[u8], placement: &Placement) -> Result<Self> {
+        let mut d = Decoder::new(bytes);
+        let params = NormScanParams {
+            share: f32::from_bits(d.u32()?),
+            oversampling: f32::from_bits(d.u32()?),
+        };
+        params
+            .validate()
+            .map_err(|e| IndexError::corrupt(e.to_string()))?;
+        let dim = d.usize()?;
+        if dim == 0 {
+            return Err(IndexError::corrupt("norm_scan file with dimension 0"));
+        }
+        let store = VectorStore::read(&mut d, Metric::InnerProduct, dim, placement)?;
+        d.finish()?;
+        Ok(Self::from_store(params, store))
+    }
+}
+
+impl VectorIndex for NormScan {
+    fn kind(&self) -> IndexKind {
+        IndexKind::NormScan
+    }
+    fn store(&self) -> StoreRead<'_> {
+        StoreRead::new(&self.inner)
+    }
+    fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        let inner = self.inner.read();
+        let query = match inner.store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
+        let depth = params
+            .ef
+            .unwrap_or_else(|| self.params.default_depth(inner.head.len()))
+            .max(k);
+        // The filter restricts what enters the results, never what is scanned (as for the
+        // graphs): a slot is asked about only when its key could enter.
+        let accepts = |slot: Slot| filter.is_none_or(|accept| accept(slot));
+        let head = &inner.head;
+        let mut exact = TopK::new(k);
+        let hot = head.scan_hot(&query, depth, &mut |first, keys| {
+            exact.offer_run(first, keys, |p| accepts(head.slot(p)));
+        });
+        if let Some(scanned) = hot {
+            return Ok((head.by_slot(exact), stats(scanned)));
+        }
+        if params.ignore_quantization {
+            // The same items by their full rows (Qdrant's `quantization.ignore`).
+            let mut scorer = inner.store.scorer(&query, None);
+            for position in head.positions(depth) {
+                let slot = head.slot(position);
+                let key = scorer.key(slot);
+                if exact.admits(key) && accepts(slot) {
+                    exact.offer(Neighbor::new(position, key));
+                }
+            }
+            return Ok((head.by_slot(exact), stats(scorer.computed())));
+        }
+        let oversampling = params
+            .oversampling
+            .unwrap_or(self.params.oversampling)
+            .max(1.0);
+        let candidates = ((k as f32 * oversampling).ceil() as usize).max(k);
+        let coded = CodedQuery::new(&query);
+        let mut estimated = TopK::new(candidates);
+        let scanned = head.scan(&coded, depth, &mut |first, keys| {
+            estimated.offer_run(first, keys, |p| accepts(head.slot(p)));
+        });
+        let mut estimated = head.by_slot(estimated);
+        if !params.rescore.unwrap_or(true) {
+            estimated.truncate(k);
+            return Ok((estimated, stats(scanned)));
+        }
+        // The candidates' rows, asked for all at once so that their cache misses overlap.
+        let store = &inner.store;
+        for n in &estimated {
+            store.prefetch(n.slot);
+        }
+        let mut exact = TopK::new(k);
+        let mut scorer = store.scorer(&query, None);
+        for n in &estimated {
+            exact.offer(Neighbor::new(n.slot, scorer.key(n.slot)));
+        }
+        Ok((exact.into_sorted(), stats(scanned + scorer.computed())))
+    }
+    fn add(&self, vectors: &[f32]) -> Result<Slot> {
+        let _adds = self.add_lock.lock();
+        let (first, head) = {
+            let inner = self.inner.read();
+            inner.store.rows_in(vectors)?;
+            let first = inner.store.len() as Slot;
+            (first, inner.head.with_rows(vectors, first))
+        };
+        let mut inner = self.inner.write();
+        inner.store.append(vectors)?;
+        inner.head = head;
+        Ok(first)
+    }
+    fn write_to(&self, out: &mut dyn Sink) {
+        let _no_adds = self.add_lock.lock();
+        let inner = self.inner.read();
+        let mut e = Encoder::new(out);
+        e.u32(self.params.share.to_bits());
+        e.u32(self.params.oversampling.to_bits());
+        e.u64(self.dim as u64);
+        inner.store.write(&mut e);
+    }
+    fn memory_bytes(&self) -> usize {
+        let inner = self.inner.read();
+        inner.store.memory_bytes() + inner.head.memory_bytes()
+    }
+}
+
+fn stats(computed: u64) -> SearchStats {
+    SearchStats {
+        distance_computations: computed,
+        ..SearchStats::default()
+    }
+}
