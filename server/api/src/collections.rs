@@ -307,6 +307,20 @@ pub enum IndexConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         probe_items: Option<usize>,
     },
+    /// The norm-ordered scan (`Dot` only): the items of largest norm read first, as one byte
+    /// per coordinate, and the best `limit × oversampling` re-ranked by their vectors. For
+    /// sets whose answers lean on the norms (recommendation factors); its cost grows with
+    /// the collection. A query scans `params.hnsw_ef` items, or `share` of them by default;
+    /// `params.quantization.oversampling` and `rescore` apply per query.
+    NormScan {
+        /// Share of the points, largest norms first, a query scans by default (0 < share ≤ 1,
+        /// default 0.25).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        share: Option<f32>,
+        /// Candidates re-ranked per result wanted (≥ 1, default 2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        oversampling: Option<f32>,
+    },
 }
 
 /// The parameters of ip-NSW+'s two graphs (`ip_nsw_plus`, and `mips_auto` whichever graph

@@ -333,7 +333,8 @@ fn describe(collection: &Collection) -> CollectionInfo {
         | IndexParams::IpNswPlus(_)
         | IndexParams::SimpleLsh(_)
         | IndexParams::RangeLsh(_)
-        | IndexParams::MipsAuto(_) => None,
+        | IndexParams::MipsAuto(_)
+        | IndexParams::NormScan(_) => None,
     };
     // Cairn's `rabitq` goes beside NEQ, out of the field Qdrant's clients parse by their kinds.
     let (qdrant_codes, cairn_codes) = match s.shared_codes {

@@ -122,7 +122,7 @@ fn estimated_work(
         return None;
     }
     let k = plan.offset + plan.limit;
-    Some(match (index.default_ef(), index.max_degree()) {
+    Some(match (index.default_ef(points), index.max_degree()) {
         (Some(ef), Some(degree)) if !plan.exact => plan.ef.unwrap_or(ef).max(k) * degree * dim,
         _ => points * dim,
     })
@@ -307,7 +307,9 @@ impl Partition {
             if expected < self.settings().full_scan_threshold as f64 {
                 exact = true;
             } else {
-                let base = ef.unwrap_or_else(|| self.default_ef(plan)).max(k);
+                let base = ef
+                    .unwrap_or_else(|| self.default_ef(plan, index.len()))
+                    .max(k);
                 ef = Some(
                     ((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize,
                 );
@@ -375,7 +377,10 @@ impl Partition {
             ef: if exact {
                 None
             } else {
-                Some(ef.unwrap_or_else(|| self.default_ef(plan)).max(k))
+                Some(
+                    ef.unwrap_or_else(|| self.default_ef(plan, index.len()))
+                        .max(k),
+                )
             },
             filter_selectivity,
             exact_fallback,
@@ -503,13 +508,13 @@ impl Partition {
         }
     }
 
-    /// The `ef` a graph search uses when the query does not set one (a flat index has no
-    /// graph; the value is then never used as such).
-    fn default_ef(&self, plan: &SearchPlan) -> usize {
+    /// The `ef` a search uses when the query does not set one, for an index of `len` items
+    /// (a flat index has none; the value is then never used as such).
+    fn default_ef(&self, plan: &SearchPlan, len: usize) -> usize {
         let settings = self.settings();
         settings
             .dense_space(plan.using.as_deref().unwrap_or(settings.vector_name()))
-            .and_then(|space| space.index.default_ef())
+            .and_then(|space| space.index.default_ef(len))
             .unwrap_or(0)
     }
 

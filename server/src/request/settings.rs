@@ -11,6 +11,7 @@ use cairn_api::{
 use cairn_index::hnsw::HnswParams;
 use cairn_index::ipnsw::IpNswPlusParams;
 use cairn_index::lsh::LshParams;
+use cairn_index::norm_scan::NormScanParams;
 use cairn_index::pyramid::PyramidParams;
 use cairn_index::quant::{QuantizedParams, Quantizer, VqKind};
 use cairn_index::{IndexParams, Metric, Placement, RowCodes};
@@ -467,7 +468,8 @@ fn check_codes(codes: Option<RowCodes>, index: &IndexParams, field: &str) -> Res
             IndexParams::Flat
             | IndexParams::SimpleLsh(_)
             | IndexParams::RangeLsh(_)
-            | IndexParams::Quantized(_),
+            | IndexParams::Quantized(_)
+            | IndexParams::NormScan(_),
         ) => Err(ServerError::InvalidRequest(format!(
             "{field}: {} quantization speeds up graph search; the {} index keeps no codes (use \
              hnsw, ip_nsw, ip_nsw_plus or mips_auto)",
@@ -671,6 +673,10 @@ fn check_index(index: &IndexParams, metric: Metric, field: &str) -> Result<()> {
             .and_then(|()| index.check_lsh_ranges())
             .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))?;
     }
+    if let IndexParams::NormScan(p) = index {
+        p.validate()
+            .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))?;
+    }
     index
         .check_metric(metric)
         .map_err(|e| ServerError::InvalidRequest(format!("{field}: {e}")))
@@ -699,6 +705,13 @@ pub fn index_config(index: &IndexParams) -> (IndexConfig, HnswParams) {
                 ranges: Some(p.ranges),
                 shift: Some(p.shift),
                 probe_items: Some(p.probe_items),
+            },
+            no_hnsw,
+        ),
+        IndexParams::NormScan(p) => (
+            IndexConfig::NormScan {
+                share: Some(p.share),
+                oversampling: Some(p.oversampling),
             },
             no_hnsw,
         ),
@@ -907,6 +920,16 @@ impl CollectionSettings {
                     shift: shift.unwrap_or(d.shift),
                     probe_items: probe_items.unwrap_or(d.probe_items),
                     seed: d.seed,
+                })
+            }
+            IndexConfig::NormScan {
+                share,
+                oversampling,
+            } => {
+                let d = NormScanParams::default();
+                IndexParams::NormScan(NormScanParams {
+                    share: share.unwrap_or(d.share),
+                    oversampling: oversampling.unwrap_or(d.oversampling),
                 })
             }
         })

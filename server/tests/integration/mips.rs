@@ -2,8 +2,8 @@
 //! ip-NSW+ and reaches recall@10 ≥ 0.95 against exact inner-product ground truth; Range-LSH
 //! reaches ≥ 0.9 at its default budget of 1024 probed items; a NEQ-quantized collection with
 //! rescoring reaches ≥ 0.95; all three again, with the same answers, after a restart that loads
-//! their snapshots. MIPS index kinds and quantization refuse metrics and parameters they were
-//! not built for.
+//! their snapshots; the norm-ordered scan (issue #26) likewise. MIPS index kinds and
+//! quantization refuse metrics and parameters they were not built for.
 
 use cairn_index::dataset::{load_dataset, recall_at_k, shared_data_dir, Dataset};
 use serde_json::json;
@@ -186,6 +186,98 @@ fn movielens_mips_auto_over_rest_survives_a_restart() {
     );
 }
 
+/// The norm-ordered scan over REST: its default share finds movielens-mips' answers, a
+/// query's `hnsw_ef` sets how many items it scans, a deleted point is never returned, the
+/// index survives a restart with the same answers, and what it cannot do is refused.
+#[test]
+fn movielens_norm_scan_over_rest() {
+    let data = load_dataset(&shared_data_dir().join("movielens-mips")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &[]);
+    server.create("ns", 64, "Dot", json!({"index": {"kind": "norm_scan"}}));
+    let index = server.ok("GET", "/collections/ns", None)["config"]["index"].clone();
+    assert_eq!(
+        index,
+        json!({"kind": "norm_scan", "share": 0.25, "oversampling": 2.0})
+    );
+    server.upsert_vectors("ns", 64, &data.base.data, 0, 1000);
+    let (recall_default, _) = recall(&server, "ns", &data);
+    eprintln!("movielens-mips norm_scan REST recall@10 at the default share: {recall_default:.4}");
+    assert!(recall_default >= 0.99, "recall@10 {recall_default}");
+
+    let q = data.queries.row(0);
+    let shallow = server.ok(
+        "POST",
+        "/collections/ns/points/query",
+        Some(&json!({"query": q, "limit": 10, "explain": true, "params": {"hnsw_ef": 12}})),
+    );
+    assert_eq!(shallow["explain"]["index"], "norm_scan", "{shallow}");
+    assert_eq!(shallow["explain"]["ef"], 12, "{shallow}");
+    assert_eq!(
+        shallow["explain"]["distance_computations"], 12,
+        "12 items scanned, by the floats kept at the front: {shallow}"
+    );
+
+    // The best answer of query 0, deleted, is not returned; the next ten are.
+    let best = u64::from(data.ground_truth[0][0]);
+    server.ok(
+        "POST",
+        "/collections/ns/points/delete?wait=true",
+        Some(&json!({"points": [best]})),
+    );
+    let after_delete = ids(&server.ok(
+        "POST",
+        "/collections/ns/points/query",
+        Some(&json!({"query": q, "limit": 10})),
+    ));
+    let rest: Vec<u64> = data.ground_truth[0][1..11]
+        .iter()
+        .map(|&i| u64::from(i))
+        .collect();
+    assert_eq!(after_delete, rest);
+
+    let (_, answers) = recall(&server, "ns", &data);
+    server.terminate();
+    server.restart();
+    let info = server.ok("GET", "/collections/ns", None);
+    assert_eq!(info["load"]["index_source"], "snapshot", "{}", info["load"]);
+    let (_, answers_after) = recall(&server, "ns", &data);
+    assert_eq!(answers_after, answers, "answers changed across restart");
+
+    for (index, needle) in [
+        (json!({"kind": "norm_scan", "share": 0.0}), "share"),
+        (
+            json!({"kind": "norm_scan", "oversampling": 0.5}),
+            "oversampling",
+        ),
+        (json!({"kind": "norm_scan", "depth": 3}), "depth"),
+    ] {
+        let (status, body) = server.call(
+            "PUT",
+            "/collections/bad",
+            Some(&json!({"vectors": {"size": 4, "distance": "Dot"}, "index": index})),
+        );
+        assert_eq!(status, 400, "{body}");
+        let error = body["status"]["error"].as_str().unwrap();
+        assert!(error.contains(needle), "{error}");
+    }
+    let (status, body) = server.call(
+        "PUT",
+        "/collections/bad",
+        Some(&json!({"vectors": {"size": 4, "distance": "Dot"},
+                     "index": {"kind": "norm_scan"},
+                     "quantization_config": {"scalar": {"type": "int8"}}})),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["status"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("norm_scan index keeps no codes"),
+        "{body}"
+    );
+}
+
 #[test]
 fn quantization_configs_are_checked() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,6 +374,7 @@ fn mips_index_kinds_need_dot_and_known_parameters() {
         "mips_auto",
         "simple_lsh",
         "range_lsh",
+        "norm_scan",
     ] {
         let (status, body) = server.call(
             "PUT",
