@@ -175,6 +175,30 @@ class NormScan(Side):
         return out
 
 
+class CairnNormScan(Cairn):
+    """Cairn's norm-ordered scan (`norm_scan`, inner-product sets only): the same items as
+    `norm-scan` on the same grid, read as one byte per coordinate, the best 2 × k re-ranked by
+    their rows (up to 1,024 items it reads floats kept in norm order); `ef` is the count."""
+
+    name = "cairn-norm-scan"
+    metrics = ("ip",)
+
+    def configs(self, data):
+        return [dict()]
+
+    def grid(self, config, data):
+        return NormScan.grid(self, config, data)
+
+    def build(self, base, metric, config, seed, threads):
+        import cairn_index
+
+        self.index = cairn_index.Index("norm_scan", dim=base.shape[1], metric="ip")
+        self.index.add(base)
+
+    def prepare(self, params):
+        self.ef = max(10, int(np.ceil(params["share"] * len(self.index))))
+
+
 class L2Reduction(Cairn):
     """Issue #26's second trivial baseline: MIPS reduced to L2 search (Bachrach et al., RecSys
     2014) by one more coordinate, √(Φ² − |x|²) with Φ the largest norm, on Cairn's own HNSW;
@@ -421,7 +445,7 @@ class SymphonyQG(Side):
 SIDES = {
     cls.name: cls
     for cls in (
-        Cairn, CairnRabitq, CairnIpNswPlus, NormScan, L2Reduction, Hnswlib, FaissHnsw, Scann,
-        NgtOnng, SymphonyQG,
+        Cairn, CairnRabitq, CairnIpNswPlus, NormScan, CairnNormScan, L2Reduction, Hnswlib,
+        FaissHnsw, Scann, NgtOnng, SymphonyQG,
     )
 }

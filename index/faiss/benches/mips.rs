@@ -45,6 +45,7 @@ use cairn_index::hnsw::{Hnsw, HnswParams};
 use cairn_index::ipnsw::{IpNswPlus, IpNswPlusParams};
 use cairn_index::lsh::{LshParams, RangeLsh};
 use cairn_index::mips_auto::{norm_spread, Choice};
+use cairn_index::norm_scan::{NormScan as NormScanIndex, NormScanParams};
 use cairn_index::{Metric, SearchParams, VectorIndex};
 use common::{
     calibrate, env_usize, mips_sets, pass, time_pass, write_csv, Cairn, Faiss, FaissBatch, Set,
@@ -108,20 +109,47 @@ impl Side for NormScan {
     }
 
     fn ladder(&self) -> Vec<usize> {
-        let n = self.order.len();
-        let mut ladder = vec![10usize.min(n)];
-        while let Some(&last) = ladder.last().filter(|&&t| t < n) {
-            ladder.push(((last as f64 * 1.08).round() as usize).max(last + 1).min(n));
-        }
-        ladder
+        depth_ladder(self.order.len())
     }
 
     fn curve(&self) -> Vec<usize> {
-        let n = self.order.len() as f64;
-        [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
-            .iter()
-            .map(|p| ((n * p).ceil() as usize).max(10))
-            .collect()
+        depth_curve(self.order.len())
+    }
+}
+
+/// The items a norm scan reads, from 10 to all of them in steps of ~8%.
+fn depth_ladder(n: usize) -> Vec<usize> {
+    let mut ladder = vec![10usize.min(n)];
+    while let Some(&last) = ladder.last().filter(|&&t| t < n) {
+        ladder.push(((last as f64 * 1.08).round() as usize).max(last + 1).min(n));
+    }
+    ladder
+}
+
+/// A norm scan's recall curve: 0.1% to all of the items.
+fn depth_curve(n: usize) -> Vec<usize> {
+    [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
+        .iter()
+        .map(|p| ((n as f64 * p).ceil() as usize).max(10))
+        .collect()
+}
+
+/// Cairn's answer to the first baseline (`index/src/norm_scan`): the same items in the same
+/// order, read as byte codes, the `k × oversampling` best re-ranked by their rows; its knob
+/// is the same count of items, on the same ladder.
+struct CodedNormScan(Cairn<NormScanIndex>);
+
+impl Side for CodedNormScan {
+    fn knn(&self, query: &[f32], t: usize) -> (Vec<u32>, Option<u64>) {
+        self.0.knn(query, t)
+    }
+
+    fn ladder(&self) -> Vec<usize> {
+        depth_ladder(self.0 .0.len())
+    }
+
+    fn curve(&self) -> Vec<usize> {
+        depth_curve(self.0 .0.len())
     }
 }
 
@@ -267,14 +295,21 @@ fn mips(c: &mut Criterion) {
             Box::new(AppendCoordinate::build(hnsw_params, set))
         });
         let scan = NormScan::new(set);
+        let coded_scan = timed("cairn-norm-scan", &|| {
+            let index =
+                NormScanIndex::placed(NormScanParams::default(), dim, &Default::default()).unwrap();
+            index.add(&set.base.data).unwrap();
+            Box::new(CodedNormScan(Cairn(index)))
+        });
         let faiss_batch = FaissBatch(&faiss);
-        let sides: [(&str, &dyn Side); 6] = [
+        let sides: [(&str, &dyn Side); 7] = [
             ("ip-nsw+", plus.as_ref()),
             ("ip-nsw", ip_nsw.as_ref()),
             ("faiss-hnsw-ip", &faiss),
             ("faiss-hnsw-ip-batch", &faiss_batch),
             ("l2-reduction-hnsw", reduced.as_ref()),
             ("norm-scan", &scan),
+            ("cairn-norm-scan", coded_scan.as_ref()),
         ];
 
         let mut rows = Vec::new();
