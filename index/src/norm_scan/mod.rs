@@ -4,13 +4,13 @@
 //! Why. Where the answers lean on the norms — recommendation factors, whose popular items are
 //! long (movielens-mips: 98% of the true top 10 lie in the 5% largest norms) — the simplest
 //! index any reader would try is an exact scan of the largest-norm items, and it beat every
-//! MIPS graph in the race at every recall target, by 2.4–8× (`BENCHMARKS.md`, C31): a scan
+//! MIPS graph in the race at every recall target, by 1.3–5.9× (`BENCHMARKS.md`, C31): a scan
 //! streams its rows in order, where a graph waits on a row fetched at random for every
 //! neighbour it scores. This index is that scan made cheaper per item: the rows in norm order
-//! as one byte per coordinate (`head.rs`), a quarter of the float rows' bytes, scored by the
-//! int8 kernels in four-row blocks, and the `k × oversampling` best estimates re-ranked
-//! exactly.
-//!
+//! as 7-bit codes (`head.rs`), a quarter of the float rows' bytes, in blocks that the byte
+//! multiply-add kernels score eight rows at a time, and the `k × oversampling` best estimates
+//! re-ranked exactly (2.3–2.8× the exact scan at the same depth where the scan is deep).
+
 //! The knob. A query scans its `ef` largest-norm items (the LSH indexes read `ef` as the
 //! items they probe); without one, [`NormScanParams::share`] of them. How deep a given recall
 //! needs depends on how strongly the answers lean on the norms, which only the queries can
