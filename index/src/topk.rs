@@ -62,7 +62,15 @@ impl TopK {
     /// asks before it pays for anything else about the slot (a filter's verdict).
     #[inline]
     pub(crate) fn admits(&self, key: f32) -> bool {
-        key <= self.bar()
+        let bar = self.bar();
+        key <= bar || Self::fills_with_nan(key, bar)
+    }
+
+    /// A NaN key compares false with everything, yet a heap still filling takes it (`offer`
+    /// orders it after every number, so the first number offered to a full heap displaces it).
+    #[inline]
+    fn fills_with_nan(key: f32, bar: f32) -> bool {
+        key.is_nan() && bar == f32::INFINITY
     }
 
     /// The largest key that may still enter: +∞ until `k` are held (−∞ for `k` = 0).
@@ -72,7 +80,8 @@ impl TopK {
             return f32::NEG_INFINITY;
         }
         match self.heap.peek() {
-            Some(worst) if self.heap.len() >= self.k => worst.key,
+            // A NaN worst (which orders after every number) is displaced by any number.
+            Some(worst) if self.heap.len() >= self.k && !worst.key.is_nan() => worst.key,
             Some(_) | None => f32::INFINITY,
         }
     }
@@ -90,7 +99,7 @@ impl TopK {
     ) {
         let mut bar = self.bar();
         for (j, &key) in keys.iter().enumerate() {
-            if key <= bar {
+            if key <= bar || Self::fills_with_nan(key, bar) {
                 let slot = first + j as crate::Slot;
                 if accept(slot) {
                     self.offer(Neighbor::new(slot, key));
@@ -149,6 +158,29 @@ mod tests {
             }
             run.offer_run(10, &keys, |slot| (slot - 10) % 3 != 0);
             assert_eq!(run.into_sorted(), one_by_one.into_sorted(), "k {k}");
+        }
+    }
+
+    /// NaN keys enter a filling heap and leave it for any number, as `offer` has them do.
+    #[test]
+    fn nan_keys_fill_but_never_displace() {
+        for k in [1, 3] {
+            let keys = [f32::NAN, 2.0, f32::NAN, 1.0];
+            let mut one_by_one = TopK::new(k);
+            for (slot, &key) in keys.iter().enumerate() {
+                one_by_one.offer(Neighbor::new(slot as u32, key));
+            }
+            let mut run = TopK::new(k);
+            run.offer_run(0, &keys, |_| true);
+            let (a, b) = (one_by_one.into_sorted(), run.into_sorted());
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(
+                    (x.slot, x.key.to_bits()),
+                    (y.slot, y.key.to_bits()),
+                    "k {k}"
+                );
+            }
         }
     }
 

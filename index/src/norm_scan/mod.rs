@@ -133,67 +133,38 @@ impl VectorIndex for NormScan {
             Opening::Answered(hits, stats) => return Ok((hits, stats)),
             Opening::Prepared(query) => query,
         };
-        let depth = params
+        let len = inner.head.len();
+        let mut depth = params
             .ef
-            .unwrap_or_else(|| self.params.default_depth(inner.head.len()))
+            .unwrap_or_else(|| self.params.default_depth(len))
             .max(k);
-        // The filter restricts what enters the results, never what is scanned (as for the
-        // graphs): a slot is asked about only when its key could enter.
-        let accepts = |slot: Slot| filter.is_none_or(|accept| accept(slot));
-        let head = &inner.head;
-        let mut exact = TopK::new(k);
-        let hot = head.scan_hot(&query, depth, &mut |first, keys| {
-            exact.offer_run(first, keys, |p| accepts(head.slot(p)));
-        });
-        if let Some(scanned) = hot {
-            return Ok((head.by_slot(exact), stats(scanned)));
-        }
-        if params.ignore_quantization {
-            // The same items by their full rows (Qdrant's `quantization.ignore`).
-            let mut scorer = inner.store.scorer(&query, None);
-            for position in head.positions(depth) {
-                let slot = head.slot(position);
-                let key = scorer.key(slot);
-                if exact.admits(key) && accepts(slot) {
-                    exact.offer(Neighbor::new(position, key));
-                }
+        // Rows the filter refuses (deleted points among them, which the server filters out)
+        // still count towards the depth; a scan that finds fewer than `k` goes twice as deep,
+        // as a graph search walks on past them, until it has `k` or has read every row.
+        let mut computed = 0;
+        loop {
+            let (hits, scored) = self.search_at(&inner, &query, k, depth, params, filter);
+            computed += scored;
+            if hits.len() >= k || depth >= len {
+                return Ok((hits, stats(computed)));
             }
-            return Ok((head.by_slot(exact), stats(scorer.computed())));
+            depth = depth.saturating_mul(2).min(len);
         }
-        let oversampling = params
-            .oversampling
-            .unwrap_or(self.params.oversampling)
-            .max(1.0);
-        let candidates = ((k as f32 * oversampling).ceil() as usize).max(k);
-        let coded = CodedQuery::new(&query);
-        let mut estimated = TopK::new(candidates);
-        let scanned = head.scan(&coded, depth, &mut |first, keys| {
-            estimated.offer_run(first, keys, |p| accepts(head.slot(p)));
-        });
-        let mut estimated = head.by_slot(estimated);
-        if !params.rescore.unwrap_or(true) {
-            estimated.truncate(k);
-            return Ok((estimated, stats(scanned)));
-        }
-        // The candidates' rows, asked for all at once so that their cache misses overlap.
-        let store = &inner.store;
-        for n in &estimated {
-            store.prefetch(n.slot);
-        }
-        let mut exact = TopK::new(k);
-        let mut scorer = store.scorer(&query, None);
-        for n in &estimated {
-            exact.offer(Neighbor::new(n.slot, scorer.key(n.slot)));
-        }
-        Ok((exact.into_sorted(), stats(scanned + scorer.computed())))
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
         let (first, head) = {
             let inner = self.inner.read();
-            inner.store.rows_in(vectors)?;
-            let first = inner.store.len() as Slot;
-            (first, inner.head.with_rows(vectors, first))
+            let count = inner.store.rows_in(vectors)?;
+            let first = inner.store.len();
+            if count == 0 {
+                return Ok(first as Slot);
+            }
+            // Refused before the head numbers the rows (the store would refuse them too).
+            if first + count > Slot::MAX as usize {
+                return Err(IndexError::Full(first));
+            }
+            (first as Slot, inner.head.with_rows(vectors, first as Slot))
         };
         let mut inner = self.inner.write();
         inner.store.append(vectors)?;
@@ -212,6 +183,73 @@ impl VectorIndex for NormScan {
     fn memory_bytes(&self) -> usize {
         let inner = self.inner.read();
         inner.store.memory_bytes() + inner.head.memory_bytes()
+    }
+}
+
+impl NormScan {
+    /// One scan of the `depth` largest-norm rows for a query already preprocessed: the hits,
+    /// and the rows scored.
+    fn search_at(
+        &self,
+        inner: &Inner,
+        query: &[f32],
+        k: usize,
+        depth: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> (Vec<Neighbor>, u64) {
+        // The filter restricts what enters the results, never what is scanned (as for the
+        // graphs): a slot is asked about only when its key could enter.
+        let accepts = |slot: Slot| filter.is_none_or(|accept| accept(slot));
+        let head = &inner.head;
+        let mut exact = TopK::new(k);
+        let hot = head.scan_hot(query, depth, &mut |first, keys| {
+            exact.offer_run(first, keys, |p| accepts(head.slot(p)));
+        });
+        if let Some(scanned) = hot {
+            return (head.by_slot(exact), scanned);
+        }
+        if params.ignore_quantization {
+            // The same items by their full rows (Qdrant's `quantization.ignore`).
+            let mut scorer = inner.store.scorer(query, None);
+            for position in head.positions(depth) {
+                let slot = head.slot(position);
+                let key = scorer.key(slot);
+                if exact.admits(key) && accepts(slot) {
+                    exact.offer(Neighbor::new(position, key));
+                }
+            }
+            return (head.by_slot(exact), scorer.computed());
+        }
+        let oversampling = params
+            .oversampling
+            .unwrap_or(self.params.oversampling)
+            .max(1.0);
+        // No more candidates than rows scanned, whatever the oversampling asked.
+        let candidates = ((k as f32 * oversampling).ceil() as usize)
+            .min(depth)
+            .max(k);
+        let coded = CodedQuery::new(query);
+        let mut estimated = TopK::new(candidates);
+        let scanned = head.scan(&coded, depth, &mut |first, keys| {
+            estimated.offer_run(first, keys, |p| accepts(head.slot(p)));
+        });
+        let mut estimated = head.by_slot(estimated);
+        if !params.rescore.unwrap_or(true) {
+            estimated.truncate(k);
+            return (estimated, scanned);
+        }
+        // The candidates' rows, asked for all at once so that their cache misses overlap.
+        let store = &inner.store;
+        for n in &estimated {
+            store.prefetch(n.slot);
+        }
+        let mut exact = TopK::new(k);
+        let mut scorer = store.scorer(query, None);
+        for n in &estimated {
+            exact.offer(Neighbor::new(n.slot, scorer.key(n.slot)));
+        }
+        (exact.into_sorted(), scanned + scorer.computed())
     }
 }
 

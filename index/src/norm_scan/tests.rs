@@ -224,6 +224,22 @@ fn filters_and_estimates() {
         assert_eq!(stats.distance_computations, ef as u64 + rerank, "ef {ef}");
     }
 
+    // A scan whose rows the filter all refuses goes deeper until it has `k` (deleted points
+    // at the front of the norm order are such rows): here the 300 largest norms are refused.
+    let front: Vec<Slot> = index.head_slots(300);
+    let behind = |slot: Slot| !front.contains(&slot);
+    for ef in [20, 2_000] {
+        let (hits, stats) = index
+            .search(q, 10, &depth(ef), Some(&behind))
+            .expect("search");
+        assert_eq!(hits.len(), 10, "ef {ef}");
+        assert!(hits.iter().all(|n| behind(n.slot)));
+        assert!(
+            stats.distance_computations > ef as u64,
+            "ef {ef}: went deeper"
+        );
+    }
+
     // `ignore_quantization` scores the same items by their rows: the exact best of them.
     let full = SearchParams {
         ignore_quantization: true,

@@ -116,12 +116,16 @@ impl Default for FanOut {
     }
 }
 
-fn check_ef(ef: Option<usize>, limits: &Limits, field: &str) -> Result<()> {
+/// Checks a query's `hnsw_ef`. For a norm scan it counts the items scanned, which the
+/// collection bounds as it bounds an `exact` query, so the graphs' maximum does not apply.
+fn check_ef(ef: Option<usize>, limits: &Limits, counts_items: bool, field: &str) -> Result<()> {
     match ef {
-        Some(ef) if ef > limits.max_ef => Err(ServerError::LimitExceeded(format!(
-            "{field}params.hnsw_ef {ef} is above the maximum of {}",
-            limits.max_ef
-        ))),
+        Some(ef) if ef > limits.max_ef && !counts_items => {
+            Err(ServerError::LimitExceeded(format!(
+                "{field}params.hnsw_ef {ef} is above the maximum of {}",
+                limits.max_ef
+            )))
+        }
         Some(0) => Err(ServerError::InvalidRequest(format!(
             "{field}params.hnsw_ef must be at least 1"
         ))),
@@ -328,7 +332,10 @@ pub fn plan(
     let using = request.using.clone().unwrap_or_default();
     let (limit, offset) = check_page(&request, limits, field)?;
     let params = request.params.unwrap_or_default();
-    check_ef(params.hnsw_ef, limits, field)?;
+    let counts_items = settings
+        .dense_space(&using)
+        .is_some_and(|space| matches!(space.index, IndexParams::NormScan(_)));
+    check_ef(params.hnsw_ef, limits, counts_items, field)?;
     check_routing_knobs(
         settings,
         [("probe", params.probe), ("branching", params.branching)],

@@ -218,7 +218,16 @@ fn movielens_norm_scan_over_rest() {
         "12 items scanned, by the floats kept at the front: {shallow}"
     );
 
-    // The best answer of query 0, deleted, is not returned; the next ten are.
+    // `hnsw_ef` counts items here, so the graphs' maximum (10,000) does not bound it.
+    let deep = server.ok(
+        "POST",
+        "/collections/ns/points/query",
+        Some(&json!({"query": q, "limit": 10, "params": {"hnsw_ef": 50_000}})),
+    );
+    assert_eq!(ids(&deep).len(), 10, "{deep}");
+
+    // The best answer of query 0, deleted, is not returned; the next ten are, also from a
+    // scan of only ten items (it goes deeper past the deleted one).
     let best = u64::from(data.ground_truth[0][0]);
     server.ok(
         "POST",
@@ -235,6 +244,13 @@ fn movielens_norm_scan_over_rest() {
         .map(|&i| u64::from(i))
         .collect();
     assert_eq!(after_delete, rest);
+    let shallow_after = ids(&server.ok(
+        "POST",
+        "/collections/ns/points/query",
+        Some(&json!({"query": q, "limit": 10, "params": {"hnsw_ef": 10}})),
+    ));
+    assert_eq!(shallow_after.len(), 10, "{shallow_after:?}");
+    assert!(!shallow_after.contains(&best));
 
     let (_, answers) = recall(&server, "ns", &data);
     server.terminate();
