@@ -113,13 +113,19 @@ pub fn code_kernels() -> &'static CodeKernels {
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
             let popcnt = std::arch::is_x86_feature_detected!("popcnt");
             let vnni = std::arch::is_x86_feature_detected!("avxvnni");
+            // AVX-512's VNNI has the same multiply-accumulate on 256-bit registers (with
+            // AVX-512VL), on CPUs that lack the VEX-coded AVX-VNNI (AMD's Zen 4, Intel's
+            // server parts before Sapphire Rapids).
+            let vnni512 = std::arch::is_x86_feature_detected!("avx512vnni")
+                && std::arch::is_x86_feature_detected!("avx512vl");
             CodeKernels {
                 dot_u8: if avx2 { x86::dot_u8 } else { scalar_dot_u8 },
                 dot_u8x4: if avx2 { x86::dot_u8x4 } else { scalar_dot_u8x4 },
-                dot_i8_blocks: match (vnni && avx2, avx2) {
-                    (true, _) => x86::dot_i8_blocks_vnni,
-                    (false, true) => x86::dot_i8_blocks,
-                    (false, false) => scalar_dot_i8_blocks,
+                dot_i8_blocks: match (vnni && avx2, vnni512 && avx2, avx2) {
+                    (true, _, _) => x86::dot_i8_blocks_vnni,
+                    (false, true, _) => x86::dot_i8_blocks_vnni512,
+                    (false, false, true) => x86::dot_i8_blocks,
+                    (false, false, false) => scalar_dot_i8_blocks,
                 },
                 hamming: if popcnt { x86::hamming } else { scalar_hamming },
                 fastscan: if avx2 { x86::fastscan } else { scalar_fastscan },
@@ -270,6 +276,14 @@ mod x86 {
         unsafe { dot_i8_blocks_avxvnni(q, codes, out) }
     }
 
+    pub(super) fn dot_i8_blocks_vnni512(q: &[i8], codes: &[u8], out: &mut [i32]) {
+        check_blocks(q, codes, out);
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2, AVX-512VNNI
+        // and AVX-512VL (and tests that check them themselves); the slices hold what it
+        // reads, as checked.
+        unsafe { dot_i8_blocks_avx512vnni(q, codes, out) }
+    }
+
     /// `acc +` the 8 lanes' sums of 4 code-by-query products, AVX2: `pmaddubsw` adds
     /// product pairs into 16-bit sums (they cannot saturate, see [`super::DotI8Blocks`]),
     /// `pmaddwd` by ones adds those pairs into 32-bit lanes.
@@ -286,6 +300,13 @@ mod x86 {
     macro_rules! mac_vnni {
         ($acc:expr, $c:expr, $q:expr) => {
             _mm256_dpbusd_avx_epi32($acc, $c, $q)
+        };
+    }
+
+    /// The same by AVX-512VNNI's `vpdpbusd` on 256-bit registers (EVEX-coded, AVX-512VL).
+    macro_rules! mac_vnni512 {
+        ($acc:expr, $c:expr, $q:expr) => {
+            _mm256_dpbusd_epi32($acc, $c, $q)
         };
     }
 
@@ -361,6 +382,11 @@ mod x86 {
     }
     blocks_kernel!(dot_i8_blocks_avx2, mac_avx2, "avx2");
     blocks_kernel!(dot_i8_blocks_avxvnni, mac_vnni, "avx2,avxvnni");
+    blocks_kernel!(
+        dot_i8_blocks_avx512vnni,
+        mac_vnni512,
+        "avx2,avx512vnni,avx512vl"
+    );
 
     pub(super) fn hamming(a: &[u64], b: &[u64]) -> u32 {
         debug_assert_eq!(a.len(), b.len());
@@ -656,6 +682,11 @@ mod tests {
                 backends.push(("avx2", x86::dot_i8_blocks));
                 if std::arch::is_x86_feature_detected!("avxvnni") {
                     backends.push(("avx-vnni", x86::dot_i8_blocks_vnni));
+                }
+                if std::arch::is_x86_feature_detected!("avx512vnni")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                {
+                    backends.push(("avx512-vnni", x86::dot_i8_blocks_vnni512));
                 }
             }
         }
