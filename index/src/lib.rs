@@ -330,6 +330,24 @@ pub trait VectorIndex: Send + Sync {
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)>;
+    /// The answers of [`VectorIndex::search`] for each of `queries` (row-major, `dim` floats
+    /// each), in order, all under one filter. The same answers as one call per query; an
+    /// index overrides it where a batch can share work between its queries (the norm scan
+    /// reads each block of codes once for many queries, where one query at a time streams
+    /// the whole scan from memory for each).
+    fn search_batch(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<Vec<(Vec<Neighbor>, SearchStats)>> {
+        check_batch(queries, self.dim())?;
+        queries
+            .chunks_exact(self.dim())
+            .map(|query| self.search(query, k, params, filter))
+            .collect()
+    }
     /// Appends `vectors` (row-major, `dim` floats each) and returns the first new slot.
     /// Vectors are preprocessed for the metric (normalised for cosine) on the way in.
     fn add(&self, vectors: &[f32]) -> Result<Slot>;
@@ -365,6 +383,18 @@ pub trait VectorIndex: Send + Sync {
     /// Bytes of RAM the index holds, for metrics and the bytes-per-vector benchmark: rows in a
     /// mapped file ([`Placement::Mapped`]) are left out, as the kernel may page them out.
     fn memory_bytes(&self) -> usize;
+}
+
+/// Refuses a batch of queries that is not whole rows of `dim` floats (an empty batch is
+/// whole: it has no answers).
+pub(crate) fn check_batch(queries: &[f32], dim: usize) -> Result<()> {
+    if dim == 0 || queries.len().is_multiple_of(dim) {
+        return Ok(());
+    }
+    Err(IndexError::InvalidParams(format!(
+        "a batch of {} floats is not whole queries of {dim}",
+        queries.len()
+    )))
 }
 
 /// Builds an empty index of the given kind (`trainers`: what a quantized index trains with;

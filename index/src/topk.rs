@@ -1,4 +1,5 @@
-//! Ordered (key, slot) pairs and the heaps graph search keeps them in.
+//! Ordered (key, slot) pairs, the heaps graph search keeps them in, and the reservoir a long
+//! scan keeps its best in.
 
 use std::cmp::Ordering;
 
@@ -86,29 +87,6 @@ impl TopK {
         }
     }
 
-    /// Offers the keys of the consecutive slots from `first`, each entering if `accept`
-    /// takes it; `accept` is asked only about keys that could enter. The bar is kept in a
-    /// register between entries, so a scan's hot loop is a load, a compare and a branch
-    /// that is almost never taken.
-    #[inline]
-    pub(crate) fn offer_run(
-        &mut self,
-        first: crate::Slot,
-        keys: &[f32],
-        mut accept: impl FnMut(crate::Slot) -> bool,
-    ) {
-        let mut bar = self.bar();
-        for (j, &key) in keys.iter().enumerate() {
-            if key <= bar || Self::fills_with_nan(key, bar) {
-                let slot = first + j as crate::Slot;
-                if accept(slot) {
-                    self.offer(Neighbor::new(slot, key));
-                    bar = self.bar();
-                }
-            }
-        }
-    }
-
     #[inline]
     pub(crate) fn offer(&mut self, n: Neighbor) {
         if self.k == 0 {
@@ -131,6 +109,144 @@ impl TopK {
     }
 }
 
+/// Keys [`Reservoir::offer_run`] tests at once: one 256-bit register of floats.
+const OFFER_GROUP: usize = 8;
+
+/// Whether any key of a group is at most `bar` (a NaN key is not): written as a mask so that
+/// it compiles to vector compares, not a branch per key.
+#[inline]
+fn any_at_most(group: &[f32], bar: f32) -> bool {
+    group
+        .iter()
+        .fold(0u32, |mask, &key| mask | u32::from(key <= bar))
+        != 0
+}
+
+/// Keeps the `k` smallest of a long run of keys, as [`TopK`] does, for scans that offer many
+/// keys in a row (FAISS's `ReservoirTopN`).
+///
+/// Why not a heap. A scan in norm order admits a key every dozen rows or so (the bar falls
+/// slowly, as the norms do), and a heap pays each admission a sift of `log k` total-order
+/// compares: on a norm-ordered scan of 1,400 rows that cost four times the byte kernel's sums.
+/// Here an admitted key is appended to a buffer of `2k`; a full buffer is cut to its `k`
+/// smallest by one linear-time selection, and the `k`-th becomes the bar. The bar is higher
+/// than a heap's between cuts, so a few more keys are appended, each for the price of a
+/// store. Entries are held as one integer each ([`packed`]) whose order is [`Neighbor`]'s, so
+/// the selection compares integers. Keys are tested a group of [`OFFER_GROUP`] at a time
+/// against the bar first: most groups hold none that reaches it.
+///
+/// The same `k` come out as from a [`TopK`] offered the same keys when none is NaN (ties
+/// ordered by slot). A NaN key enters only while the bar is +∞, as it does a [`TopK`].
+pub(crate) struct Reservoir {
+    k: usize,
+    items: Vec<u64>,
+    /// The largest key that may enter: +∞ until `k` numbers have been kept by a cut.
+    bar: f32,
+}
+
+/// A neighbour as one integer ordered as [`Neighbor`]s are: the key's bits made to order as
+/// `f32::total_cmp` orders keys (negative keys' magnitude bits flipped, the sign bit turned
+/// over), then the slot.
+#[inline]
+fn packed(slot: crate::Slot, key: f32) -> u64 {
+    let bits = key.to_bits();
+    let ordered = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    };
+    u64::from(ordered) << 32 | u64::from(slot)
+}
+
+/// The inverse of [`packed`].
+#[inline]
+fn unpacked(item: u64) -> Neighbor {
+    let ordered = (item >> 32) as u32;
+    let bits = if ordered >> 31 == 1 {
+        ordered & !(1 << 31)
+    } else {
+        !ordered
+    };
+    Neighbor::new(item as crate::Slot, f32::from_bits(bits))
+}
+
+impl Reservoir {
+    pub(crate) fn new(k: usize) -> Self {
+        Self {
+            k,
+            items: Vec::with_capacity(2 * k),
+            bar: if k == 0 {
+                f32::NEG_INFINITY
+            } else {
+                f32::INFINITY
+            },
+        }
+    }
+
+    /// Offers the keys of the consecutive slots from `first`, each entering if `accept`
+    /// takes it; `accept` is asked only about keys that could enter.
+    #[inline]
+    pub(crate) fn offer_run(
+        &mut self,
+        first: crate::Slot,
+        keys: &[f32],
+        mut accept: impl FnMut(crate::Slot) -> bool,
+    ) {
+        let mut groups = keys.chunks_exact(OFFER_GROUP);
+        let mut start = first;
+        for group in groups.by_ref() {
+            // A bar of +∞ lets NaN keys in too: those are tested key by key.
+            if self.bar == f32::INFINITY || any_at_most(group, self.bar) {
+                self.offer_keys(start, group, &mut accept);
+            }
+            start += OFFER_GROUP as crate::Slot;
+        }
+        self.offer_keys(start, groups.remainder(), &mut accept);
+    }
+
+    #[inline]
+    fn offer_keys(
+        &mut self,
+        first: crate::Slot,
+        keys: &[f32],
+        accept: &mut impl FnMut(crate::Slot) -> bool,
+    ) {
+        for (j, &key) in keys.iter().enumerate() {
+            let open = self.bar == f32::INFINITY;
+            if key <= self.bar || (key.is_nan() && open) {
+                let slot = first + j as crate::Slot;
+                if accept(slot) {
+                    self.items.push(packed(slot, key));
+                    if self.items.len() >= 2 * self.k {
+                        self.cut();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps the `k` smallest; their largest key becomes the bar (unless it is NaN: then
+    /// fewer than `k` numbers are held, and any number may still enter).
+    #[cold]
+    fn cut(&mut self) {
+        if self.k == 0 {
+            self.items.clear();
+            return;
+        }
+        self.items.select_nth_unstable(self.k - 1);
+        self.items.truncate(self.k);
+        let kth = unpacked(self.items[self.k - 1]).key;
+        self.bar = if kth.is_nan() { f32::INFINITY } else { kth };
+    }
+
+    /// Best first.
+    pub(crate) fn into_sorted(mut self) -> Vec<Neighbor> {
+        self.items.sort_unstable();
+        self.items.truncate(self.k);
+        self.items.into_iter().map(unpacked).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,42 +261,87 @@ mod tests {
         assert_eq!(slots, vec![3, 1, 5]);
     }
 
+    /// A reservoir keeps what a heap offered the same keys keeps, bit for bit: infinite
+    /// keys and ties anywhere in a group, a filter, runs of every length split at every
+    /// offset, `k` from nothing to more than the keys.
     #[test]
-    fn a_run_keeps_what_one_by_one_offers_keep() {
-        let keys: Vec<f32> = (0..200).map(|i| ((i * 37 % 101) as f32).sin()).collect();
-        for k in [0, 1, 5, 300] {
-            let mut one_by_one = TopK::new(k);
-            let mut run = TopK::new(k);
-            for (slot, &key) in keys.iter().enumerate() {
-                if slot % 3 != 0 {
-                    one_by_one.offer_key(slot as u32 + 10, key);
+    fn a_reservoir_keeps_what_a_heap_keeps() {
+        let keys: Vec<f32> = (0..203)
+            .map(|i| match i % 13 {
+                0 => f32::INFINITY,
+                5 => f32::NEG_INFINITY,
+                9 => 0.25,
+                _ => ((i * 29 % 101) as f32).cos(),
+            })
+            .collect();
+        let accept = |slot: u32| slot % 7 != 3;
+        for k in [0, 1, 2, 4, 9, 70, 300] {
+            for split in [0, 1, 7, 8, 9, 30, 203] {
+                let mut heap = TopK::new(k);
+                for (slot, &key) in keys.iter().enumerate() {
+                    if accept(slot as u32 + 10) {
+                        heap.offer(Neighbor::new(slot as u32 + 10, key));
+                    }
                 }
+                let mut reservoir = Reservoir::new(k);
+                let (a, b) = keys.split_at(split);
+                reservoir.offer_run(10, a, accept);
+                reservoir.offer_run(10 + split as u32, b, accept);
+                let (kept, want) = (reservoir.into_sorted(), heap.into_sorted());
+                let bits = |top: &[Neighbor]| -> Vec<(u32, u32)> {
+                    top.iter().map(|n| (n.slot, n.key.to_bits())).collect()
+                };
+                assert_eq!(bits(&kept), bits(&want), "k {k}, split {split}");
             }
-            run.offer_run(10, &keys, |slot| (slot - 10) % 3 != 0);
-            assert_eq!(run.into_sorted(), one_by_one.into_sorted(), "k {k}");
         }
     }
 
-    /// NaN keys enter a filling heap and leave it for any number, as `offer` has them do.
+    /// Packed neighbours order as neighbours do and unpack to the same bits.
     #[test]
-    fn nan_keys_fill_but_never_displace() {
-        for k in [1, 3] {
-            let keys = [f32::NAN, 2.0, f32::NAN, 1.0];
-            let mut one_by_one = TopK::new(k);
-            for (slot, &key) in keys.iter().enumerate() {
-                one_by_one.offer(Neighbor::new(slot as u32, key));
-            }
-            let mut run = TopK::new(k);
-            run.offer_run(0, &keys, |_| true);
-            let (a, b) = (one_by_one.into_sorted(), run.into_sorted());
-            assert_eq!(a.len(), b.len());
-            for (x, y) in a.iter().zip(&b) {
+    fn packed_neighbours_order_as_neighbours() {
+        let keys = [
+            f32::NEG_INFINITY,
+            -3.5,
+            -0.0,
+            0.0,
+            f32::MIN_POSITIVE,
+            1.0,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ];
+        let all: Vec<Neighbor> = keys
+            .iter()
+            .flat_map(|&key| [Neighbor::new(7, key), Neighbor::new(2, key)])
+            .collect();
+        for a in &all {
+            let back = unpacked(packed(a.slot, a.key));
+            assert_eq!((back.slot, back.key.to_bits()), (a.slot, a.key.to_bits()));
+            for b in &all {
                 assert_eq!(
-                    (x.slot, x.key.to_bits()),
-                    (y.slot, y.key.to_bits()),
-                    "k {k}"
+                    packed(a.slot, a.key).cmp(&packed(b.slot, b.key)),
+                    a.cmp(b),
+                    "{a:?} against {b:?}"
                 );
             }
+        }
+    }
+
+    /// NaN keys fill a reservoir but never displace a number once `k` numbers are kept.
+    #[test]
+    fn nan_keys_fill_but_never_displace() {
+        let keys = [f32::NAN, 2.0, f32::NAN, 1.0, 3.0, 0.5, f32::NAN];
+        for (k, want) in [(1, vec![5]), (2, vec![5, 3]), (5, vec![5, 3, 1, 4])] {
+            let mut reservoir = Reservoir::new(k);
+            reservoir.offer_run(0, &keys, |_| true);
+            let kept = reservoir.into_sorted();
+            let numbers: Vec<u32> = kept
+                .iter()
+                .filter(|n| !n.key.is_nan())
+                .map(|n| n.slot)
+                .collect();
+            assert_eq!(numbers, want, "k {k}");
+            assert_eq!(kept.len(), k.min(keys.len()), "k {k}");
         }
     }
 

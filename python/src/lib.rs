@@ -13,8 +13,9 @@
 //! ```
 //!
 //! Every call that works on vectors releases the GIL, so Python threads search (and add) in
-//! parallel. A batch search runs its queries one after another on the calling thread: the
-//! caller chooses the parallelism, as with FAISS at one OpenMP thread, which is what a fair
+//! parallel. A batch search runs on the calling thread (its queries one after another, or,
+//! for `norm_scan`, all of them over each tile of codes in turn): the caller chooses the
+//! parallelism, as with FAISS at one OpenMP thread, which is what a fair
 //! benchmark at a fixed thread count needs. Scores are the user-facing ones the REST API
 //! returns (the L2 distance, the cosine, the inner product).
 //!
@@ -187,8 +188,8 @@ impl Index {
             .allow_threads(|| -> engine::Result<_> {
                 let mut ids = Array2::<i64>::from_elem((nq, k), -1);
                 let mut scores = Array2::<f32>::from_elem((nq, k), f32::NAN);
-                for (q, query) in rows.chunks_exact(dim).enumerate() {
-                    let (hits, _) = self.inner.search(query, k, &params, None)?;
+                let answers = self.inner.search_batch(rows, k, &params, None)?;
+                for (q, (hits, _)) in answers.iter().enumerate() {
                     for (j, hit) in hits.iter().take(k).enumerate() {
                         ids[[q, j]] = i64::from(hit.slot);
                         scores[[q, j]] = metric.key_to_score(hit.key);

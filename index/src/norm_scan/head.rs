@@ -29,7 +29,6 @@ use std::sync::Arc;
 use crate::distance::codes::{code_kernels, i8_block_offset, DotI8Blocks, I8_BLOCK};
 use crate::distance::simd::dot;
 use crate::distance::Metric;
-use crate::topk::TopK;
 use crate::{Neighbor, Slot};
 
 /// Rows the delta may hold beyond an eighth of `main` before it is merged in.
@@ -301,9 +300,8 @@ impl Head {
     }
 
     /// What a scan kept, by position, as hits by slot, best first.
-    pub(super) fn by_slot(&self, found: TopK) -> Vec<Neighbor> {
+    pub(super) fn by_slot(&self, found: Vec<Neighbor>) -> Vec<Neighbor> {
         let mut hits: Vec<Neighbor> = found
-            .into_sorted()
             .into_iter()
             .map(|n| Neighbor::new(self.slot(n.slot), n.key))
             .collect();
@@ -329,9 +327,23 @@ impl Head {
         depth: usize,
         offer: &mut impl FnMut(Position, &[f32]),
     ) -> u64 {
+        self.scan_many(std::slice::from_ref(query), depth, &mut |_, first, keys| {
+            offer(first, keys)
+        })
+    }
+
+    /// [`Head::scan`] for many queries at once: each tile of codes is scored for every query
+    /// while it is in cache, and offered with the query's index. Returns how many rows each
+    /// query scored.
+    pub(super) fn scan_many(
+        &self,
+        queries: &[CodedQuery],
+        depth: usize,
+        offer: &mut impl FnMut(usize, Position, &[f32]),
+    ) -> u64 {
         let (a, b) = self.split(depth);
-        scan_segment(&self.main, a, 0, self.dim, query, offer);
-        scan_segment(&self.delta, b, self.main.len(), self.dim, query, offer);
+        scan_segment(&self.main, a, 0, self.dim, queries, offer);
+        scan_segment(&self.delta, b, self.main.len(), self.dim, queries, offer);
         (a + b) as u64
     }
 
@@ -359,35 +371,48 @@ impl Head {
     }
 }
 
-/// Rows scored per kernel call (a whole number of blocks): their sums fit in a buffer on
-/// the stack (1 KiB).
+/// Rows scored per kernel call at most (a whole number of blocks): their sums fit in a
+/// buffer on the stack (1 KiB).
 const RUN: usize = 256;
 
-/// Scores the first `rows` rows of `segment` in runs of [`RUN`], positions from `offset`.
-/// The last block of a run may hold rows past `rows` (or zeros past the segment's end);
-/// their sums are computed and not offered.
+/// Bytes of codes a tile holds: half of a 32 KiB first-level data cache, so that a tile read
+/// for one query of a batch is still there for the next.
+const TILE_BYTES: usize = 16 * 1024;
+
+/// Rows per tile for codes `width` bytes wide: [`TILE_BYTES`] worth, in whole blocks, from
+/// one block to [`RUN`].
+fn tile_rows(width: usize) -> usize {
+    (TILE_BYTES / (I8_BLOCK * width)).clamp(1, RUN / I8_BLOCK) * I8_BLOCK
+}
+
+/// Scores the first `rows` rows of `segment` for every query, a tile at a time (every query
+/// reads a tile before the next is loaded), positions from `offset`. The last block of a
+/// tile may hold rows past `rows` (or zeros past the segment's end); their sums are computed
+/// and not offered.
 fn scan_segment(
     segment: &Segment,
     rows: usize,
     offset: usize,
     dim: usize,
-    query: &CodedQuery,
-    offer: &mut impl FnMut(Position, &[f32]),
+    queries: &[CodedQuery],
+    offer: &mut impl FnMut(usize, Position, &[f32]),
 ) {
     let block = I8_BLOCK * width(dim);
     let mut sums = [0i32; RUN];
     let mut keys = [0f32; RUN];
-    for start in (0..rows).step_by(RUN) {
-        let count = RUN.min(rows - start);
+    for start in (0..rows).step_by(tile_rows(width(dim))) {
+        let count = tile_rows(width(dim)).min(rows - start);
         let blocks = count.div_ceil(I8_BLOCK);
         let first = start / I8_BLOCK * block;
         let codes = &segment.codes[first..first + blocks * block];
-        (query.dot_i8_blocks)(&query.rounded, codes, &mut sums[..blocks * I8_BLOCK]);
         let scales = &segment.scales[start..start + count];
-        for ((key, &sum), &scale) in keys.iter_mut().zip(&sums[..count]).zip(scales) {
-            *key = query.key(scale, sum);
+        for (i, query) in queries.iter().enumerate() {
+            (query.dot_i8_blocks)(&query.rounded, codes, &mut sums[..blocks * I8_BLOCK]);
+            for ((key, &sum), &scale) in keys.iter_mut().zip(&sums[..count]).zip(scales) {
+                *key = query.key(scale, sum);
+            }
+            offer(i, (offset + start) as Position, &keys[..count]);
         }
-        offer((offset + start) as Position, &keys[..count]);
     }
 }
 

@@ -36,7 +36,7 @@ use crate::distance::Metric;
 use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
-use crate::topk::TopK;
+use crate::topk::{Reservoir, TopK};
 use crate::{
     IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
     VectorIndex,
@@ -133,23 +133,65 @@ impl VectorIndex for NormScan {
             Opening::Answered(hits, stats) => return Ok((hits, stats)),
             Opening::Prepared(query) => query,
         };
-        let len = inner.head.len();
-        let mut depth = params
-            .ef
-            .unwrap_or_else(|| self.params.default_depth(len))
-            .max(k);
-        // Rows the filter refuses (deleted points among them, which the server filters out)
-        // still count towards the depth; a scan that finds fewer than `k` goes twice as deep,
-        // as a graph search walks on past them, until it has `k` or has read every row.
-        let mut computed = 0;
-        loop {
-            let (hits, scored) = self.search_at(&inner, &query, k, depth, params, filter);
-            computed += scored;
-            if hits.len() >= k || depth >= len {
-                return Ok((hits, stats(computed)));
-            }
-            depth = depth.saturating_mul(2).min(len);
+        let depth = self.depth(&inner, k, params);
+        Ok(self.deepen(&inner, &query, k, depth, params, filter, None))
+    }
+    fn search_batch(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<Vec<(Vec<Neighbor>, SearchStats)>> {
+        crate::check_batch(queries, self.dim)?;
+        let inner = self.inner.read();
+        let opened = queries
+            .chunks_exact(self.dim)
+            .map(|query| inner.store.open(query, k, params, filter))
+            .collect::<Result<Vec<_>>>()?;
+        let depth = self.depth(&inner, k, params);
+        let coded = !params.ignore_quantization && depth.min(inner.head.len()) > head::HOT_ROWS;
+        if !coded {
+            // The float prefix and the full rows are read per query: they are in cache
+            // either way (a prefix is at most `HOT_ROWS` rows).
+            return Ok(opened
+                .into_iter()
+                .map(|opening| match opening {
+                    Opening::Answered(hits, stats) => (hits, stats),
+                    Opening::Prepared(query) => {
+                        self.deepen(&inner, &query, k, depth, params, filter, None)
+                    }
+                })
+                .collect());
         }
+        // Every query's estimates from one pass over the codes (`Head::scan_many`), then each
+        // re-ranked, and deepened alone if its filter left it short.
+        let mut answers = Vec::with_capacity(opened.len());
+        let mut prepared = Vec::new();
+        for (i, opening) in opened.into_iter().enumerate() {
+            match opening {
+                Opening::Answered(hits, stats) => answers.push((hits, stats)),
+                Opening::Prepared(query) => {
+                    answers.push(Default::default());
+                    prepared.push((i, query));
+                }
+            }
+        }
+        let head = &inner.head;
+        let accepts = |position| filter.is_none_or(|accept| accept(head.slot(position)));
+        let coded: Vec<CodedQuery> = prepared.iter().map(|(_, q)| CodedQuery::new(q)).collect();
+        let candidates = self.candidates(k, depth, params);
+        let mut estimated: Vec<Reservoir> =
+            coded.iter().map(|_| Reservoir::new(candidates)).collect();
+        let scanned = head.scan_many(&coded, depth, &mut |i, first, keys| {
+            estimated[i].offer_run(first, keys, accepts);
+        });
+        for ((i, query), found) in prepared.iter().zip(estimated) {
+            let (hits, computed) = self.rerank(&inner, query, found, k, params);
+            let first = Some((hits, scanned + computed));
+            answers[*i] = self.deepen(&inner, query, k, depth, params, filter, first);
+        }
+        Ok(answers)
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
@@ -187,6 +229,44 @@ impl VectorIndex for NormScan {
 }
 
 impl NormScan {
+    /// How many of the largest-norm rows a query scans first: its `ef`, else the share.
+    fn depth(&self, inner: &Inner, k: usize, params: &SearchParams) -> usize {
+        params
+            .ef
+            .unwrap_or_else(|| self.params.default_depth(inner.head.len()))
+            .max(k)
+    }
+
+    /// A query's hits, by scans of `depth` rows and deeper: rows the filter refuses (deleted
+    /// points among them, which the server filters out) still count towards the depth, so a
+    /// scan that finds fewer than `k` goes twice as deep, as a graph search walks on past
+    /// them, until it has `k` or has read every row. `first` is a first scan's result
+    /// already at hand (a batch's), with the rows it scored.
+    #[allow(clippy::too_many_arguments)]
+    fn deepen(
+        &self,
+        inner: &Inner,
+        query: &[f32],
+        k: usize,
+        mut depth: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+        mut first: Option<(Vec<Neighbor>, u64)>,
+    ) -> (Vec<Neighbor>, SearchStats) {
+        let len = inner.head.len();
+        let mut computed = 0;
+        loop {
+            let (hits, scored) = first
+                .take()
+                .unwrap_or_else(|| self.search_at(inner, query, k, depth, params, filter));
+            computed += scored;
+            if hits.len() >= k || depth >= len {
+                return (hits, stats(computed));
+            }
+            depth = depth.saturating_mul(2).min(len);
+        }
+    }
+
     /// One scan of the `depth` largest-norm rows for a query already preprocessed: the hits,
     /// and the rows scored.
     fn search_at(
@@ -200,44 +280,63 @@ impl NormScan {
     ) -> (Vec<Neighbor>, u64) {
         // The filter restricts what enters the results, never what is scanned (as for the
         // graphs): a slot is asked about only when its key could enter.
-        let accepts = |slot: Slot| filter.is_none_or(|accept| accept(slot));
         let head = &inner.head;
-        let mut exact = TopK::new(k);
-        let hot = head.scan_hot(query, depth, &mut |first, keys| {
-            exact.offer_run(first, keys, |p| accepts(head.slot(p)));
+        let accepts = |position| filter.is_none_or(|accept| accept(head.slot(position)));
+        let mut hot = Reservoir::new(k);
+        let scanned = head.scan_hot(query, depth, &mut |first, keys| {
+            hot.offer_run(first, keys, accepts);
         });
-        if let Some(scanned) = hot {
-            return (head.by_slot(exact), scanned);
+        if let Some(scanned) = scanned {
+            return (head.by_slot(hot.into_sorted()), scanned);
         }
         if params.ignore_quantization {
             // The same items by their full rows (Qdrant's `quantization.ignore`).
+            let mut exact = TopK::new(k);
             let mut scorer = inner.store.scorer(query, None);
             for position in head.positions(depth) {
                 let slot = head.slot(position);
                 let key = scorer.key(slot);
-                if exact.admits(key) && accepts(slot) {
+                if exact.admits(key) && accepts(position) {
                     exact.offer(Neighbor::new(position, key));
                 }
             }
-            return (head.by_slot(exact), scorer.computed());
+            return (head.by_slot(exact.into_sorted()), scorer.computed());
         }
+        let coded = CodedQuery::new(query);
+        let mut estimated = Reservoir::new(self.candidates(k, depth, params));
+        let scanned = head.scan(&coded, depth, &mut |first, keys| {
+            estimated.offer_run(first, keys, accepts);
+        });
+        let (hits, computed) = self.rerank(inner, query, estimated, k, params);
+        (hits, scanned + computed)
+    }
+
+    /// How many estimates a scan keeps for the re-rank: `k × oversampling`, and no more
+    /// than the rows scanned whatever the oversampling asked.
+    fn candidates(&self, k: usize, depth: usize, params: &SearchParams) -> usize {
         let oversampling = params
             .oversampling
             .unwrap_or(self.params.oversampling)
             .max(1.0);
-        // No more candidates than rows scanned, whatever the oversampling asked.
-        let candidates = ((k as f32 * oversampling).ceil() as usize)
+        ((k as f32 * oversampling).ceil() as usize)
             .min(depth)
-            .max(k);
-        let coded = CodedQuery::new(query);
-        let mut estimated = TopK::new(candidates);
-        let scanned = head.scan(&coded, depth, &mut |first, keys| {
-            estimated.offer_run(first, keys, |p| accepts(head.slot(p)));
-        });
-        let mut estimated = head.by_slot(estimated);
+            .max(k)
+    }
+
+    /// The best `k` of a scan's estimates (kept by position) by their full rows, or the
+    /// first `k` estimates when the query asked for no rescoring; with the rows scored.
+    fn rerank(
+        &self,
+        inner: &Inner,
+        query: &[f32],
+        estimated: Reservoir,
+        k: usize,
+        params: &SearchParams,
+    ) -> (Vec<Neighbor>, u64) {
+        let mut estimated = inner.head.by_slot(estimated.into_sorted());
         if !params.rescore.unwrap_or(true) {
             estimated.truncate(k);
-            return (estimated, scanned);
+            return (estimated, 0);
         }
         // The candidates' rows, asked for all at once so that their cache misses overlap.
         let store = &inner.store;
@@ -249,7 +348,7 @@ impl NormScan {
         for n in &estimated {
             exact.offer(Neighbor::new(n.slot, scorer.key(n.slot)));
         }
-        (exact.into_sorted(), scanned + scorer.computed())
+        (exact.into_sorted(), scorer.computed())
     }
 }
 

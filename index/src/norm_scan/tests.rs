@@ -317,3 +317,75 @@ impl NormScan {
             .collect()
     }
 }
+
+/// A batch answers as its queries one at a time do, hits, keys and work alike: by the float
+/// prefix, by the codes (one pass for every query), by the full rows, without rescoring,
+/// exactly, and under a filter that leaves some queries short so that they scan deeper.
+#[test]
+fn a_batch_answers_as_its_queries_one_by_one() {
+    let dim = 24;
+    let rows = long_tailed_norms(6_000, dim, 0.5, 31);
+    let queries = long_tailed_norms(40, dim, 0.3, 32);
+    let index = scan(NormScanParams::default(), dim);
+    // Two batches, so that the scan reads both segments.
+    index.add(&rows.data[..5_000 * dim]).expect("add");
+    index.add(&rows.data[5_000 * dim..]).expect("add");
+    // 15 of the 6,000 slots: a scan of 1,500 rows finds fewer than 10 of them.
+    let few = |slot: Slot| slot.is_multiple_of(401);
+    let cases = [
+        (depth(500), None),
+        (depth(2_500), None),
+        (SearchParams::default(), None),
+        (depth(6_000), None),
+        (
+            SearchParams {
+                ignore_quantization: true,
+                ..depth(2_500)
+            },
+            None,
+        ),
+        (
+            SearchParams {
+                rescore: Some(false),
+                ..depth(2_500)
+            },
+            None,
+        ),
+        (
+            SearchParams {
+                exact: true,
+                ..SearchParams::default()
+            },
+            None,
+        ),
+        (depth(1_500), Some(&few as SlotFilter<'_>)),
+    ];
+    for (params, filter) in cases {
+        let batch = index
+            .search_batch(&queries.data, 10, &params, filter)
+            .expect("batch");
+        assert_eq!(batch.len(), queries.len());
+        for (q, (hits, stats)) in queries.rows().zip(&batch) {
+            let (one, one_stats) = index.search(q, 10, &params, filter).expect("search");
+            assert_eq!(hits, &one, "{params:?}");
+            assert_eq!(stats, &one_stats, "{params:?}");
+            assert_eq!(hits.len(), 10, "{params:?}");
+        }
+        if filter.is_some() {
+            let deepest = batch.iter().map(|(_, s)| s.distance_computations).max();
+            assert!(
+                deepest > Some(3_000),
+                "no query scanned deeper: {deepest:?}"
+            );
+        }
+    }
+    assert!(index
+        .search_batch(&[], 10, &SearchParams::default(), None)
+        .expect("an empty batch")
+        .is_empty());
+    let ragged = index.search_batch(&queries.data[..dim + 3], 10, &SearchParams::default(), None);
+    assert!(
+        matches!(ragged, Err(IndexError::InvalidParams(_))),
+        "{ragged:?}"
+    );
+}
