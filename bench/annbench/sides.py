@@ -199,6 +199,30 @@ class CairnNormScan(Cairn):
         self.ef = max(10, int(np.ceil(params["share"] * len(self.index))))
 
 
+class CairnMipsAuto(Cairn):
+    """Cairn's automatic choice for inner product (`mips_auto`, the `Dot` default; inner-product
+    sets only): the norm scan where the norms spread (then `ef` is the items read, on the
+    norm scan's grid of shares), else ip-NSW (`ef` the candidate list, on the graphs' grid).
+    The graph's parameters are ip-NSW+'s, as for `cairn-ipnsw-plus`."""
+
+    name = "cairn-mips-auto"
+    metrics = ("ip",)
+
+    def kind(self, metric):
+        return "mips_auto"
+
+    def grid(self, config, data):
+        if self.index.choice.startswith("norm_scan"):
+            return NormScan.grid(self, config, data)
+        return super().grid(config, data)
+
+    def prepare(self, params):
+        if "share" in params:
+            self.ef = max(10, int(np.ceil(params["share"] * len(self.index))))
+        else:
+            self.ef = params["ef"]
+
+
 class L2Reduction(Cairn):
     """Issue #26's second trivial baseline: MIPS reduced to L2 search (Bachrach et al., RecSys
     2014) by one more coordinate, √(Φ² − |x|²) with Φ the largest norm, on Cairn's own HNSW;
@@ -445,7 +469,8 @@ class SymphonyQG(Side):
 SIDES = {
     cls.name: cls
     for cls in (
-        Cairn, CairnRabitq, CairnIpNswPlus, NormScan, CairnNormScan, L2Reduction, Hnswlib,
+        Cairn, CairnRabitq, CairnIpNswPlus, CairnMipsAuto, NormScan, CairnNormScan, L2Reduction,
+        Hnswlib,
         FaissHnsw, Scann, NgtOnng, SymphonyQG,
     )
 }

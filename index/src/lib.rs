@@ -291,6 +291,9 @@ pub struct SearchStats {
     pub scored_codes: bool,
 }
 
+/// Each query's hits and work, in order: what [`VectorIndex::search_batch`] answers.
+pub type BatchAnswers = Vec<(Vec<Neighbor>, SearchStats)>;
+
 /// The read path every index implements; object-safe so a collection can hold any index.
 ///
 /// Every index keeps its rows in a [`VectorStore`] and lends it out through
@@ -341,7 +344,7 @@ pub trait VectorIndex: Send + Sync {
         k: usize,
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
-    ) -> Result<Vec<(Vec<Neighbor>, SearchStats)>> {
+    ) -> Result<BatchAnswers> {
         check_batch(queries, self.dim())?;
         queries
             .chunks_exact(self.dim())
@@ -372,6 +375,12 @@ pub trait VectorIndex: Send + Sync {
     /// How an index that chooses its own structure from the data chose, in one line (for
     /// `explain`); `None` for every index whose kind says it all.
     fn choice(&self) -> Option<String> {
+        None
+    }
+    /// The `ef` a query that names none gets, where the index's own state decides it
+    /// (`mips_auto`: the chosen graph's candidate list, or the norm scan's share of its rows);
+    /// `None` where the parameters' [`IndexParams::default_ef`] says.
+    fn default_ef(&self) -> Option<usize> {
         None
     }
     /// The row codes kept beside the stored rows, if any.

@@ -268,6 +268,14 @@ impl Index {
         self.inner.kind().name()
     }
 
+    /// How an index that chooses its own structure from the data chose (`mips_auto`: e.g.
+    /// `"norm_scan: norm spread … ≥ 1.25 over the first 1024 rows"`), or `None`. What `ef`
+    /// means follows the choice: a graph's candidate list, or the norm scan's items read.
+    #[getter]
+    fn choice(&self) -> Option<String> {
+        self.inner.choice()
+    }
+
     /// The metric (`l2`, `cosine` or `ip`).
     #[getter]
     fn metric(&self) -> &'static str {

@@ -31,9 +31,10 @@ const SIDES: [&str; 7] = [
 
 /// The sides of maximum inner product search, run on movielens-mips (a side that searches
 /// both kinds of set is run on both).
-const IP_SIDES: [&str; 8] = [
+const IP_SIDES: [&str; 9] = [
     "cairn-hnsw",
     "cairn-ipnsw-plus",
+    "cairn-mips-auto",
     "norm-scan",
     "cairn-norm-scan",
     "l2-reduction",

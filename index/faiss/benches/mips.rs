@@ -235,7 +235,8 @@ fn mips(c: &mut Criterion) {
             set.base.len(),
             norm_bias(&set.base, &set.truth)
         );
-        // What the `Dot` default (`mips_auto`) would build here: one of the two graphs below.
+        // What the `Dot` default (`mips_auto`) would build here: the norm scan or ip-NSW below
+        // (every set here is within the norm scan's bound, `mips_auto::scan_rows`).
         let spread = norm_spread(&[&set.base.data[..]], dim);
         eprintln!(
             "{}: mips_auto would build {}",

@@ -1,32 +1,44 @@
-//! The automatic choice of maximum-inner-product graph: ip-NSW+ or ip-NSW, by the spread of
-//! the norms (issue #26, point 4; `BENCHMARKS.md`, "Maximum inner product, round two").
+//! The automatic choice of index for maximum inner product: the norm-ordered scan, ip-NSW+ or
+//! ip-NSW, by the spread of the norms and the size of the collection (issue #26, point 4;
+//! `BENCHMARKS.md`, "Maximum inner product, round two").
 //!
-//! Why choose. ip-NSW+ ([`crate::ipnsw`]) pays for an angular stage and a second graph so a
-//! walk reaches the large-norm items that point the query's way; that pays wherever the
-//! answers lean on the norms, and it is wasted where they do not. Measured (C31, one search
-//! thread, QPS ratio ip-NSW+ ÷ ip-NSW at recall@10 0.9 / 0.95): 1.16–2.75× on movielens-mips
-//! and on long-tailed sets down to a norm bias of 0.65, but 0.83× / 0.77× on GloVe-50 as
-//! published, whose answers hardly lean on norms (bias 0.22).
+//! Why choose. Where the answers lean on the norms, the largest-norm items hold them, and an
+//! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 3.2–8×
+//! ip-NSW+'s QPS and 3–15× every other side (ScaNN and FAISS HNSW-IP included) at recall@10
+//! 0.9, 0.95 and 0.99 on every set measured whose norms spread (movielens-mips' real factors,
+//! long-tailed sets of norm bias 0.65 to 1.0, up to 200k items). But its cost is a share of
+//! the collection where a graph's grows far slower, so past [`scan_rows`] rows the index
+//! grows into ip-NSW+ ([`crate::ipnsw`]), whose angular stage and second graph reach the
+//! large-norm items that point the query's way. Where the norms hardly spread, the norm
+//! order means little, and ip-NSW is faster than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at
+//! recall@10 0.9 / 0.95 on GloVe-50 as published, whose answers hardly lean on norms).
 //!
 //! The rule. The norm bias itself needs the queries and their true answers, which an index
 //! being built does not have (items used as stand-in queries read movielens-mips' bias as
 //! 0.45 against its users' 0.98). What it has is the norms, so it reads their *spread*: the
 //! 95th percentile over the median, which is scale-free and already steady at a thousand
 //! rows (GloVe-50 1.18 at 1,024 rows, 1.20 over all; the bias-0.65 set 1.30 and 1.32).
-//! At [`SPREAD_THRESHOLD`] or above it builds ip-NSW+, below it ip-NSW. The threshold lies
-//! between the one set where ip-NSW measured faster (GloVe-50, spread 1.20) and the
-//! narrowest set where ip-NSW+ did (bias 0.65, 1.31); movielens-mips reads 3.4 and the
-//! bias-0.85 set 1.47. Vectors of one length (spread 1.0: normalised embeddings, SIFT) get
-//! ip-NSW, which is then exactly a cosine HNSW, the right index for them. Two sets bracket
-//! the threshold: that is the evidence there is, and the choice is reported (`explain`, the
-//! index's [`VectorIndex::choice`]) so that a user can see it and name a kind instead.
+//! At [`SPREAD_THRESHOLD`] or above the norms lean: the norm scan, then ip-NSW+ past
+//! [`scan_rows`] rows (or at once when row codes are asked for, which the norm scan does
+//! not keep). Below it, ip-NSW. The threshold lies between the one set where ip-NSW measured
+//! faster than ip-NSW+ (GloVe-50, spread 1.20) and the narrowest set where the norm scan and
+//! ip-NSW+ did (bias 0.65, 1.31); movielens-mips reads 3.4 and the bias-0.85 set 1.47.
+//! Vectors of one length (spread 1.0: normalised embeddings, SIFT) get ip-NSW, which is then
+//! exactly a cosine HNSW, the right index for them. Two sets bracket the threshold: that is
+//! the evidence there is, and the choice is reported (`explain`, the index's
+//! [`VectorIndex::choice`]) so that a user can see it and name a kind instead.
+//!
+//! What `ef` means follows the choice: a graph's candidate list, or the norm scan's count of
+//! items read, largest norms first (a quarter of them when a query names none).
 //!
 //! When. Until [`TRAIN_ROWS`] rows the index is an exact scan (at that size a scan costs
 //! what a graph search does, and answers exactly); the batch that reaches it decides, from
-//! every row held then, and the chosen graph is built from those rows. The decision is kept
-//! in the index file. A rebuild from the store (a vacuum, a lost index file) decides again
-//! from the rows it is given first, which may land on the other side of the threshold when
-//! the spread is close to it; the answers stay right either way, only the speed differs.
+//! every row held then, and the chosen index is built from those rows. The batch that takes
+//! a norm scan past [`scan_rows`] rows builds ip-NSW+ from every row while searches go on
+//! scanning. The decision is kept in the index file. A rebuild from the store (a vacuum, a
+//! lost index file) decides again from the rows it is given first, which may land on the
+//! other side of the threshold when the spread is close to it; the answers stay right either
+//! way, only the speed differs.
 
 #[cfg(test)]
 mod tests;
@@ -38,16 +50,33 @@ use parking_lot::Mutex;
 use crate::distance::simd::dot;
 use crate::hnsw::HnswParams;
 use crate::ipnsw::{self, IpNswPlusParams};
+use crate::norm_scan::{NormScan, NormScanParams};
 use crate::persist::codec::{Decoder, Encoder, Sink};
 use crate::store::{Placement, RowCodes, StoreRead, VectorStore, TRAIN_ROWS};
 use crate::sync::ReadMostly;
 use crate::{
-    IndexError, IndexKind, IndexParams, Metric, Neighbor, Result, SearchParams, SearchStats, Slot,
-    SlotFilter, Trainers, VectorIndex,
+    BatchAnswers, IndexError, IndexKind, IndexParams, Metric, Neighbor, Result, SearchParams,
+    SearchStats, Slot, SlotFilter, Trainers, VectorIndex,
 };
 
-/// Norm spread (95th percentile ÷ median) from which ip-NSW+ is built; see the module docs.
+/// Norm spread (95th percentile ÷ median) from which the norms are taken to lean: the norm
+/// scan, then ip-NSW+; see the module docs.
 pub const SPREAD_THRESHOLD: f32 = 1.25;
+
+/// Bytes of norm-scan codes (a byte per coordinate, rounded up to fours) up to which
+/// norm-leaning rows are served by the norm scan: a million 64-dimension rows, 175,000 of
+/// 384. The batch that passes it builds ip-NSW+ from every row. Why a bound: the scan's cost
+/// is a share of the collection (a quarter by default: 16 MiB of codes here, about 150 µs a
+/// query at 64 dimensions), a graph's grows far slower. Up to 200k rows, the sizes measured,
+/// the scan's lead over ip-NSW+ grew with the collection (`BENCHMARKS.md`); the bound caps a
+/// default query's reading, it is not a measured crossover.
+pub const SCAN_BYTES: usize = 64 << 20;
+
+/// Rows a norm scan of `dim`-dimension rows holds before it grows into ip-NSW+
+/// ([`SCAN_BYTES`]; never below the [`TRAIN_ROWS`] the choice is made at).
+pub fn scan_rows(dim: usize) -> usize {
+    (SCAN_BYTES / dim.max(1).div_ceil(4) / 4).max(TRAIN_ROWS)
+}
 
 /// The 95th percentile of the rows' norms over their median: 1.0 when every row has one
 /// length, and scale-free. Rows are given in pieces (what is held, and a new batch).
@@ -76,42 +105,77 @@ pub fn norm_spread(pieces: &[&[f32]], dim: usize) -> f32 {
     }
 }
 
+/// Why the index holds what it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The norm spread alone.
+    Spread,
+    /// Norms that lean, with row codes asked for, which the norm scan does not keep.
+    RowCodes,
+    /// Norms that lean, in a collection that outgrew the norm scan at this many rows.
+    Outgrown(usize),
+}
+
 /// What the index chose, and from what.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Choice {
-    /// [`IndexKind::IpNswPlus`] or [`IndexKind::IpNsw`].
+    /// [`IndexKind::NormScan`], [`IndexKind::IpNswPlus`] or [`IndexKind::IpNsw`].
     pub kind: IndexKind,
     /// The norm spread it was chosen by ([`norm_spread`]).
     pub spread: f32,
     /// Rows the spread was read from.
     pub rows: usize,
+    /// Why `kind`.
+    pub reason: Reason,
 }
 
 impl Choice {
-    /// The choice for rows of this spread.
+    /// The first choice for rows of this spread: the norm scan or ip-NSW.
     pub fn of(spread: f32, rows: usize) -> Self {
         let kind = if spread >= SPREAD_THRESHOLD {
-            IndexKind::IpNswPlus
+            IndexKind::NormScan
         } else {
             IndexKind::IpNsw
         };
-        Self { kind, spread, rows }
+        Self {
+            kind,
+            spread,
+            rows,
+            reason: Reason::Spread,
+        }
     }
 
-    /// One line for `explain` and logs, e.g. `ip_nsw: norm spread 1.20 < 1.25 over 4550 rows`.
+    /// The graph the norm scan grows into, and why.
+    fn grown(self, reason: Reason) -> Self {
+        Self {
+            kind: IndexKind::IpNswPlus,
+            reason,
+            ..self
+        }
+    }
+
+    /// One line for `explain` and logs, e.g. `ip_nsw: norm spread (95th percentile ÷ median)
+    /// 1.20 < 1.25 over the first 4550 rows`.
     pub fn describe(&self) -> String {
-        let side = if self.kind == IndexKind::IpNswPlus {
+        let side = if self.spread >= SPREAD_THRESHOLD {
             "≥"
         } else {
             "<"
         };
-        format!(
+        let read = format!(
             "{}: norm spread (95th percentile ÷ median) {:.2} {side} {SPREAD_THRESHOLD} over \
              the first {} rows",
             self.kind.name(),
             self.spread,
             self.rows
-        )
+        );
+        match self.reason {
+            Reason::Spread => read,
+            Reason::RowCodes => format!("{read}, with row codes, which norm_scan does not keep"),
+            Reason::Outgrown(rows) => {
+                format!("{read}; norm_scan until {rows} rows outgrew it")
+            }
+        }
     }
 }
 
@@ -121,16 +185,29 @@ struct Chosen {
     index: Box<dyn VectorIndex>,
 }
 
-/// An exact scan until [`TRAIN_ROWS`] rows, then ip-NSW+ or ip-NSW; see the module docs.
+/// File stage tags beyond the kinds' own (a kind's tag means it was chosen by the spread).
+const STAGE_SCAN: u8 = 0;
+const STAGE_ROW_CODES: u8 = 0xf0;
+const STAGE_OUTGROWN: u8 = 0xf1;
+
+/// An exact scan until [`TRAIN_ROWS`] rows, then the norm scan, ip-NSW+ or ip-NSW; see the
+/// module docs.
 pub struct MipsAuto {
     /// ip-NSW+'s parameters; ip-NSW takes its `m`, `ef_construction`, `ef_search` and `seed`.
     params: IpNswPlusParams,
     dim: usize,
     placement: Placement,
-    /// The rows until the choice; emptied (under its write lock) when the graph takes over.
+    /// Rows past which a norm scan grows into ip-NSW+ ([`scan_rows`]; tests set fewer).
+    scan_rows: usize,
+    /// The rows until the choice; emptied (under its write lock) when a chosen index takes
+    /// over.
     scan: ReadMostly<VectorStore>,
-    /// Set once, by the batch that reaches [`TRAIN_ROWS`] rows, while `scan` is write-locked:
-    /// whoever read-locks `scan` and then finds this unset may scan.
+    /// Set once, by the batch that reaches [`TRAIN_ROWS`] rows of leaning norms, while `scan`
+    /// is write-locked; retired (emptied, under its own write lock) once `graph` is set.
+    head: OnceLock<(Choice, NormScan)>,
+    /// Set once, by the batch that chooses a graph (while `scan` is write-locked) or grows the
+    /// norm scan into one (while the norm scan is write-locked): whoever read-locks either and
+    /// then finds this unset may search it.
     graph: OnceLock<Chosen>,
     /// Row codes asked for before the graph existed, handed to it when it is built.
     codes: Mutex<Option<RowCodes>>,
@@ -148,13 +225,7 @@ impl MipsAuto {
             ));
         }
         let scan = VectorStore::placed(Metric::InnerProduct, dim, placement)?;
-        Ok(Self::from_parts(
-            params,
-            dim,
-            placement,
-            scan,
-            OnceLock::new(),
-        ))
+        Ok(Self::from_parts(params, dim, placement, scan, None, None))
     }
 
     fn from_parts(
@@ -162,22 +233,36 @@ impl MipsAuto {
         dim: usize,
         placement: &Placement,
         scan: VectorStore,
-        graph: OnceLock<Chosen>,
+        head: Option<(Choice, NormScan)>,
+        graph: Option<Chosen>,
     ) -> Self {
         Self {
             params,
             dim,
             placement: placement.clone(),
+            scan_rows: scan_rows(dim),
             scan: ReadMostly::new(scan),
-            graph,
+            head: head.map_or_else(OnceLock::new, OnceLock::from),
+            graph: graph.map_or_else(OnceLock::new, OnceLock::from),
             codes: Mutex::new(None),
             add_lock: Mutex::new(()),
         }
     }
 
-    /// The choice made, or `None` while the index still scans.
+    /// The same index growing its norm scan into ip-NSW+ past `rows` rows (tests).
+    #[cfg(test)]
+    fn with_scan_rows(mut self, rows: usize) -> Self {
+        self.scan_rows = rows;
+        self
+    }
+
+    /// The choice made, or `None` while the index still scans exactly.
     pub fn chosen(&self) -> Option<Choice> {
-        self.graph.get().map(|g| g.choice)
+        match (self.graph.get(), self.head.get()) {
+            (Some(g), _) => Some(g.choice),
+            (None, Some((choice, _))) => Some(*choice),
+            (None, None) => None,
+        }
     }
 
     /// The parameters of the graph `kind` (ip-NSW shares ip-NSW+'s degree and lists).
@@ -195,11 +280,9 @@ impl MipsAuto {
         }
     }
 
-    /// Chooses from the held rows and `batch`, and builds that graph over both (in order, so
-    /// slots keep their numbers). The caller holds the add lock.
-    fn choose(&self, held: &VectorStore, batch: &[f32]) -> Result<Chosen> {
-        let rows = held.len() + batch.len() / self.dim;
-        let choice = Choice::of(norm_spread(&[held.as_flat(), batch], self.dim), rows);
+    /// The graph `choice` names, built over `pieces` of rows in order (so slots keep their
+    /// numbers), with the row codes asked for.
+    fn build_graph(&self, choice: Choice, pieces: &[&[f32]]) -> Result<Chosen> {
         let index = crate::new_index(
             &self.graph_params(choice.kind),
             Metric::InnerProduct,
@@ -207,12 +290,105 @@ impl MipsAuto {
             &Trainers::default(),
             &self.placement,
         )?;
-        if !held.is_empty() {
-            index.add(held.as_flat())?;
+        for rows in pieces.iter().filter(|rows| !rows.is_empty()) {
+            index.add(rows)?;
         }
-        index.add(batch)?;
         index.set_codes(*self.codes.lock())?;
         Ok(Chosen { choice, index })
+    }
+
+    /// Chooses from the held rows and `batch`, builds the choice over both, and hands every
+    /// search to it. The caller holds the add lock.
+    fn choose(&self, held: usize, batch: &[f32]) -> Result<Slot> {
+        let rows = held + batch.len() / self.dim;
+        let mut choice = {
+            let scan = self.scan.read();
+            Choice::of(norm_spread(&[scan.as_flat(), batch], self.dim), rows)
+        };
+        if choice.kind == IndexKind::NormScan && self.codes.lock().is_some() {
+            choice = choice.grown(Reason::RowCodes);
+        } else if choice.kind == IndexKind::NormScan && rows > self.scan_rows {
+            choice = choice.grown(Reason::Outgrown(rows));
+        }
+        // Searches go on scanning while the choice is built (only this thread writes `scan`).
+        if choice.kind == IndexKind::NormScan {
+            let head = NormScan::placed(NormScanParams::default(), self.dim, &self.placement)?;
+            head.add(self.scan.read().as_flat())?;
+            head.add(batch)?;
+            let mut scan = self.scan.write();
+            if self.head.set((choice, head)).is_err() {
+                unreachable!("only a batch under the add lock chooses, and none had");
+            }
+            *scan = VectorStore::new(Metric::InnerProduct, self.dim);
+        } else {
+            let chosen = self.build_graph(choice, &[self.scan.read().as_flat(), batch])?;
+            let mut scan = self.scan.write();
+            if self.graph.set(chosen).is_err() {
+                unreachable!("only a batch under the add lock chooses, and none had");
+            }
+            *scan = VectorStore::new(Metric::InnerProduct, self.dim);
+        }
+        Ok(held as Slot)
+    }
+
+    /// Builds ip-NSW+ over the norm scan's rows and `batch`, hands every search to it and
+    /// empties the scan. The caller holds the add lock.
+    fn grow(&self, choice: Choice, head: &NormScan, batch: &[f32], reason: Reason) -> Result<Slot> {
+        let (first, chosen) = {
+            // Searches go on reading the scan meanwhile; only this thread writes it.
+            let rows = head.store();
+            (
+                rows.len(),
+                self.build_graph(choice.grown(reason), &[rows.as_flat(), batch])?,
+            )
+        };
+        head.retire(|| {
+            if self.graph.set(chosen).is_err() {
+                unreachable!("only a batch under the add lock grows the scan, and none had");
+            }
+        });
+        Ok(first as Slot)
+    }
+
+    /// A read of the chosen index: the graph, else the norm scan while it holds its rows
+    /// (`on_head` answers `None` once it is retired, and the graph is set by then); `None`
+    /// while nothing is chosen.
+    fn read_chosen<'a, R>(
+        &'a self,
+        on_graph: impl Fn(&'a dyn VectorIndex) -> R,
+        on_head: impl FnOnce(&'a NormScan) -> Option<R>,
+    ) -> Option<R> {
+        if let Some(g) = self.graph.get() {
+            return Some(on_graph(g.index.as_ref()));
+        }
+        let (_, head) = self.head.get()?;
+        Some(on_head(head).unwrap_or_else(|| {
+            let g = self
+                .graph
+                .get()
+                .expect("a retired norm scan has handed over to its graph");
+            on_graph(g.index.as_ref())
+        }))
+    }
+
+    /// A read of the index: the chosen one, or the exact scan before the choice.
+    fn read<'a, R>(
+        &'a self,
+        on_graph: impl Fn(&'a dyn VectorIndex) -> R,
+        on_head: impl Fn(&'a NormScan) -> Option<R>,
+        on_scan: impl FnOnce(&VectorStore) -> R,
+    ) -> R {
+        if let Some(answer) = self.read_chosen(&on_graph, &on_head) {
+            return answer;
+        }
+        let scan = self.scan.read();
+        // The choice is published while `scan` is write-locked, and `scan` emptied after.
+        if self.graph.get().is_none() && self.head.get().is_none() {
+            return on_scan(&scan);
+        }
+        drop(scan);
+        self.read_chosen(on_graph, on_head)
+            .expect("a choice once made stays made")
     }
 }
 
@@ -221,17 +397,16 @@ impl VectorIndex for MipsAuto {
         IndexKind::MipsAuto
     }
     fn store(&self) -> StoreRead<'_> {
-        if let Some(g) = self.graph.get() {
-            return g.index.store();
+        if let Some(store) = self.read_chosen(|g| g.store(), NormScan::store_live) {
+            return store;
         }
         let scan = StoreRead::new(&self.scan);
-        match self.graph.get() {
-            Some(g) => {
-                drop(scan);
-                g.index.store()
-            }
-            None => scan,
+        if self.graph.get().is_none() && self.head.get().is_none() {
+            return scan;
         }
+        drop(scan);
+        self.read_chosen(|g| g.store(), NormScan::store_live)
+            .expect("a choice once made stays made")
     }
     fn search(
         &self,
@@ -240,22 +415,45 @@ impl VectorIndex for MipsAuto {
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
-        if let Some(g) = self.graph.get() {
-            return g.index.search(query, k, params, filter);
-        }
-        let scan = self.scan.read();
-        match self.graph.get() {
-            Some(g) => {
-                drop(scan);
-                g.index.search(query, k, params, filter)
-            }
-            None => scan.search_exact(query, k, filter),
-        }
+        self.read(
+            |g| g.search(query, k, params, filter),
+            |head| head.search_live(query, k, params, filter),
+            |scan| scan.search_exact(query, k, filter),
+        )
+    }
+    fn search_batch(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<BatchAnswers> {
+        self.read(
+            |g| g.search_batch(queries, k, params, filter),
+            |head| head.search_batch_live(queries, k, params, filter),
+            |scan| {
+                crate::check_batch(queries, self.dim)?;
+                queries
+                    .chunks_exact(self.dim)
+                    .map(|query| scan.search_exact(query, k, filter))
+                    .collect()
+            },
+        )
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
         if let Some(g) = self.graph.get() {
             return g.index.add(vectors);
+        }
+        if let Some((choice, head)) = self.head.get() {
+            let rows = {
+                let store = head.store();
+                store.len() + store.rows_in(vectors)?
+            };
+            if rows <= self.scan_rows {
+                return head.add(vectors);
+            }
+            return self.grow(*choice, head, vectors, Reason::Outgrown(rows));
         }
         let (held, count) = {
             let scan = self.scan.read();
@@ -264,14 +462,7 @@ impl VectorIndex for MipsAuto {
         if held + count < TRAIN_ROWS {
             return self.scan.write().append(vectors);
         }
-        // Searches go on scanning while the graph is built (only this thread writes `scan`).
-        let chosen = self.choose(&self.scan.read(), vectors)?;
-        let mut scan = self.scan.write();
-        if self.graph.set(chosen).is_err() {
-            unreachable!("only a batch under the add lock sets the graph, and it was unset");
-        }
-        *scan = VectorStore::new(Metric::InnerProduct, self.dim);
-        Ok(held as Slot)
+        self.choose(held, vectors)
     }
     fn set_codes(&self, codes: Option<RowCodes>) -> Result<()> {
         let _adds = self.add_lock.lock();
@@ -286,40 +477,64 @@ impl VectorIndex for MipsAuto {
             }
         }
         *self.codes.lock() = codes;
-        match self.graph.get() {
-            Some(g) => g.index.set_codes(codes),
-            None => Ok(()),
+        match (self.graph.get(), self.head.get()) {
+            (Some(g), _) => g.index.set_codes(codes),
+            // The norm scan keeps codes of its own, and no others: codes take the graph now.
+            (None, Some((choice, head))) if codes.is_some() => {
+                self.grow(*choice, head, &[], Reason::RowCodes).map(|_| ())
+            }
+            (None, _) => Ok(()),
         }
     }
     fn choice(&self) -> Option<String> {
         Some(match self.chosen() {
             Some(choice) => choice.describe(),
-            None => format!("exact scan until {TRAIN_ROWS} rows, then ip_nsw_plus or ip_nsw"),
+            None => format!(
+                "exact scan until {TRAIN_ROWS} rows, then norm_scan (growing into \
+                 ip_nsw_plus) or ip_nsw"
+            ),
         })
+    }
+    fn default_ef(&self) -> Option<usize> {
+        match (self.graph.get(), self.head.get()) {
+            (Some(_), _) => Some(self.params.ef_search),
+            (None, Some((_, head))) => Some(head.params().default_depth(head.len())),
+            (None, None) => None,
+        }
     }
     fn write_to(&self, out: &mut dyn Sink) {
         let _no_adds = self.add_lock.lock();
         let mut e = Encoder::new(out);
         ipnsw::write_params(&self.params, &mut e);
         e.u64(self.dim as u64);
-        match self.graph.get() {
-            None => {
-                e.u8(0);
+        let (choice, index): (Choice, &dyn VectorIndex) = match (self.graph.get(), self.head.get())
+        {
+            (Some(g), _) => (g.choice, g.index.as_ref()),
+            (None, Some((choice, head))) => (*choice, head),
+            (None, None) => {
+                e.u8(STAGE_SCAN);
                 self.scan.read().write(&mut e);
+                return;
             }
-            Some(g) => {
-                e.u8(g.choice.kind.tag());
-                e.u32(g.choice.spread.to_bits());
-                e.u64(g.choice.rows as u64);
-                e.nested(|out| g.index.write_to(out));
-            }
+        };
+        e.u8(match choice.reason {
+            Reason::Spread => choice.kind.tag(),
+            Reason::RowCodes => STAGE_ROW_CODES,
+            Reason::Outgrown(_) => STAGE_OUTGROWN,
+        });
+        e.u32(choice.spread.to_bits());
+        e.u64(choice.rows as u64);
+        if let Reason::Outgrown(rows) = choice.reason {
+            e.u64(rows as u64);
         }
+        e.nested(|out| index.write_to(out));
     }
     fn memory_bytes(&self) -> usize {
-        match self.graph.get() {
-            Some(g) => g.index.memory_bytes(),
-            None => self.scan.read().memory_bytes(),
-        }
+        self.read(
+            |g| g.memory_bytes(),
+            |head| Some(head.memory_bytes()),
+            |scan| scan.memory_bytes(),
+        )
     }
 }
 
@@ -333,31 +548,53 @@ impl MipsAuto {
             return Err(IndexError::corrupt("mips_auto file with dimension 0"));
         }
         let stage = d.u8()?;
-        let (scan, graph) = if stage == 0 {
+        if stage == STAGE_SCAN {
             let scan = VectorStore::read(&mut d, Metric::InnerProduct, dim, placement)?;
-            (scan, OnceLock::new())
-        } else {
-            let kind = IndexKind::from_tag(stage)
-                .filter(|k| matches!(k, IndexKind::IpNsw | IndexKind::IpNswPlus))
-                .ok_or_else(|| IndexError::corrupt("mips_auto file chose an unknown graph"))?;
-            let spread = f32::from_bits(d.u32()?);
-            let rows = d.usize()?;
-            let index = crate::read_index(kind, d.bytes()?, &Trainers::default(), placement)?;
-            if index.dim() != dim || index.metric() != Metric::InnerProduct {
-                return Err(IndexError::corrupt(
-                    "mips_auto's graph does not match its dimension or metric",
-                ));
+            d.finish()?;
+            return Ok(Self::from_parts(params, dim, placement, scan, None, None));
+        }
+        let kind = match stage {
+            STAGE_ROW_CODES | STAGE_OUTGROWN => IndexKind::IpNswPlus,
+            tag => IndexKind::from_tag(tag)
+                .filter(|k| {
+                    matches!(
+                        k,
+                        IndexKind::IpNsw | IndexKind::IpNswPlus | IndexKind::NormScan
+                    )
+                })
+                .ok_or_else(|| IndexError::corrupt("mips_auto file chose an unknown index"))?,
+        };
+        let spread = f32::from_bits(d.u32()?);
+        let rows = d.usize()?;
+        let reason = match stage {
+            STAGE_ROW_CODES => Reason::RowCodes,
+            STAGE_OUTGROWN => Reason::Outgrown(d.usize()?),
+            _ => Reason::Spread,
+        };
+        let choice = Choice {
+            kind,
+            spread,
+            rows,
+            reason,
+        };
+        let nested = d.bytes()?;
+        let empty = VectorStore::new(Metric::InnerProduct, dim);
+        let mismatch = || IndexError::corrupt("mips_auto's index does not match its dimension");
+        let auto = if kind == IndexKind::NormScan {
+            let head = NormScan::read_placed(nested, placement)?;
+            if head.dim() != dim {
+                return Err(mismatch());
             }
-            let chosen = Chosen {
-                choice: Choice { kind, spread, rows },
-                index,
-            };
-            (
-                VectorStore::new(Metric::InnerProduct, dim),
-                OnceLock::from(chosen),
-            )
+            Self::from_parts(params, dim, placement, empty, Some((choice, head)), None)
+        } else {
+            let index = crate::read_index(kind, nested, &Trainers::default(), placement)?;
+            if index.dim() != dim || index.metric() != Metric::InnerProduct {
+                return Err(mismatch());
+            }
+            let chosen = Chosen { choice, index };
+            Self::from_parts(params, dim, placement, empty, None, Some(chosen))
         };
         d.finish()?;
-        Ok(Self::from_parts(params, dim, placement, scan, graph))
+        Ok(auto)
     }
 }

@@ -8,18 +8,26 @@ fn auto(dim: usize) -> MipsAuto {
     MipsAuto::placed(IpNswPlusParams::default(), dim, &Placement::Memory).expect("empty index")
 }
 
+fn answers_with(
+    index: &dyn VectorIndex,
+    queries: &Vectors,
+    params: &SearchParams,
+) -> Vec<Vec<u32>> {
+    queries
+        .rows()
+        .map(|q| {
+            let (hits, _) = index.search(q, 10, params, None).expect("search");
+            hits.iter().map(|n| n.slot).collect()
+        })
+        .collect()
+}
+
 fn answers(index: &dyn VectorIndex, queries: &Vectors, ef: usize) -> Vec<Vec<u32>> {
     let params = SearchParams {
         ef: Some(ef),
         ..SearchParams::default()
     };
-    queries
-        .rows()
-        .map(|q| {
-            let (hits, _) = index.search(q, 10, &params, None).expect("search");
-            hits.iter().map(|n| n.slot).collect()
-        })
-        .collect()
+    answers_with(index, queries, &params)
 }
 
 fn round_trip(index: &MipsAuto) -> Box<dyn VectorIndex> {
@@ -37,10 +45,10 @@ fn round_trip(index: &MipsAuto) -> Box<dyn VectorIndex> {
 /// The rule on the real sets and on log-normal norms either side of the threshold: the sides
 /// C31 measured faster (module docs).
 #[test]
-fn the_spread_of_the_norms_picks_the_graph_measured_faster() {
+fn the_spread_of_the_norms_picks_the_index_measured_faster() {
     let spread_of = |v: &Vectors| norm_spread(&[&v.data], v.dim);
     for (set, kind) in [
-        ("movielens-mips", IndexKind::IpNswPlus),
+        ("movielens-mips", IndexKind::NormScan),
         ("glove50-5k-angular", IndexKind::IpNsw),
         ("siftsmall", IndexKind::IpNsw),
     ] {
@@ -58,7 +66,7 @@ fn the_spread_of_the_norms_picks_the_graph_measured_faster() {
         "{}",
         spread_of(&wide)
     );
-    assert_eq!(Choice::of(spread_of(&wide), 0).kind, IndexKind::IpNswPlus);
+    assert_eq!(Choice::of(spread_of(&wide), 0).kind, IndexKind::NormScan);
     assert_eq!(Choice::of(spread_of(&narrow), 0).kind, IndexKind::IpNsw);
     // Degenerate rows: all zero, or mostly zero.
     assert_eq!(norm_spread(&[&[0.0; 8]], 2), 1.0);
@@ -67,12 +75,18 @@ fn the_spread_of_the_norms_picks_the_graph_measured_faster() {
         f32::INFINITY
     );
     assert_eq!(norm_spread(&[], 2), 1.0);
+    // The norm scan's bound, in codes: a million rows of 64 dimensions, never below the rows
+    // the choice is made at.
+    assert_eq!(scan_rows(64), 1 << 20);
+    assert_eq!(scan_rows(63), 1 << 20);
+    assert_eq!(scan_rows(1 << 20), TRAIN_ROWS);
 }
 
-/// Below `TRAIN_ROWS` rows the index scans exactly; the batch that reaches it builds the chosen
-/// graph from every row, slots keep their numbers, and the graph answers as ip-NSW+ does.
+/// Below `TRAIN_ROWS` rows the index scans exactly; the batch that reaches it builds the norm
+/// scan from every row (movielens-mips' norms lean), slots keep their numbers, and the
+/// default finds the answers.
 #[test]
-fn scans_exactly_then_builds_the_chosen_graph_over_every_row() {
+fn scans_exactly_then_builds_the_chosen_index_over_every_row() {
     let data = load_dataset(&shared_data_dir().join("movielens-mips")).expect("shared data");
     let dim = data.base.dim;
     let index = auto(dim);
@@ -86,6 +100,7 @@ fn scans_exactly_then_builds_the_chosen_graph_over_every_row() {
     }
     assert_eq!(index.len(), TRAIN_ROWS - 1);
     assert_eq!(index.chosen(), None);
+    assert_eq!(index.default_ef(), None);
     assert!(index.choice().is_some_and(|c| c.contains("exact scan")));
     let held = data.base.truncated(start);
     let exact = ground_truth(&held, &data.queries, Metric::InnerProduct, 10);
@@ -103,13 +118,15 @@ fn scans_exactly_then_builds_the_chosen_graph_over_every_row() {
     }
     let choice = index.chosen().expect("chosen at TRAIN_ROWS rows");
     assert_eq!(
-        (choice.kind, choice.rows),
-        (IndexKind::IpNswPlus, TRAIN_ROWS)
+        (choice.kind, choice.rows, choice.reason),
+        (IndexKind::NormScan, TRAIN_ROWS, Reason::Spread)
     );
     assert!(index
         .choice()
-        .is_some_and(|c| c.starts_with("ip_nsw_plus: norm spread")));
+        .is_some_and(|c| c.starts_with("norm_scan: norm spread")));
     assert_eq!(index.len(), data.base.len());
+    // A query that names no `ef` reads a quarter of the items.
+    assert_eq!(index.default_ef(), Some(data.base.len().div_ceil(4)));
     for slot in [0, 1_022, 1_023, 9_000] {
         assert_eq!(
             index.vector(slot).expect("stored"),
@@ -117,13 +134,23 @@ fn scans_exactly_then_builds_the_chosen_graph_over_every_row() {
             "slot {slot}"
         );
     }
-    let recall = recall_at_k(&answers(&index, &data.queries, 64), &data.ground_truth, 10);
-    assert!(recall >= 0.95, "movielens recall@10 at ef 64: {recall}");
+    let found = answers_with(&index, &data.queries, &SearchParams::default());
+    let recall = recall_at_k(&found, &data.ground_truth, 10);
+    assert!(recall >= 0.99, "movielens recall@10 by default: {recall}");
+    // A batch answers as the queries one by one do.
+    let batch = index
+        .search_batch(&data.queries.data, 10, &SearchParams::default(), None)
+        .expect("batch");
+    let batch: Vec<Vec<u32>> = batch
+        .iter()
+        .map(|(hits, _)| hits.iter().map(|n| n.slot).collect())
+        .collect();
+    assert_eq!(batch, found);
 }
 
-/// The choice and the graph are kept in the index file, and so is the scan before it.
+/// The choice and what it built are kept in the index file, and so is the scan before it.
 #[test]
-fn the_choice_survives_a_reload_at_either_stage() {
+fn the_choice_survives_a_reload_at_every_stage() {
     let data = load_dataset(&shared_data_dir().join("glove50-5k-angular")).expect("shared data");
     let dim = data.base.dim;
     let index = auto(dim);
@@ -142,6 +169,10 @@ fn the_choice_survives_a_reload_at_either_stage() {
     index.add(&data.base.data[500 * dim..]).expect("add");
     let chosen = index.chosen().expect("chosen");
     assert_eq!(chosen.kind, IndexKind::IpNsw, "GloVe's norms spread little");
+    assert_eq!(
+        index.default_ef(),
+        Some(IpNswPlusParams::default().ef_search)
+    );
     let reloaded = round_trip(&index);
     assert_eq!(reloaded.choice(), index.choice());
     let before = answers(&index, &data.queries, 64);
@@ -153,32 +184,125 @@ fn the_choice_survives_a_reload_at_either_stage() {
         recall >= 0.9,
         "GloVe by inner product, recall@10 at ef 64: {recall}"
     );
+
+    // A norm scan, and the graph it grows into, read back as they were.
+    let base = long_tailed_norms(5_000, 16, 0.8, 4);
+    let queries = long_tailed_norms(20, 16, 0.2, 5);
+    let leaning = auto(16).with_scan_rows(4_000);
+    leaning.add(&base.data[..3_000 * 16]).expect("add");
+    let reloaded = round_trip(&leaning);
+    assert_eq!(reloaded.choice(), leaning.choice());
+    assert_eq!(
+        answers(&*reloaded, &queries, 500),
+        answers(&leaning, &queries, 500)
+    );
+    leaning.add(&base.data[3_000 * 16..]).expect("add");
+    assert_eq!(
+        leaning.chosen().map(|c| (c.kind, c.reason)),
+        Some((IndexKind::IpNswPlus, Reason::Outgrown(5_000)))
+    );
+    let reloaded = round_trip(&leaning);
+    assert_eq!(reloaded.choice(), leaning.choice());
+    assert_eq!(
+        answers(&*reloaded, &queries, 64),
+        answers(&leaning, &queries, 64)
+    );
 }
 
-/// Row codes asked for before the choice reach the graph; rabitq, which ip-NSW+ cannot keep,
-/// is refused up front.
+/// The batch that takes a norm scan past its bound builds ip-NSW+ from every row: slots keep
+/// their numbers, `explain` says why, and `ef` becomes the graph's again.
 #[test]
-fn codes_wait_for_the_graph_and_rabitq_is_refused() {
+fn a_norm_scan_grows_into_ip_nsw_plus_past_its_bound() {
+    let data = load_dataset(&shared_data_dir().join("movielens-mips")).expect("shared data");
+    let dim = data.base.dim;
+    let index = auto(dim).with_scan_rows(6_000);
+    index.add(&data.base.data[..6_000 * dim]).expect("add");
+    assert_eq!(index.chosen().map(|c| c.kind), Some(IndexKind::NormScan));
+    let first = index.add(&data.base.data[6_000 * dim..]).expect("add");
+    assert_eq!(first, 6_000);
+    let choice = index.chosen().expect("chosen");
+    assert_eq!(
+        (choice.kind, choice.rows, choice.reason),
+        (
+            IndexKind::IpNswPlus,
+            6_000,
+            Reason::Outgrown(data.base.len())
+        )
+    );
+    let line = index.choice().expect("a choice");
+    assert!(
+        line.starts_with("ip_nsw_plus: ") && line.contains("outgrew"),
+        "{line}"
+    );
+    assert_eq!(
+        index.default_ef(),
+        Some(IpNswPlusParams::default().ef_search)
+    );
+    assert_eq!(index.len(), data.base.len());
+    for slot in [0, 5_999, 6_000, 9_000] {
+        assert_eq!(
+            index.vector(slot).expect("stored"),
+            data.base.row(slot as usize),
+            "slot {slot}"
+        );
+    }
+    let recall = recall_at_k(&answers(&index, &data.queries, 64), &data.ground_truth, 10);
+    assert!(recall >= 0.95, "movielens recall@10 at ef 64: {recall}");
+    // A first batch already past the bound goes to the graph at once.
+    let at_once = auto(dim).with_scan_rows(6_000);
+    at_once.add(&data.base.data).expect("add");
+    assert_eq!(
+        at_once.chosen().map(|c| (c.kind, c.reason)),
+        Some((IndexKind::IpNswPlus, Reason::Outgrown(data.base.len())))
+    );
+}
+
+/// Row codes reach the graph: asked for before the choice, norm-leaning rows get ip-NSW+ at
+/// once; asked for while the norm scan serves, it grows into ip-NSW+ then. rabitq, which
+/// ip-NSW+ cannot keep, is refused up front.
+#[test]
+fn codes_take_the_graph_and_rabitq_is_refused() {
     let base = long_tailed_norms(3_000, 16, 0.8, 5);
-    let index = auto(16);
-    let err = index
-        .set_codes(Some(RowCodes::Rabitq))
-        .expect_err("rabitq refused");
-    assert!(err.to_string().contains("ip_nsw"), "{err}");
     let int8 = Some(RowCodes::Int8 {
         quantile: RowCodes::DEFAULT_QUANTILE,
     });
-    index.set_codes(int8).expect("int8");
-    index.add(&base.data).expect("add");
-    assert_eq!(index.codes(), int8);
+    let before = auto(16);
+    let err = before
+        .set_codes(Some(RowCodes::Rabitq))
+        .expect_err("rabitq refused");
+    assert!(err.to_string().contains("ip_nsw"), "{err}");
+    before.set_codes(int8).expect("int8");
+    before.add(&base.data).expect("add");
+    assert_eq!(before.codes(), int8);
+    assert_eq!(
+        before.chosen().map(|c| (c.kind, c.reason)),
+        Some((IndexKind::IpNswPlus, Reason::RowCodes))
+    );
+    assert!(before.choice().is_some_and(|c| c.contains("row codes")));
+
+    let after = auto(16);
+    after.add(&base.data).expect("add");
+    assert_eq!(after.chosen().map(|c| c.kind), Some(IndexKind::NormScan));
+    after.set_codes(None).expect("no codes: nothing to do");
+    assert_eq!(after.chosen().map(|c| c.kind), Some(IndexKind::NormScan));
+    after.set_codes(int8).expect("int8");
+    assert_eq!(
+        after.chosen().map(|c| (c.kind, c.reason)),
+        Some((IndexKind::IpNswPlus, Reason::RowCodes))
+    );
+    assert_eq!(after.codes(), int8);
+    assert_eq!(after.len(), base.len());
+    let reloaded = round_trip(&after);
+    assert_eq!(reloaded.choice(), after.choice());
 }
 
-/// Searches running while the batch that decides is linked see the scan or the graph, never
-/// an empty or half-built index.
+/// Searches running while a batch switches the index (the exact scan to the norm scan, and
+/// the norm scan to the graph) see one or the other with every row, never an empty or
+/// half-built index.
 #[test]
-fn searches_during_the_switch_see_every_row() {
-    let base = long_tailed_norms(6_000, 16, 0.8, 9);
-    let index = auto(16);
+fn searches_during_the_switches_see_every_row() {
+    let base = long_tailed_norms(9_000, 16, 0.8, 9);
+    let index = auto(16).with_scan_rows(5_000);
     index.add(&base.data[..1_000 * 16]).expect("add");
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -189,13 +313,19 @@ fn searches_during_the_switch_see_every_row() {
                     .search(base.row(7), 10, &SearchParams::default(), None)
                     .expect("search");
                 assert_eq!(hits.len(), 10);
+                let batch = index
+                    .search_batch(&base.data[..3 * 16], 10, &SearchParams::default(), None)
+                    .expect("batch");
+                assert!(batch.iter().all(|(hits, _)| hits.len() == 10));
                 assert!(index.store().len() >= 1_000);
                 searched += 1;
             }
         });
-        index.add(&base.data[1_000 * 16..]).expect("add");
+        index.add(&base.data[1_000 * 16..4_000 * 16]).expect("add");
+        assert_eq!(index.chosen().map(|c| c.kind), Some(IndexKind::NormScan));
+        index.add(&base.data[4_000 * 16..]).expect("add");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
-    assert_eq!(index.len(), 6_000);
-    assert!(index.chosen().is_some());
+    assert_eq!(index.len(), 9_000);
+    assert_eq!(index.chosen().map(|c| c.kind), Some(IndexKind::IpNswPlus));
 }

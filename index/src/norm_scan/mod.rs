@@ -38,8 +38,8 @@ use crate::store::{HoldsStore, Opening, Placement, StoreRead, VectorStore};
 use crate::sync::ReadMostly;
 use crate::topk::{Reservoir, TopK};
 use crate::{
-    IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot, SlotFilter,
-    VectorIndex,
+    BatchAnswers, IndexError, IndexKind, Neighbor, Result, SearchParams, SearchStats, Slot,
+    SlotFilter, VectorIndex,
 };
 
 struct Inner {
@@ -129,12 +129,7 @@ impl VectorIndex for NormScan {
         filter: Option<SlotFilter<'_>>,
     ) -> Result<(Vec<Neighbor>, SearchStats)> {
         let inner = self.inner.read();
-        let query = match inner.store.open(query, k, params, filter)? {
-            Opening::Answered(hits, stats) => return Ok((hits, stats)),
-            Opening::Prepared(query) => query,
-        };
-        let depth = self.depth(&inner, k, params);
-        Ok(self.deepen(&inner, &query, k, depth, params, filter, None))
+        self.search_locked(&inner, query, k, params, filter)
     }
     fn search_batch(
         &self,
@@ -142,56 +137,9 @@ impl VectorIndex for NormScan {
         k: usize,
         params: &SearchParams,
         filter: Option<SlotFilter<'_>>,
-    ) -> Result<Vec<(Vec<Neighbor>, SearchStats)>> {
-        crate::check_batch(queries, self.dim)?;
+    ) -> Result<BatchAnswers> {
         let inner = self.inner.read();
-        let opened = queries
-            .chunks_exact(self.dim)
-            .map(|query| inner.store.open(query, k, params, filter))
-            .collect::<Result<Vec<_>>>()?;
-        let depth = self.depth(&inner, k, params);
-        let coded = !params.ignore_quantization && depth.min(inner.head.len()) > head::HOT_ROWS;
-        if !coded {
-            // The float prefix and the full rows are read per query: they are in cache
-            // either way (a prefix is at most `HOT_ROWS` rows).
-            return Ok(opened
-                .into_iter()
-                .map(|opening| match opening {
-                    Opening::Answered(hits, stats) => (hits, stats),
-                    Opening::Prepared(query) => {
-                        self.deepen(&inner, &query, k, depth, params, filter, None)
-                    }
-                })
-                .collect());
-        }
-        // Every query's estimates from one pass over the codes (`Head::scan_many`), then each
-        // re-ranked, and deepened alone if its filter left it short.
-        let mut answers = Vec::with_capacity(opened.len());
-        let mut prepared = Vec::new();
-        for (i, opening) in opened.into_iter().enumerate() {
-            match opening {
-                Opening::Answered(hits, stats) => answers.push((hits, stats)),
-                Opening::Prepared(query) => {
-                    answers.push(Default::default());
-                    prepared.push((i, query));
-                }
-            }
-        }
-        let head = &inner.head;
-        let accepts = |position| filter.is_none_or(|accept| accept(head.slot(position)));
-        let coded: Vec<CodedQuery> = prepared.iter().map(|(_, q)| CodedQuery::new(q)).collect();
-        let candidates = self.candidates(k, depth, params);
-        let mut estimated: Vec<Reservoir> =
-            coded.iter().map(|_| Reservoir::new(candidates)).collect();
-        let scanned = head.scan_many(&coded, depth, &mut |i, first, keys| {
-            estimated[i].offer_run(first, keys, accepts);
-        });
-        for ((i, query), found) in prepared.iter().zip(estimated) {
-            let (hits, computed) = self.rerank(&inner, query, found, k, params);
-            let first = Some((hits, scanned + computed));
-            answers[*i] = self.deepen(&inner, query, k, depth, params, filter, first);
-        }
-        Ok(answers)
+        self.search_batch_locked(&inner, queries, k, params, filter)
     }
     fn add(&self, vectors: &[f32]) -> Result<Slot> {
         let _adds = self.add_lock.lock();
@@ -228,7 +176,137 @@ impl VectorIndex for NormScan {
     }
 }
 
+/// What `mips_auto` needs of a norm scan it chose: searches that answer only while the scan
+/// holds its rows, and a retirement that empties it once the graph it grew into is in place
+/// (`then` publishes the graph while the scan is write-locked, so that every search finds
+/// one or the other with its rows, never an empty index).
 impl NormScan {
+    /// [`VectorIndex::search`], or `None` once [`NormScan::retire`] has emptied the scan.
+    pub(crate) fn search_live(
+        &self,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Option<Result<(Vec<Neighbor>, SearchStats)>> {
+        let inner = self.inner.read();
+        if inner.store.is_empty() {
+            return None;
+        }
+        Some(self.search_locked(&inner, query, k, params, filter))
+    }
+
+    /// [`VectorIndex::search_batch`], or `None` once the scan is retired.
+    pub(crate) fn search_batch_live(
+        &self,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Option<Result<BatchAnswers>> {
+        let inner = self.inner.read();
+        if inner.store.is_empty() {
+            return None;
+        }
+        Some(self.search_batch_locked(&inner, queries, k, params, filter))
+    }
+
+    /// [`VectorIndex::store`], or `None` once the scan is retired.
+    pub(crate) fn store_live(&self) -> Option<StoreRead<'_>> {
+        let store = StoreRead::new(&self.inner);
+        (!store.is_empty()).then_some(store)
+    }
+
+    /// Runs `then` with the scan write-locked (no search is inside it), then empties it.
+    pub(crate) fn retire(&self, then: impl FnOnce()) {
+        let _adds = self.add_lock.lock();
+        let mut inner = self.inner.write();
+        then();
+        *inner = Inner {
+            store: VectorStore::new(Metric::InnerProduct, self.dim),
+            head: Head::of_rows(&[], self.dim),
+        };
+    }
+}
+
+impl NormScan {
+    /// [`VectorIndex::search`] with the state read-locked.
+    fn search_locked(
+        &self,
+        inner: &Inner,
+        query: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<(Vec<Neighbor>, SearchStats)> {
+        let query = match inner.store.open(query, k, params, filter)? {
+            Opening::Answered(hits, stats) => return Ok((hits, stats)),
+            Opening::Prepared(query) => query,
+        };
+        let depth = self.depth(inner, k, params);
+        Ok(self.deepen(inner, &query, k, depth, params, filter, None))
+    }
+
+    /// [`VectorIndex::search_batch`] with the state read-locked: every query's estimates
+    /// from one pass over the codes ([`Head::scan_many`]).
+    fn search_batch_locked(
+        &self,
+        inner: &Inner,
+        queries: &[f32],
+        k: usize,
+        params: &SearchParams,
+        filter: Option<SlotFilter<'_>>,
+    ) -> Result<BatchAnswers> {
+        crate::check_batch(queries, self.dim)?;
+        let opened = queries
+            .chunks_exact(self.dim)
+            .map(|query| inner.store.open(query, k, params, filter))
+            .collect::<Result<Vec<_>>>()?;
+        let depth = self.depth(inner, k, params);
+        let coded = !params.ignore_quantization && depth.min(inner.head.len()) > head::HOT_ROWS;
+        if !coded {
+            // The float prefix and the full rows are read per query: they are in cache
+            // either way (a prefix is at most `HOT_ROWS` rows).
+            return Ok(opened
+                .into_iter()
+                .map(|opening| match opening {
+                    Opening::Answered(hits, stats) => (hits, stats),
+                    Opening::Prepared(query) => {
+                        self.deepen(inner, &query, k, depth, params, filter, None)
+                    }
+                })
+                .collect());
+        }
+        // Every query's estimates from one pass over the codes (`Head::scan_many`), then each
+        // re-ranked, and deepened alone if its filter left it short.
+        let mut answers = Vec::with_capacity(opened.len());
+        let mut prepared = Vec::new();
+        for (i, opening) in opened.into_iter().enumerate() {
+            match opening {
+                Opening::Answered(hits, stats) => answers.push((hits, stats)),
+                Opening::Prepared(query) => {
+                    answers.push(Default::default());
+                    prepared.push((i, query));
+                }
+            }
+        }
+        let head = &inner.head;
+        let accepts = |position| filter.is_none_or(|accept| accept(head.slot(position)));
+        let coded: Vec<CodedQuery> = prepared.iter().map(|(_, q)| CodedQuery::new(q)).collect();
+        let candidates = self.candidates(k, depth, params);
+        let mut estimated: Vec<Reservoir> =
+            coded.iter().map(|_| Reservoir::new(candidates)).collect();
+        let scanned = head.scan_many(&coded, depth, &mut |i, first, keys| {
+            estimated[i].offer_run(first, keys, accepts);
+        });
+        for ((i, query), found) in prepared.iter().zip(estimated) {
+            let (hits, computed) = self.rerank(inner, query, found, k, params);
+            let first = Some((hits, scanned + computed));
+            answers[*i] = self.deepen(inner, query, k, depth, params, filter, first);
+        }
+        Ok(answers)
+    }
+
     /// How many of the largest-norm rows a query scans first: its `ef`, else the share.
     fn depth(&self, inner: &Inner, k: usize, params: &SearchParams) -> usize {
         params

@@ -122,7 +122,12 @@ fn estimated_work(
         return None;
     }
     let k = plan.offset + plan.limit;
+    // `mips_auto` may serve by the norm scan (a share of the points) until it outgrows it:
+    // counted as the whole scan, which its default reads a quarter of.
+    let scanning = matches!(index, cairn_index::IndexParams::MipsAuto(_))
+        && points <= cairn_index::mips_auto::scan_rows(dim);
     Some(match (index.default_ef(points), index.max_degree()) {
+        _ if scanning => points * dim,
         (Some(ef), Some(degree)) if !plan.exact => plan.ef.unwrap_or(ef).max(k) * degree * dim,
         _ => points * dim,
     })
@@ -307,9 +312,7 @@ impl Partition {
             if expected < self.settings().full_scan_threshold as f64 {
                 exact = true;
             } else {
-                let base = ef
-                    .unwrap_or_else(|| self.default_ef(plan, index.len()))
-                    .max(k);
+                let base = ef.unwrap_or_else(|| self.default_ef(plan, index)).max(k);
                 ef = Some(
                     ((base as f64) * (1.0 / share.max(1e-9)).min(MAX_FILTER_EF_BOOST)) as usize,
                 );
@@ -377,10 +380,7 @@ impl Partition {
             ef: if exact {
                 None
             } else {
-                Some(
-                    ef.unwrap_or_else(|| self.default_ef(plan, index.len()))
-                        .max(k),
-                )
+                Some(ef.unwrap_or_else(|| self.default_ef(plan, index)).max(k))
             },
             filter_selectivity,
             exact_fallback,
@@ -508,13 +508,17 @@ impl Partition {
         }
     }
 
-    /// The `ef` a search uses when the query does not set one, for an index of `len` items
-    /// (a flat index has none; the value is then never used as such).
-    fn default_ef(&self, plan: &SearchPlan, len: usize) -> usize {
+    /// The `ef` a search of `index` uses when the query does not set one: the index's own
+    /// where its state decides it (`mips_auto`'s choice), else its parameters' (a flat index
+    /// has none; the value is then never used as such).
+    fn default_ef(&self, plan: &SearchPlan, index: &dyn VectorIndex) -> usize {
+        if let Some(ef) = index.default_ef() {
+            return ef;
+        }
         let settings = self.settings();
         settings
             .dense_space(plan.using.as_deref().unwrap_or(settings.vector_name()))
-            .and_then(|space| space.index.default_ef(len))
+            .and_then(|space| space.index.default_ef(index.len()))
             .unwrap_or(0)
     }
 

@@ -53,7 +53,7 @@ fn movielens_mips_auto_over_rest_survives_a_restart() {
     let index = &info["config"]["index"];
     assert_eq!(
         index["kind"], "mips_auto",
-        "Dot defaults to the choice between ip-NSW+ and ip-NSW: {index}"
+        "Dot defaults to the choice between the norm scan, ip-NSW+ and ip-NSW: {index}"
     );
     assert_eq!(index["m"], 32, "parameters are reported filled in: {index}");
     assert_eq!(index["cos_ef_search"], 1);
@@ -75,9 +75,20 @@ fn movielens_mips_auto_over_rest_survives_a_restart() {
     assert_eq!(quantization["neq"]["codec"], "pq", "{quantization}");
     server.upsert_vectors("neq", 64, &data.base.data, 0, 1000);
 
-    // movielens-mips' norms spread (95th percentile ≈ 3.4 × the median): ip-NSW+ is built.
+    // movielens-mips' norms spread (95th percentile ≈ 3.4 × the median): the norm scan
+    // serves it, and a query that names no `ef` reads a quarter of the items.
     let choice = explained_choice(&server, "ml");
-    assert!(choice.starts_with("ip_nsw_plus: norm spread"), "{choice}");
+    assert!(choice.starts_with("norm_scan: norm spread"), "{choice}");
+    let explained = server.ok(
+        "POST",
+        "/collections/ml/points/query",
+        Some(&json!({"query": data.queries.row(0), "limit": 10, "explain": true})),
+    );
+    assert_eq!(
+        explained["explain"]["ef"],
+        data.base.len().div_ceil(4),
+        "{explained}"
+    );
     let (before, answers) = recall(&server, "ml", &data);
     eprintln!("movielens-mips mips_auto ({choice}) REST recall@10 at default ef: {before:.4}");
     assert!(before >= 0.95, "recall@10 {before}");
