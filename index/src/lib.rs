@@ -3,7 +3,7 @@
 //! This crate owns every piece of vector arithmetic and every index structure: distance
 //! kernels ([`distance`]), the vector store every index keeps its rows in, with the exact scan
 //! ([`store`]), the exact index ([`flat`]), HNSW ([`hnsw`]), the MIPS indexes ([`ipnsw`],
-//! [`lsh`], [`quant`], [`norm_scan`]) and the choice between the MIPS graphs ([`mips_auto`]), Pyramid's
+//! [`lsh`], [`quant`], [`norm_scan`]) and the choice between them ([`mips_auto`]), Pyramid's
 //! content routing ([`pyramid`]), the on-disk index file format ([`persist`]) and dataset
 //! readers plus recall@k ([`dataset`]).
 //!
@@ -64,8 +64,8 @@ pub enum IndexKind {
     RangeLsh,
     /// A scan of plain-VQ or NEQ codes with exact re-ranking (MIPS).
     Quantized,
-    /// An exact scan until enough rows, then ip-NSW+ or ip-NSW by the spread of the norms
-    /// (MIPS; see [`mips_auto`]).
+    /// An exact scan until enough rows, then the norm scan (growing into ip-NSW+) or ip-NSW by
+    /// the spread of the norms (MIPS; see [`mips_auto`]).
     MipsAuto,
     /// The largest-norm items scanned by byte codes, the best re-ranked exactly (MIPS; see
     /// [`norm_scan`]).
@@ -163,8 +163,8 @@ pub enum IndexParams {
     RangeLsh(lsh::LshParams),
     /// Quantized scan with re-ranking (inner-product metric only).
     Quantized(quant::QuantizedParams),
-    /// ip-NSW+ or ip-NSW, chosen from the data (inner-product metric only); ip-NSW takes
-    /// these parameters' `m`, `ef_construction` and `ef_search`.
+    /// The norm scan (growing into ip-NSW+) or ip-NSW, chosen from the data (inner-product
+    /// metric only); ip-NSW takes these parameters' `m`, `ef_construction` and `ef_search`.
     MipsAuto(ipnsw::IpNswPlusParams),
     /// The norm-ordered scan (inner-product metric only).
     NormScan(norm_scan::NormScanParams),

@@ -20,7 +20,8 @@
 //!
 //! When not. Its cost grows with the collection (a share of it, not a logarithm), and on
 //! vectors of one length the norm order means nothing: it is for norm-leaning MIPS sets of up
-//! to a few million items, named explicitly; `mips_auto` does not choose it.
+//! to a few million items. `mips_auto` chooses it where the norms spread, and grows it into
+//! ip-NSW+ past a bound on its codes; named, it stays a scan at any size.
 
 mod head;
 mod params;

@@ -276,10 +276,12 @@ pub enum IndexConfig {
     /// ip-NSW+ (`Dot` only): an angular HNSW finds the query's direction, then a single-layer
     /// inner-product graph is searched from there. Unset parameters take their defaults.
     IpNswPlus(IpNswPlusConfig),
-    /// The default for `Dot`: an exact scan until 1,024 points, then ip-NSW+ where the norms
-    /// spread (95th percentile ≥ 1.25 × the median) and ip-NSW where they do not, with these
-    /// parameters (ip-NSW takes `m`, `ef_construction` and `ef_search`). `explain` says
-    /// which was chosen and why.
+    /// The default for `Dot`: an exact scan until 1,024 points, then, where the norms spread
+    /// (95th percentile ≥ 1.25 × the median), the norm scan (`norm_scan`'s defaults), grown
+    /// into ip-NSW+ once its codes pass 64 MiB or row codes are asked for, and ip-NSW where
+    /// they do not spread; the graphs take these parameters (ip-NSW its `m`,
+    /// `ef_construction` and `ef_search`). `explain` says which was chosen and why, and
+    /// `params.hnsw_ef` is the norm scan's items read or a graph's candidate list.
     MipsAuto(IpNswPlusConfig),
     /// SimpleLSH (`Dot` only): sign random projections of items scaled by the global maximum
     /// norm. A query probes buckets until `probe_items` items, then re-ranks them exactly;
@@ -324,7 +326,7 @@ pub enum IndexConfig {
 }
 
 /// The parameters of ip-NSW+'s two graphs (`ip_nsw_plus`, and `mips_auto` whichever graph
-/// it builds). Unset ones take their defaults.
+/// it builds or grows into). Unset ones take their defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IpNswPlusConfig {
