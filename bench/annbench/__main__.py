@@ -1,5 +1,5 @@
 """`bench/ann [options]`, `bench/ann summarize --data SET --out DIR`, `bench/ann builds
-[options]`: see bench/README.md."""
+[options]`, `bench/ann crossover`: see bench/README.md."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ def main() -> None:
         from .quantizers import main as quantizers
 
         quantizers(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["crossover"]:
+        from .crossover import main as crossover
+
+        crossover(sys.argv[2:])
         return
     if sys.argv[1:2] == ["builds"]:
         from .builds import main as builds

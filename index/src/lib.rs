@@ -65,7 +65,7 @@ pub enum IndexKind {
     /// A scan of plain-VQ or NEQ codes with exact re-ranking (MIPS).
     Quantized,
     /// An exact scan until enough rows, then the norm scan (growing into ip-NSW+) or ip-NSW by
-    /// the spread of the norms (MIPS; see [`mips_auto`]).
+    /// the spread of the norms and the collection's size (MIPS; see [`mips_auto`]).
     MipsAuto,
     /// The largest-norm items scanned by byte codes, the best re-ranked exactly (MIPS; see
     /// [`norm_scan`]).

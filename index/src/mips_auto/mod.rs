@@ -3,38 +3,41 @@
 //! `BENCHMARKS.md`, "Maximum inner product, round two").
 //!
 //! Why choose. Where the answers lean on the norms, the largest-norm items hold them, and an
-//! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 3.2–8×
-//! ip-NSW+'s QPS and 3–15× every other side (ScaNN and FAISS HNSW-IP included) at recall@10
-//! 0.9, 0.95 and 0.99 on every set measured whose norms spread (movielens-mips' real factors,
-//! long-tailed sets of norm bias 0.65 to 1.0, up to 200k items). But its cost is a share of
-//! the collection where a graph's grows far slower, so past [`scan_rows`] rows the index
-//! grows into ip-NSW+ ([`crate::ipnsw`]), whose angular stage and second graph reach the
-//! large-norm items that point the query's way. Where the norms hardly spread, the norm
-//! order means little, and ip-NSW is faster than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at
-//! recall@10 0.9 / 0.95 on GloVe-50 as published, whose answers hardly lean on norms).
+//! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 2.5–16×
+//! ip-NSW+'s QPS and 5–20× FAISS HNSW-IP's and ScaNN's at recall@10 0.9, 0.95 and 0.99 on every
+//! set measured whose norms spread (movielens-mips' real factors, long-tailed sets of norm bias
+//! 0.65 to 1.0, up to 200k items). But its cost is a share of the collection where a graph's
+//! grows far slower, so past [`scan_rows`] rows the index grows into ip-NSW+
+//! ([`crate::ipnsw`]), whose angular stage and second graph reach the large-norm items that
+//! point the query's way. Where the norms hardly spread, the norm order means little: a
+//! small collection is still cheapest read whole ([`SMALL_SCAN_ROWS`]), a larger one gets
+//! ip-NSW, faster there than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at recall@10 0.9 / 0.95 on
+//! GloVe-50 as published, whose answers hardly lean on norms).
 //!
 //! The rule. The norm bias itself needs the queries and their true answers, which an index
 //! being built does not have (items used as stand-in queries read movielens-mips' bias as
 //! 0.45 against its users' 0.98). What it has is the norms, so it reads their *spread*: the
 //! 95th percentile over the median, which is scale-free and already steady at a thousand
 //! rows (GloVe-50 1.18 at 1,024 rows, 1.20 over all; the bias-0.65 set 1.30 and 1.32).
-//! At [`SPREAD_THRESHOLD`] or above the norms lean: the norm scan, then ip-NSW+ past
-//! [`scan_rows`] rows (or at once when row codes are asked for, which the norm scan does
-//! not keep). Below it, ip-NSW. The threshold lies between the one set where ip-NSW measured
-//! faster than ip-NSW+ (GloVe-50, spread 1.20) and the narrowest set where the norm scan and
-//! ip-NSW+ did (bias 0.65, 1.31); movielens-mips reads 3.4 and the bias-0.85 set 1.47.
-//! Vectors of one length (spread 1.0: normalised embeddings, SIFT) get ip-NSW, which is then
-//! exactly a cosine HNSW, the right index for them. Two sets bracket the threshold: that is
-//! the evidence there is, and the choice is reported (`explain`, the index's
-//! [`VectorIndex::choice`]) so that a user can see it and name a kind instead.
+//! At [`SPREAD_THRESHOLD`] or above the norms lean: the norm scan (a quarter of the items a
+//! query by default), then ip-NSW+ past [`scan_rows`] rows (or at once when row codes are
+//! asked for, which the norm scan does not keep). Below it, the norm scan reading every item
+//! up to [`SMALL_SCAN_ROWS`] rows, then ip-NSW. The threshold lies between the
+//! one set where ip-NSW measured faster than ip-NSW+ (GloVe-50, spread 1.20) and the narrowest
+//! set where the norm scan and ip-NSW+ did (bias 0.65, 1.31); movielens-mips reads 3.4 and the
+//! bias-0.85 set 1.47. Vectors of one length (spread 1.0: normalised embeddings, SIFT) get
+//! ip-NSW past the small bound, which is then exactly a cosine HNSW, the right index for
+//! them. Two sets bracket the threshold: that is the evidence there is, and the choice is
+//! reported (`explain`, the index's [`VectorIndex::choice`]) so that a user can see it and
+//! name a kind instead.
 //!
 //! What `ef` means follows the choice: a graph's candidate list, or the norm scan's count of
-//! items read, largest norms first (a quarter of them when a query names none).
+//! items read, largest norms first.
 //!
 //! When. Until [`TRAIN_ROWS`] rows the index is an exact scan (at that size a scan costs
 //! what a graph search does, and answers exactly); the batch that reaches it decides, from
 //! every row held then, and the chosen index is built from those rows. The batch that takes
-//! a norm scan past [`scan_rows`] rows builds ip-NSW+ from every row while searches go on
+//! a norm scan past its bound builds the graph from every row while searches go on
 //! scanning. The decision is kept in the index file. A rebuild from the store (a vacuum, a
 //! lost index file) decides again from the rows it is given first, which may land on the
 //! other side of the threshold when the spread is close to it; the answers stay right either
@@ -78,6 +81,18 @@ pub fn scan_rows(dim: usize) -> usize {
     (SCAN_BYTES / dim.max(1).div_ceil(4) / 4).max(TRAIN_ROWS)
 }
 
+/// Rows up to which rows whose norms do not lean are served by reading every one of them
+/// (the norm scan at its full depth) instead of by ip-NSW: a collection this small is cheaper
+/// read whole by byte codes than walked at the recall users ask for (Qdrant's
+/// `full_scan_threshold` is the same idea). Measured on growing prefixes of three real sets
+/// (`bench/ann crossover`, `BENCHMARKS.md`), the scan's QPS fell to ip-NSW's at recall@10
+/// 0.95 near 4,300 rows on siftsmall (128-d) and 7,800 on pypi-minilm (384-d); on GloVe-50
+/// it was still 1.15× at all 4,550 rows; at 0.9 the crossings come a quarter to a third
+/// sooner, at 0.99 near 8,000 rows or later. The bound sits between the two crossings measured. In rows,
+/// not bytes: a scanned row and a graph's scored neighbour both cost in proportion to the
+/// dimension, and the crossings in rows differ less than in bytes.
+pub const SMALL_SCAN_ROWS: usize = 6_000;
+
 /// The 95th percentile of the rows' norms over their median: 1.0 when every row has one
 /// length, and scale-free. Rows are given in pieces (what is held, and a new batch).
 pub fn norm_spread(pieces: &[&[f32]], dim: usize) -> f32 {
@@ -110,9 +125,12 @@ pub fn norm_spread(pieces: &[&[f32]], dim: usize) -> f32 {
 pub enum Reason {
     /// The norm spread alone.
     Spread,
-    /// Norms that lean, with row codes asked for, which the norm scan does not keep.
+    /// Norms that do not lean, in a collection small enough to read whole
+    /// ([`SMALL_SCAN_ROWS`]).
+    Small,
+    /// Row codes asked for, which the norm scan does not keep.
     RowCodes,
-    /// Norms that lean, in a collection that outgrew the norm scan at this many rows.
+    /// A collection that outgrew the norm scan at this many rows.
     Outgrown(usize),
 }
 
@@ -130,25 +148,64 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// The first choice for rows of this spread: the norm scan or ip-NSW.
+    /// The first choice for `rows` rows of this spread: the norm scan where the norms lean,
+    /// or where the rows are few enough to read whole; ip-NSW otherwise.
     pub fn of(spread: f32, rows: usize) -> Self {
-        let kind = if spread >= SPREAD_THRESHOLD {
-            IndexKind::NormScan
+        let (kind, reason) = if spread >= SPREAD_THRESHOLD {
+            (IndexKind::NormScan, Reason::Spread)
+        } else if rows <= SMALL_SCAN_ROWS {
+            (IndexKind::NormScan, Reason::Small)
         } else {
-            IndexKind::IpNsw
+            (IndexKind::IpNsw, Reason::Spread)
         };
         Self {
             kind,
             spread,
             rows,
-            reason: Reason::Spread,
+            reason,
+        }
+    }
+
+    /// Whether the norms lean (the spread is at least [`SPREAD_THRESHOLD`]).
+    fn leaning(&self) -> bool {
+        self.spread >= SPREAD_THRESHOLD
+    }
+
+    /// The graph a norm scan grows into: ip-NSW+ where the norms lean, ip-NSW where not.
+    fn graph_kind(&self) -> IndexKind {
+        if self.leaning() {
+            IndexKind::IpNswPlus
+        } else {
+            IndexKind::IpNsw
+        }
+    }
+
+    /// Rows of `dim` dimensions past which a norm scan grows into its graph.
+    fn bound(&self, dim: usize) -> usize {
+        if self.leaning() {
+            scan_rows(dim)
+        } else {
+            SMALL_SCAN_ROWS
+        }
+    }
+
+    /// The norm scan's parameters: by default a query reads a quarter of the items where the
+    /// norms lean, and all of them where they do not (the norm order then tells little).
+    fn scan_params(&self) -> NormScanParams {
+        if self.leaning() {
+            NormScanParams::default()
+        } else {
+            NormScanParams {
+                share: 1.0,
+                ..NormScanParams::default()
+            }
         }
     }
 
     /// The graph the norm scan grows into, and why.
     fn grown(self, reason: Reason) -> Self {
         Self {
-            kind: IndexKind::IpNswPlus,
+            kind: self.graph_kind(),
             reason,
             ..self
         }
@@ -171,6 +228,7 @@ impl Choice {
         );
         match self.reason {
             Reason::Spread => read,
+            Reason::Small => format!("{read}, few enough rows to read them all"),
             Reason::RowCodes => format!("{read}, with row codes, which norm_scan does not keep"),
             Reason::Outgrown(rows) => {
                 format!("{read}; norm_scan until {rows} rows outgrew it")
@@ -197,8 +255,9 @@ pub struct MipsAuto {
     params: IpNswPlusParams,
     dim: usize,
     placement: Placement,
-    /// Rows past which a norm scan grows into ip-NSW+ ([`scan_rows`]; tests set fewer).
-    scan_rows: usize,
+    /// Rows past which a norm scan grows into its graph, when tests set fewer than the
+    /// choice's own bound ([`Choice::bound`]).
+    scan_rows: Option<usize>,
     /// The rows until the choice; emptied (under its write lock) when a chosen index takes
     /// over.
     scan: ReadMostly<VectorStore>,
@@ -240,7 +299,7 @@ impl MipsAuto {
             params,
             dim,
             placement: placement.clone(),
-            scan_rows: scan_rows(dim),
+            scan_rows: None,
             scan: ReadMostly::new(scan),
             head: head.map_or_else(OnceLock::new, OnceLock::from),
             graph: graph.map_or_else(OnceLock::new, OnceLock::from),
@@ -252,8 +311,13 @@ impl MipsAuto {
     /// The same index growing its norm scan into ip-NSW+ past `rows` rows (tests).
     #[cfg(test)]
     fn with_scan_rows(mut self, rows: usize) -> Self {
-        self.scan_rows = rows;
+        self.scan_rows = Some(rows);
         self
+    }
+
+    /// Rows past which the norm scan of `choice` grows into its graph.
+    fn bound(&self, choice: &Choice) -> usize {
+        self.scan_rows.unwrap_or_else(|| choice.bound(self.dim))
     }
 
     /// The choice made, or `None` while the index still scans exactly.
@@ -307,12 +371,12 @@ impl MipsAuto {
         };
         if choice.kind == IndexKind::NormScan && self.codes.lock().is_some() {
             choice = choice.grown(Reason::RowCodes);
-        } else if choice.kind == IndexKind::NormScan && rows > self.scan_rows {
+        } else if choice.kind == IndexKind::NormScan && rows > self.bound(&choice) {
             choice = choice.grown(Reason::Outgrown(rows));
         }
         // Searches go on scanning while the choice is built (only this thread writes `scan`).
         if choice.kind == IndexKind::NormScan {
-            let head = NormScan::placed(NormScanParams::default(), self.dim, &self.placement)?;
+            let head = NormScan::placed(choice.scan_params(), self.dim, &self.placement)?;
             head.add(self.scan.read().as_flat())?;
             head.add(batch)?;
             let mut scan = self.scan.write();
@@ -450,7 +514,7 @@ impl VectorIndex for MipsAuto {
                 let store = head.store();
                 store.len() + store.rows_in(vectors)?
             };
-            if rows <= self.scan_rows {
+            if rows <= self.bound(choice) {
                 return head.add(vectors);
             }
             return self.grow(*choice, head, vectors, Reason::Outgrown(rows));
@@ -518,7 +582,8 @@ impl VectorIndex for MipsAuto {
             }
         };
         e.u8(match choice.reason {
-            Reason::Spread => choice.kind.tag(),
+            // A norm scan's reason follows from its spread (below the threshold: small).
+            Reason::Spread | Reason::Small => choice.kind.tag(),
             Reason::RowCodes => STAGE_ROW_CODES,
             Reason::Outgrown(_) => STAGE_OUTGROWN,
         });
@@ -553,30 +618,36 @@ impl MipsAuto {
             d.finish()?;
             return Ok(Self::from_parts(params, dim, placement, scan, None, None));
         }
-        let kind = match stage {
-            STAGE_ROW_CODES | STAGE_OUTGROWN => IndexKind::IpNswPlus,
-            tag => IndexKind::from_tag(tag)
-                .filter(|k| {
-                    matches!(
-                        k,
-                        IndexKind::IpNsw | IndexKind::IpNswPlus | IndexKind::NormScan
-                    )
-                })
-                .ok_or_else(|| IndexError::corrupt("mips_auto file chose an unknown index"))?,
+        let named = match stage {
+            STAGE_ROW_CODES | STAGE_OUTGROWN => None,
+            tag => Some(
+                IndexKind::from_tag(tag)
+                    .filter(|k| {
+                        matches!(
+                            k,
+                            IndexKind::IpNsw | IndexKind::IpNswPlus | IndexKind::NormScan
+                        )
+                    })
+                    .ok_or_else(|| IndexError::corrupt("mips_auto file chose an unknown index"))?,
+            ),
         };
         let spread = f32::from_bits(d.u32()?);
         let rows = d.usize()?;
-        let reason = match stage {
-            STAGE_ROW_CODES => Reason::RowCodes,
-            STAGE_OUTGROWN => Reason::Outgrown(d.usize()?),
+        let reason = match (stage, named) {
+            (STAGE_ROW_CODES, _) => Reason::RowCodes,
+            (STAGE_OUTGROWN, _) => Reason::Outgrown(d.usize()?),
+            (_, Some(IndexKind::NormScan)) if spread < SPREAD_THRESHOLD => Reason::Small,
             _ => Reason::Spread,
         };
-        let choice = Choice {
-            kind,
+        let mut choice = Choice {
+            kind: IndexKind::NormScan,
             spread,
             rows,
             reason,
         };
+        // A graph grown from the norm scan is the one its spread names.
+        choice.kind = named.unwrap_or_else(|| choice.graph_kind());
+        let kind = choice.kind;
         let nested = d.bytes()?;
         let empty = VectorStore::new(Metric::InnerProduct, dim);
         let mismatch = || IndexError::corrupt("mips_auto's index does not match its dimension");

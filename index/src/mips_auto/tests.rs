@@ -43,20 +43,26 @@ fn round_trip(index: &MipsAuto) -> Box<dyn VectorIndex> {
 }
 
 /// The rule on the real sets and on log-normal norms either side of the threshold: the sides
-/// C31 measured faster (module docs).
+/// measured faster (module docs).
 #[test]
-fn the_spread_of_the_norms_picks_the_index_measured_faster() {
+fn the_spread_of_the_norms_and_the_size_pick_the_index_measured_faster() {
     let spread_of = |v: &Vectors| norm_spread(&[&v.data], v.dim);
-    for (set, kind) in [
-        ("movielens-mips", IndexKind::NormScan),
-        ("glove50-5k-angular", IndexKind::IpNsw),
-        ("siftsmall", IndexKind::IpNsw),
+    for (set, kind, reason) in [
+        ("movielens-mips", IndexKind::NormScan, Reason::Spread),
+        // Norms that do not lean, in few rows: all of them read.
+        ("glove50-5k-angular", IndexKind::NormScan, Reason::Small),
+        ("siftsmall", IndexKind::IpNsw, Reason::Spread),
     ] {
         let base = load_dataset(&shared_data_dir().join(set))
             .expect("shared data")
             .base;
         let spread = spread_of(&base);
-        assert_eq!(Choice::of(spread, base.len()).kind, kind, "{set}: {spread}");
+        let choice = Choice::of(spread, base.len());
+        assert_eq!(
+            (choice.kind, choice.reason),
+            (kind, reason),
+            "{set}: {spread}"
+        );
     }
     // exp(1.645·σ) is the spread of log-normal norms: 1.31 at the bias-0.65 set's σ, 1.18 at 0.1.
     let wide = long_tailed_norms(4_096, 32, 0.166, 3);
@@ -66,8 +72,13 @@ fn the_spread_of_the_norms_picks_the_index_measured_faster() {
         "{}",
         spread_of(&wide)
     );
-    assert_eq!(Choice::of(spread_of(&wide), 0).kind, IndexKind::NormScan);
-    assert_eq!(Choice::of(spread_of(&narrow), 0).kind, IndexKind::IpNsw);
+    let many = SMALL_SCAN_ROWS + 1;
+    assert_eq!(Choice::of(spread_of(&wide), many).kind, IndexKind::NormScan);
+    assert_eq!(Choice::of(spread_of(&narrow), many).kind, IndexKind::IpNsw);
+    assert_eq!(
+        Choice::of(spread_of(&narrow), many - 1).kind,
+        IndexKind::NormScan
+    );
     // Degenerate rows: all zero, or mostly zero.
     assert_eq!(norm_spread(&[&[0.0; 8]], 2), 1.0);
     assert_eq!(
@@ -164,25 +175,53 @@ fn the_choice_survives_a_reload_at_every_stage() {
     );
     // The reloaded scan goes on to choose from its rows and the rest.
     scanning.add(&data.base.data[500 * dim..]).expect("add");
-    assert!(scanning.choice().is_some_and(|c| c.starts_with("ip_nsw: ")));
+    assert!(scanning
+        .choice()
+        .is_some_and(|c| c.starts_with("norm_scan: ")));
 
+    // GloVe's norms spread little, and its 4,550 rows are few: every one is read.
     index.add(&data.base.data[500 * dim..]).expect("add");
     let chosen = index.chosen().expect("chosen");
-    assert_eq!(chosen.kind, IndexKind::IpNsw, "GloVe's norms spread little");
+    assert_eq!(
+        (chosen.kind, chosen.reason),
+        (IndexKind::NormScan, Reason::Small)
+    );
+    assert_eq!(index.default_ef(), Some(data.base.len()));
+    let small = round_trip(&index);
+    assert_eq!(small.choice(), index.choice());
+    let everything = answers_with(&index, &data.queries, &SearchParams::default());
+    assert_eq!(
+        answers_with(&*small, &data.queries, &SearchParams::default()),
+        everything
+    );
+    // The set's own truth is by cosine; by inner product it is computed here.
+    let truth = ground_truth(&data.base, &data.queries, Metric::InnerProduct, 10);
+    let recall = recall_at_k(&everything, &truth, 10);
+    assert!(recall >= 0.99, "GloVe read whole, recall@10: {recall}");
+
+    // Rows of one length past the small bound get ip-NSW.
+    let sift = load_dataset(&shared_data_dir().join("siftsmall")).expect("shared data");
+    let index = auto(sift.base.dim);
+    index.add(&sift.base.data).expect("add");
+    let chosen = index.chosen().expect("chosen");
+    assert_eq!(
+        (chosen.kind, chosen.reason),
+        (IndexKind::IpNsw, Reason::Spread)
+    );
+    assert!(index.choice().is_some_and(|c| c.starts_with("ip_nsw: ")));
     assert_eq!(
         index.default_ef(),
         Some(IpNswPlusParams::default().ef_search)
     );
     let reloaded = round_trip(&index);
     assert_eq!(reloaded.choice(), index.choice());
-    let before = answers(&index, &data.queries, 64);
-    assert_eq!(answers(&*reloaded, &data.queries, 64), before);
-    // The set's own truth is by cosine; by inner product it is computed here.
-    let truth = ground_truth(&data.base, &data.queries, Metric::InnerProduct, 10);
+    let before = answers(&index, &sift.queries, 64);
+    assert_eq!(answers(&*reloaded, &sift.queries, 64), before);
+    let truth = ground_truth(&sift.base, &sift.queries, Metric::InnerProduct, 10);
     let recall = recall_at_k(&before, &truth, 10);
     assert!(
         recall >= 0.9,
-        "GloVe by inner product, recall@10 at ef 64: {recall}"
+        "siftsmall by inner product, recall@10 at ef 64: {recall}"
     );
 
     // A norm scan, and the graph it grows into, read back as they were.
@@ -254,6 +293,41 @@ fn a_norm_scan_grows_into_ip_nsw_plus_past_its_bound() {
     assert_eq!(
         at_once.chosen().map(|c| (c.kind, c.reason)),
         Some((IndexKind::IpNswPlus, Reason::Outgrown(data.base.len())))
+    );
+}
+
+/// Rows of one length are read whole while they are few, and the batch that passes the small
+/// bound builds ip-NSW from every row.
+#[test]
+fn a_small_norm_scan_grows_into_ip_nsw() {
+    let data = load_dataset(&shared_data_dir().join("pypi-minilm")).expect("shared data");
+    let dim = data.base.dim;
+    let bound = SMALL_SCAN_ROWS;
+    let index = auto(dim);
+    index.add(&data.base.data[..bound * dim]).expect("add");
+    let choice = index.chosen().expect("chosen");
+    assert_eq!(
+        (choice.kind, choice.reason),
+        (IndexKind::NormScan, Reason::Small)
+    );
+    assert!(index.choice().is_some_and(|c| c.contains("read them all")));
+    assert_eq!(index.default_ef(), Some(bound));
+    index
+        .add(&data.base.data[bound * dim..(bound + 2_000) * dim])
+        .expect("add");
+    let choice = index.chosen().expect("chosen");
+    assert_eq!(
+        (choice.kind, choice.reason),
+        (IndexKind::IpNsw, Reason::Outgrown(bound + 2_000))
+    );
+    let reloaded = round_trip(&index);
+    assert_eq!(reloaded.choice(), index.choice());
+    let held = data.base.truncated(bound + 2_000);
+    let truth = ground_truth(&held, &data.queries, Metric::InnerProduct, 10);
+    let recall = recall_at_k(&answers(&index, &data.queries, 64), &truth, 10);
+    assert!(
+        recall >= 0.95,
+        "pypi-minilm by inner product, recall@10: {recall}"
     );
 }
 

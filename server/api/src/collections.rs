@@ -278,8 +278,9 @@ pub enum IndexConfig {
     IpNswPlus(IpNswPlusConfig),
     /// The default for `Dot`: an exact scan until 1,024 points, then, where the norms spread
     /// (95th percentile ≥ 1.25 × the median), the norm scan (`norm_scan`'s defaults), grown
-    /// into ip-NSW+ once its codes pass 64 MiB or row codes are asked for, and ip-NSW where
-    /// they do not spread; the graphs take these parameters (ip-NSW its `m`,
+    /// into ip-NSW+ once its codes pass 64 MiB or row codes are asked for; where they do not
+    /// spread, the norm scan reading every point up to 6,000 points, then ip-NSW.
+    /// The graphs take these parameters (ip-NSW its `m`,
     /// `ef_construction` and `ef_search`). `explain` says which was chosen and why, and
     /// `params.hnsw_ef` is the norm scan's items read or a graph's candidate list.
     MipsAuto(IpNswPlusConfig),
