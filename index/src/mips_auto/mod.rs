@@ -3,8 +3,8 @@
 //! `BENCHMARKS.md`, "Maximum inner product, round two").
 //!
 //! Why choose. Where the answers lean on the norms, the largest-norm items hold them, and an
-//! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 2.5–16×
-//! ip-NSW+'s QPS and 5–20× FAISS HNSW-IP's and ScaNN's at recall@10 0.9, 0.95 and 0.99 on every
+//! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 2.9–16×
+//! ip-NSW+'s QPS and 3.7–20× FAISS HNSW-IP's and ScaNN's at recall@10 0.9, 0.95 and 0.99 on every
 //! set measured whose norms spread (movielens-mips' real factors, long-tailed sets of norm bias
 //! 0.65 to 1.0, up to 200k items). But its cost is a share of the collection where a graph's
 //! grows far slower, so past [`scan_rows`] rows the index grows into ip-NSW+
