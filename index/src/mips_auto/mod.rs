@@ -4,12 +4,12 @@
 //!
 //! Why choose. Where the answers lean on the norms, the largest-norm items hold them, and an
 //! index that reads those first wins: the norm scan ([`crate::norm_scan`]) ran at 2.9–16×
-//! ip-NSW+'s QPS and 3.7–20× FAISS HNSW-IP's and ScaNN's at recall@10 0.9, 0.95 and 0.99 on every
-//! set measured whose norms spread (movielens-mips' real factors, long-tailed sets of norm bias
-//! 0.65 to 1.0, up to 200k items). But its cost is a share of the collection where a graph's
-//! grows far slower, so past [`scan_rows`] rows the index grows into ip-NSW+
-//! ([`crate::ipnsw`]), whose angular stage and second graph reach the large-norm items that
-//! point the query's way. Where the norms hardly spread, the norm order means little: a
+//! ip-NSW+'s QPS and 3.7–20× FAISS HNSW-IP's and ScaNN's at recall@10 0.9, 0.95 and 0.99
+//! on every set measured whose norms spread (movielens-mips' real factors, long-tailed sets
+//! of norm bias 0.65 to 1.0, up to 200k items). But its cost is a share of the collection
+//! where a graph's grows far slower, so past [`scan_rows`] rows the index grows into
+//! ip-NSW+ ([`crate::ipnsw`]), whose angular stage and second graph reach the large-norm
+//! items that point the query's way. Where the norms hardly spread, the norm order means little: a
 //! small collection is still cheapest read whole ([`SMALL_SCAN_ROWS`]), a larger one gets
 //! ip-NSW, faster there than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at recall@10 0.9 / 0.95 on
 //! GloVe-50 as published, whose answers hardly lean on norms).
@@ -70,9 +70,9 @@ pub const SPREAD_THRESHOLD: f32 = 1.25;
 /// norm-leaning rows are served by the norm scan: a million 64-dimension rows, 175,000 of
 /// 384. The batch that passes it builds ip-NSW+ from every row. Why a bound: the scan's cost
 /// is a share of the collection (a quarter by default: 16 MiB of codes here, about 150 µs a
-/// query at 64 dimensions), a graph's grows far slower. Up to 200k rows, the sizes measured,
-/// the scan's lead over ip-NSW+ grew with the collection (`BENCHMARKS.md`); the bound caps a
-/// default query's reading, it is not a measured crossover.
+/// query at 64 dimensions), a graph's grows far slower. At 200k rows, the most measured, the
+/// scan was still 4.2× ip-NSW+ or more at norm bias 0.65 and 11× at 0.85 (`BENCHMARKS.md`);
+/// the bound caps a default query's reading, it is not a measured crossover.
 pub const SCAN_BYTES: usize = 64 << 20;
 
 /// Rows a norm scan of `dim`-dimension rows holds before it grows into ip-NSW+
@@ -88,9 +88,9 @@ pub fn scan_rows(dim: usize) -> usize {
 /// (`bench/ann crossover`, `BENCHMARKS.md`), the scan's QPS fell to ip-NSW's at recall@10
 /// 0.95 near 4,300 rows on siftsmall (128-d) and 7,800 on pypi-minilm (384-d); on GloVe-50
 /// it was still 1.15× at all 4,550 rows; at 0.9 the crossings come a quarter to a third
-/// sooner, at 0.99 near 8,000 rows or later. The bound sits between the two crossings measured. In rows,
-/// not bytes: a scanned row and a graph's scored neighbour both cost in proportion to the
-/// dimension, and the crossings in rows differ less than in bytes.
+/// sooner, at 0.99 near 8,000 rows or later. The bound sits between the two crossings
+/// measured. In rows, not bytes: a scanned row and a graph's scored neighbour both cost in
+/// proportion to the dimension, and the crossings in rows differ less than in bytes.
 pub const SMALL_SCAN_ROWS: usize = 6_000;
 
 /// The 95th percentile of the rows' norms over their median: 1.0 when every row has one
