@@ -1,8 +1,8 @@
 """`bench/ann crossover`: where reading every item stops paying, for `mips_auto`'s small rule.
 
-Where the norms do not lean, `mips_auto` serves a collection whose codes fit in
-`SMALL_SCAN_BYTES` by the norm scan reading every item (the norm order tells little there),
-and a larger one by ip-NSW (`index/src/mips_auto/`). This measures the two on growing prefixes
+Where the norms do not lean, `mips_auto` serves a collection of up to `SMALL_SCAN_ROWS`
+points by the norm scan reading every item (the norm order tells little there), and a larger
+one by ip-NSW (`index/src/mips_auto/`). This measures the two on growing prefixes
 of three real sets searched by inner product, whose norms hardly spread: GloVe-50 as published
 (50-d), siftsmall (128-d) and pypi-minilm (384-d, normalised: inner product is cosine). For
 each size n: `norm_scan` on its grid of shares (the items read) and `ip_nsw` (M 32,

@@ -9,9 +9,9 @@
 //! of norm bias 0.65 to 1.0, up to 200k items). But its cost is a share of the collection
 //! where a graph's grows far slower, so past [`scan_rows`] rows the index grows into
 //! ip-NSW+ ([`crate::ipnsw`]), whose angular stage and second graph reach the large-norm
-//! items that point the query's way. Where the norms hardly spread, the norm order means little: a
-//! small collection is still cheapest read whole ([`SMALL_SCAN_ROWS`]), a larger one gets
-//! ip-NSW, faster there than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at recall@10 0.9 / 0.95 on
+//! items that point the query's way. Where the norms hardly spread, the norm order means
+//! little: a small collection is still cheapest read whole ([`SMALL_SCAN_ROWS`]), a larger
+//! one gets ip-NSW, faster there than ip-NSW+ (0.83× / 0.77× for ip-NSW+ at recall@10 0.9 / 0.95 on
 //! GloVe-50 as published, whose answers hardly lean on norms).
 //!
 //! The rule. The norm bias itself needs the queries and their true answers, which an index
@@ -639,14 +639,17 @@ impl MipsAuto {
             (_, Some(IndexKind::NormScan)) if spread < SPREAD_THRESHOLD => Reason::Small,
             _ => Reason::Spread,
         };
-        let mut choice = Choice {
+        let scanned = Choice {
             kind: IndexKind::NormScan,
             spread,
             rows,
             reason,
         };
-        // A graph grown from the norm scan is the one its spread names.
-        choice.kind = named.unwrap_or_else(|| choice.graph_kind());
+        // The stages that name no kind hold a graph grown from the norm scan.
+        let choice = match named {
+            Some(kind) => Choice { kind, ..scanned },
+            None => scanned.grown(reason),
+        };
         let kind = choice.kind;
         let nested = d.bytes()?;
         let empty = VectorStore::new(Metric::InnerProduct, dim);
