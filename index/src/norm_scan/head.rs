@@ -34,15 +34,22 @@ use crate::{Neighbor, Slot};
 /// Rows the delta may hold beyond an eighth of `main` before it is merged in.
 const DELTA_FLOOR: usize = 4096;
 
-/// Rows at the front of each segment kept as floats too, and the deepest scan that reads
-/// them instead of the codes. Codes pay a fixed cost per query (the query's own coding, and
-/// `k × oversampling` rows fetched at random to re-rank), which a scan of a few hundred
-/// floats in order does not: at 64 dimensions and 20 candidates the two broke even between
-/// 600 and 1,000 rows (on movielens-mips and the long-tailed sets). Both segments' float
+/// Rows at the front of each segment kept as floats too: a scan of the whole collection that
+/// is no longer than this reads them, and so is exact (a collection of up to 1,024 items is
+/// scanned exactly, as `mips_auto`'s small-collection rule promises). Both segments' float
 /// prefixes are enough for any scan this deep, whatever the split. The copy costs
 /// `HOT_ROWS × dim` floats per segment (256 KiB at 64 dimensions), whatever the collection's
 /// size.
 pub(super) const HOT_ROWS: usize = 1024;
+
+/// The deepest scan of part of the collection that reads the float prefix rather than the
+/// codes. Codes pay a fixed cost per query (the query's own coding, and `k × oversampling`
+/// rows fetched at random to re-rank) that a short scan of floats in order does not, but a
+/// float is four bytes a coordinate against a code's one, and deeper the bytes win: at 64
+/// dimensions the two broke even between 600 and 1,000 rows one query at a time on a Zen 4
+/// with AVX-512, and from 200 rows one query at a time and about 400 in batches on a Zen 3
+/// with AVX2 only (`BENCHMARKS.md`, "Where the float prefix costs").
+pub(super) const FLOAT_DEPTH: usize = 512;
 
 /// Coordinates a row's codes take: the dimension rounded up to whole groups of four (the
 /// block layout's unit, [`I8_BLOCK`]; the query is zero beyond the dimension).
@@ -347,19 +354,27 @@ impl Head {
         (a + b) as u64
     }
 
+    /// Whether a scan of `depth` rows reads the float prefixes ([`Head::scan_hot`]) rather
+    /// than the codes: up to [`FLOAT_DEPTH`] rows, or the whole collection when it fits in
+    /// them ([`HOT_ROWS`]).
+    pub(super) fn reads_floats(&self, depth: usize) -> bool {
+        let len = self.len();
+        depth.min(len) <= FLOAT_DEPTH || (depth >= len && len <= HOT_ROWS)
+    }
+
     /// The exact keys of the `depth` largest-norm rows, from the float prefixes, offered as
-    /// [`Head::scan`] offers its estimates; `None` when `depth` is beyond them
-    /// ([`HOT_ROWS`]). Returns how many were scored.
+    /// [`Head::scan`] offers its estimates; `None` when the scan reads the codes
+    /// ([`Head::reads_floats`]). Returns how many were scored.
     pub(super) fn scan_hot(
         &self,
         query: &[f32],
         depth: usize,
         offer: &mut impl FnMut(Position, &[f32]),
     ) -> Option<u64> {
-        let depth = depth.min(self.len());
-        if depth > HOT_ROWS {
+        if !self.reads_floats(depth) {
             return None;
         }
+        let depth = depth.min(self.len());
         let (a, b) = self.split(depth);
         scan_floats(&self.main, a, 0, self.dim, query, offer);
         scan_floats(&self.delta, b, self.main.len(), self.dim, query, offer);

@@ -264,10 +264,10 @@ impl NormScan {
             .map(|query| inner.store.open(query, k, params, filter))
             .collect::<Result<Vec<_>>>()?;
         let depth = self.depth(inner, k, params);
-        let coded = !params.ignore_quantization && depth.min(inner.head.len()) > head::HOT_ROWS;
+        let coded = !params.ignore_quantization && !inner.head.reads_floats(depth);
         if !coded {
-            // The float prefix and the full rows are read per query: they are in cache
-            // either way (a prefix is at most `HOT_ROWS` rows).
+            // The float prefix and the full rows are read per query: a prefix is a few
+            // hundred rows, in cache either way.
             return Ok(opened
                 .into_iter()
                 .map(|opening| match opening {

@@ -1,4 +1,4 @@
-use super::head::{Head, HOT_ROWS};
+use super::head::{Head, FLOAT_DEPTH, HOT_ROWS};
 use super::*;
 use crate::dataset::{
     ground_truth, load_dataset, long_tailed_norms, recall_at_k, shared_data_dir, Vectors,
@@ -62,8 +62,9 @@ fn a_scan_covers_exactly_the_largest_norms() {
         got.sort_by(|a, b| b.total_cmp(a));
         assert_eq!(got, norms[..d.min(rows.len())], "depth {d}");
 
-        // Up to `HOT_ROWS` the floats kept at the segments' fronts give the same rows, with
-        // their exact keys.
+        // Where the scan reads floats (up to `FLOAT_DEPTH` rows, or a whole collection within
+        // `HOT_ROWS`), the floats kept at the segments' fronts give the same rows, with their
+        // exact keys.
         let q = [0.3, -1.0, 0.5, 2.0];
         let mut exact = Vec::new();
         let hot = head.scan_hot(&q, d, &mut |first, keys| {
@@ -71,7 +72,7 @@ fn a_scan_covers_exactly_the_largest_norms() {
                 exact.push((head.slot(p), key));
             }
         });
-        if d.min(rows.len()) > HOT_ROWS {
+        if d.min(rows.len()) > FLOAT_DEPTH {
             assert_eq!(hot, None);
             continue;
         }
@@ -89,6 +90,39 @@ fn a_scan_covers_exactly_the_largest_norms() {
                 "{key} against {want}"
             );
         }
+    }
+}
+
+/// A partial scan reads the floats up to `FLOAT_DEPTH` rows and the codes deeper, but a scan
+/// of a whole collection that fits in the float prefix reads the floats, so that a collection
+/// of up to `HOT_ROWS` items is scanned exactly however deep its scan is asked to go.
+#[test]
+fn whole_small_collections_read_floats_and_deep_partial_scans_read_codes() {
+    let dim = 4;
+    let small_len = HOT_ROWS - 24;
+    let rows = long_tailed_norms(HOT_ROWS + 1, dim, 0.8, 5);
+    let small = Head::of_rows(&rows.data[..small_len * dim], dim);
+    assert!(small.reads_floats(FLOAT_DEPTH));
+    assert!(!small.reads_floats(FLOAT_DEPTH + 1));
+    assert!(small.reads_floats(small_len));
+    assert!(small.reads_floats(10 * HOT_ROWS));
+    let large = Head::of_rows(&rows.data, dim);
+    assert!(large.reads_floats(FLOAT_DEPTH));
+    assert!(!large.reads_floats(HOT_ROWS + 1));
+    assert!(!large.reads_floats(10 * HOT_ROWS));
+
+    // Through the index: every item of a small collection with its exact key, and no re-rank.
+    let index = scan(NormScanParams::default(), dim);
+    index.add(&rows.data[..small_len * dim]).expect("add");
+    let q = [0.3, -1.0, 0.5, 2.0];
+    let (hits, stats) = index
+        .search(&q, small_len, &depth(small_len), None)
+        .expect("search");
+    assert_eq!(hits.len(), small_len);
+    assert_eq!(stats.distance_computations, small_len as u64);
+    for hit in &hits {
+        let want = (Metric::InnerProduct.key_fn())(&q, rows.row(hit.slot as usize));
+        assert!((hit.key - want).abs() <= 1e-5 * want.abs().max(1.0));
     }
 }
 
@@ -220,7 +254,7 @@ fn filters_and_estimates() {
         assert_eq!(got, want, "ef {ef}");
         // The floats at the front are scored exactly; deeper, the codes and then the 20
         // candidates re-ranked.
-        let rerank = if ef > HOT_ROWS { 20 } else { 0 };
+        let rerank = if ef > FLOAT_DEPTH { 20 } else { 0 };
         assert_eq!(stats.distance_computations, ef as u64 + rerank, "ef {ef}");
     }
 
