@@ -178,7 +178,8 @@ class NormScan(Side):
 class CairnNormScan(Cairn):
     """Cairn's norm-ordered scan (`norm_scan`, inner-product sets only): the same items as
     `norm-scan` on the same grid, read as one byte per coordinate, the best 2 × k re-ranked by
-    their rows (up to 1,024 items it reads floats kept in norm order); `ef` is the count."""
+    their rows (up to 512 items, or a whole collection of up to 1,024, it reads floats kept in
+    norm order); `ef` is the count."""
 
     name = "cairn-norm-scan"
     metrics = ("ip",)
