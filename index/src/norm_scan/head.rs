@@ -48,7 +48,7 @@ pub(super) const HOT_ROWS: usize = 1024;
 /// float is four bytes a coordinate against a code's one, and deeper the bytes win: at 64
 /// dimensions the two broke even between 600 and 1,000 rows one query at a time on a Zen 4
 /// with AVX-512, and from 200 rows one query at a time and about 400 in batches on a Zen 3
-/// with AVX2 only (`BENCHMARKS.md`, "Where the float prefix costs").
+/// with AVX2 only (`BENCHMARKS.md`, "What makes the norm scan fast": codes from 512 rows).
 pub(super) const FLOAT_DEPTH: usize = 512;
 
 /// Coordinates a row's codes take: the dimension rounded up to whole groups of four (the

@@ -266,8 +266,8 @@ impl NormScan {
         let depth = self.depth(inner, k, params);
         let coded = !params.ignore_quantization && !inner.head.reads_floats(depth);
         if !coded {
-            // The float prefix and the full rows are read per query: a prefix is a few
-            // hundred rows, in cache either way.
+            // The float prefix and the full rows are read per query: a prefix scan is at most
+            // `FLOAT_DEPTH` rows, or a whole collection within `HOT_ROWS`, in cache either way.
             return Ok(opened
                 .into_iter()
                 .map(|opening| match opening {
