@@ -182,7 +182,8 @@ mod tests {
         let train = data(4000, dim);
         let test = &train[..100 * dim];
         for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
-            // `from_decoder` itself checks additivity on random codes.
+            // `from_decoder` itself checks additivity on random codes. FAISS trains alike
+            // twice (seeded k-means), so the two codecs hold the same codebooks.
             let books = FaissTrainer.train(kind, dim, m, &train).unwrap();
             let codec = VqCodec::train(kind, dim, m, &train).unwrap();
             let faiss_codes = codec.encode(test).unwrap();
@@ -196,8 +197,10 @@ mod tests {
                 err_ours += mse(x, &back);
                 err_faiss += mse(x, theirs);
             }
-            // PQ and OPQ: greedy is exact. RQ: greedy (beam 1) against FAISS's beam search.
-            let slack = if kind == VqKind::Rq { 1.5 } else { 1.0001 };
+            // PQ and OPQ: the encoding is exact. RQ: the same beam search as FAISS's, so the
+            // same error up to rounding (the greedy encoder over uncentred tables that this
+            // replaced was 44% worse here).
+            let slack = 1.0001;
             assert!(
                 err_ours <= err_faiss * slack,
                 "{kind:?}: ours {err_ours} vs faiss {err_faiss}"

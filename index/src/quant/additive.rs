@@ -8,14 +8,40 @@
 //! all-zero code and `deltaᵢ[j]` is what setting code i to j adds — exact for every linear
 //! decoder, and checked on random codes when the tables are built.
 //!
-//! Encoding is greedy residual search over the tables: exact for PQ and OPQ (their deltas are
-//! mutually orthogonal, so codebooks do not interact) and the beam-1 encoder for RQ.
+//! Encoding is beam search over the tables, codebook by codebook, keeping the [`BEAM`] best
+//! partial codes: exact for PQ and OPQ (their deltas are mutually orthogonal, so codebooks do not
+//! interact and the best partial code always survives) and FAISS's own encoder for RQ, whose
+//! codebooks interact through the residual.
 
 use crate::distance::simd::dot;
 use crate::{IndexError, Result};
 
 /// Entries per codebook: one byte per code.
 pub const KS: usize = 256;
+
+/// Partial codes an encoding keeps from one codebook to the next. FAISS's `ResidualQuantizer`
+/// encodes with the same beam (its `max_beam_size` default), so an RQ coded here is coded as a
+/// FAISS user's would be; a greedy encoder (beam 1) left plain RQ, the baseline NEQ is measured
+/// against, weaker than FAISS's (issue #26).
+pub const BEAM: usize = 5;
+
+/// What an encoding minimises over the last codebook's expansions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Objective {
+    /// ‖x − x̂‖²: the reconstruction is used as it is.
+    Distance,
+    /// The angle between x and x̂: something else (NEQ's norm byte) rescales x̂.
+    Angle,
+}
+
+/// One partial code of the beam.
+struct Partial {
+    /// x − base − the deltas chosen so far.
+    residual: Vec<f32>,
+    code: Vec<u8>,
+    /// ‖residual‖².
+    cost: f32,
+}
 
 /// Codebooks in additive form (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +51,7 @@ pub struct AdditiveCodebooks {
     base: Vec<f32>,
     /// `m · KS` rows of `dim` floats.
     deltas: Vec<f32>,
-    /// ‖deltaᵢ[j]‖², for the greedy encoder.
+    /// ‖deltaᵢ[j]‖², for the encoder.
     sq_norms: Vec<f32>,
     /// Per codebook, the coordinate range outside which all its deltas are zero.
     support: Vec<(usize, usize)>,
@@ -77,14 +103,42 @@ impl AdditiveCodebooks {
                 1 + m * KS
             )));
         }
-        let base = rows[..dim].to_vec();
+        let mut base = rows[..dim].to_vec();
         let mut deltas = rows[dim..].to_vec();
         for row in deltas.chunks_exact_mut(dim) {
             row.iter_mut().zip(&base).for_each(|(d, b)| *d -= b);
         }
+        Self::centre(dim, m, &mut base, &mut deltas);
         let books = Self::from_tables(dim, m, base, deltas);
         books.check_additive(decode)?;
         Ok(books)
+    }
+
+    /// Centres each codebook's deltas on their mean and moves the means into the base: the
+    /// sums, hence every decoding, are unchanged.
+    ///
+    /// Why. Read off a decoder, book i's deltas are relative to its entry 0, so an encoder
+    /// choosing book i would measure its residual as if every later book were to add its entry
+    /// 0, an arbitrary codeword. Centred, the later books are taken to add their average entry,
+    /// RQ's own assumption (its later codebooks are trained on residuals centred near zero).
+    /// With it the beam search encodes RQ exactly as FAISS does; without it, 8% worse at the
+    /// same beam (`cairn-faiss`'s codec tests). PQ and OPQ books do not interact, so nothing
+    /// changes for them. Done once, on the tables read off a decoder: persisted tables are
+    /// already centred, and centring again would move their last bits.
+    fn centre(dim: usize, m: usize, base: &mut [f32], deltas: &mut [f32]) {
+        for book in deltas.chunks_exact_mut(KS * dim).take(m) {
+            let mut mean = vec![0f64; dim];
+            for row in book.chunks_exact(dim) {
+                mean.iter_mut()
+                    .zip(row)
+                    .for_each(|(a, v)| *a += f64::from(*v));
+            }
+            let mean: Vec<f32> = mean.iter().map(|a| (a / KS as f64) as f32).collect();
+            for row in book.chunks_exact_mut(dim) {
+                row.iter_mut().zip(&mean).for_each(|(v, a)| *v -= a);
+            }
+            base.iter_mut().zip(&mean).for_each(|(b, a)| *b += a);
+        }
     }
 
     /// Derives the supports and squared norms of a base and delta tables.
@@ -158,27 +212,105 @@ impl AdditiveCodebooks {
         &self.deltas[start..start + self.dim]
     }
 
-    /// Greedy residual encoding of `x` into `out` (`m` bytes).
+    /// Codes `x` into `out` (`m` bytes): the code whose reconstruction is nearest `x` that a
+    /// [`BEAM`]-wide search finds.
     pub fn encode(&self, x: &[f32], out: &mut [u8]) {
-        let mut residual: Vec<f32> = x.iter().zip(&self.base).map(|(a, b)| a - b).collect();
-        for (i, byte) in out.iter_mut().enumerate().take(self.m) {
+        self.beam_encode(x, out, Objective::Distance);
+    }
+
+    /// Codes the direction `u` into `out` (`m` bytes) for a reconstruction that will be
+    /// rescaled: the last codebook is chosen, over every partial code of the beam, for the
+    /// smallest angle between `u` and the reconstruction rather than the smallest distance.
+    ///
+    /// Why. NEQ reconstructs an item as r̂·û with r̂ ≈ ‖x‖/‖û‖, so its error is
+    /// ‖x‖²·‖u − û/‖û‖‖² = 2‖x‖²(1 − cos∠(u, û)): only the angle counts, and a nearest code
+    /// pays for û's length, which the norm byte corrects anyway. Choosing among the same
+    /// expansions that the distance encoder ranks, this never ends at a wider angle than it.
+    pub fn encode_direction(&self, u: &[f32], out: &mut [u8]) {
+        self.beam_encode(u, out, Objective::Angle);
+    }
+
+    fn beam_encode(&self, x: &[f32], out: &mut [u8], objective: Objective) {
+        let residual: Vec<f32> = x.iter().zip(&self.base).map(|(a, b)| a - b).collect();
+        let cost = dot(&residual, &residual);
+        let mut beam = vec![Partial {
+            residual,
+            code: vec![0u8; self.m],
+            cost,
+        }];
+        let x_sq = if objective == Objective::Angle {
+            dot(x, x)
+        } else {
+            0.0
+        };
+        // (cost, partial, entry) of every expansion of the current beam.
+        let mut expansions: Vec<(f32, usize, usize)> = Vec::with_capacity(BEAM * KS);
+        // ⟨x, deltaᵢ[j]⟩ for the last codebook under the angle objective (zeros otherwise).
+        let mut along = vec![0f32; KS];
+        for i in 0..self.m {
             let (s, e) = self.support[i];
-            // argmin ‖r − d‖² = argmin ‖d‖² − 2⟨r, d⟩
-            let mut best = (f32::INFINITY, 0usize);
-            for j in 0..KS {
-                let cost =
-                    self.sq_norms[i * KS + j] - 2.0 * dot(&residual[s..e], &self.delta(i, j)[s..e]);
-                if cost < best.0 {
-                    best = (cost, j);
+            let last = i + 1 == self.m;
+            let angle = last && objective == Objective::Angle;
+            if angle {
+                for (j, a) in along.iter_mut().enumerate() {
+                    *a = dot(&x[s..e], &self.delta(i, j)[s..e]);
                 }
             }
-            *byte = best.1 as u8;
-            let d = self.delta(i, best.1);
-            residual[s..e]
-                .iter_mut()
-                .zip(&d[s..e])
-                .for_each(|(r, d)| *r -= d);
+            expansions.clear();
+            for (b, p) in beam.iter().enumerate() {
+                // x̂ = x − residual: ⟨x, x̂⟩ and ‖x̂‖² before this codebook's delta.
+                let (fit, len_sq) = if angle {
+                    let xr = dot(x, &p.residual);
+                    (x_sq - xr, x_sq - 2.0 * xr + p.cost)
+                } else {
+                    (0.0, 0.0)
+                };
+                for (j, &xd) in along.iter().enumerate() {
+                    let rd = dot(&p.residual[s..e], &self.delta(i, j)[s..e]);
+                    let sq = self.sq_norms[i * KS + j];
+                    let cost = if angle {
+                        // −cos∠(x, x̂ + d) up to the constant ‖x‖.
+                        let len = len_sq + 2.0 * (xd - rd) + sq;
+                        if len > 0.0 {
+                            -(fit + xd) / len.sqrt()
+                        } else {
+                            f32::INFINITY
+                        }
+                    } else {
+                        // ‖r − d‖² = ‖r‖² + ‖d‖² − 2⟨r, d⟩
+                        p.cost + sq - 2.0 * rd
+                    };
+                    expansions.push((cost, b, j));
+                }
+            }
+            let keep = if last { 1 } else { BEAM.min(expansions.len()) };
+            expansions.select_nth_unstable_by(keep - 1, |a, b| a.0.total_cmp(&b.0));
+            beam = expansions[..keep]
+                .iter()
+                .map(|&(cost, b, j)| {
+                    let from = &beam[b];
+                    let mut residual = from.residual.clone();
+                    let d = self.delta(i, j);
+                    residual[s..e]
+                        .iter_mut()
+                        .zip(&d[s..e])
+                        .for_each(|(r, d)| *r -= d);
+                    let mut code = from.code.clone();
+                    code[i] = j as u8;
+                    let cost = if angle {
+                        dot(&residual, &residual)
+                    } else {
+                        cost
+                    };
+                    Partial {
+                        residual,
+                        code,
+                        cost,
+                    }
+                })
+                .collect();
         }
+        out[..self.m].copy_from_slice(&beam[0].code);
     }
 
     /// Writes the reconstruction of `code` into `out` (`dim` floats).

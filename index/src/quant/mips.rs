@@ -209,7 +209,7 @@ impl MipsCodec {
                     .par_iter()
                     .map(|(u, norm)| {
                         let mut code = vec![0u8; m - 1];
-                        books.encode(u, &mut code);
+                        books.encode_direction(u, &mut code);
                         relative_norm(&books, &code, *norm)
                     })
                     .collect();
@@ -255,7 +255,7 @@ impl MipsCodec {
             None => self.books.encode(&pad(x, self.padded), code),
             Some(norms) => {
                 let (u, norm) = direction(x, self.padded);
-                self.books.encode(&u, &mut code[1..]);
+                self.books.encode_direction(&u, &mut code[1..]);
                 code[0] = norms.encode(relative_norm(&self.books, &code[1..], norm));
             }
         }

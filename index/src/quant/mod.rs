@@ -8,6 +8,10 @@
 //! up to one scalar quantization step — and codes the unit direction with M − 1 codebooks of an
 //! unchanged VQ. Same bytes per item as plain M-codebook VQ; one extra multiply per score.
 //!
+//! Both NEQs code a direction for the smallest *angle* to the reconstruction
+//! ([`AdditiveCodebooks::encode_direction`]), not the smallest distance: r̂ rescales û, so its
+//! length costs nothing.
+//!
 //! NEQ-IP ([`Quantizer::NeqIp`]) trains those direction codebooks for inner product: each
 //! item's direction weighs ‖x‖² in training, as its error weighs in its scores, where plain
 //! NEQ weighs every direction alike (issue #26; `BENCHMARKS.md` has both).
@@ -21,7 +25,7 @@ mod index;
 mod mips;
 mod scalar;
 
-pub use additive::{AdditiveCodebooks, Lut, KS};
+pub use additive::{AdditiveCodebooks, Lut, BEAM, KS};
 pub use index::{QuantizedIndex, QuantizedParams};
 pub use mips::{MipsCodec, Quantizer, QueryTables};
 pub use scalar::ScalarCodebook;
