@@ -121,8 +121,8 @@ impl AdditiveCodebooks {
     /// choosing book i would measure its residual as if every later book were to add its entry
     /// 0, an arbitrary codeword. Centred, the later books are taken to add their average entry,
     /// RQ's own assumption (its later codebooks are trained on residuals centred near zero).
-    /// With it the beam search encodes RQ exactly as FAISS does; without it, 8% worse at the
-    /// same beam (`cairn-faiss`'s codec tests). PQ and OPQ books do not interact, so nothing
+    /// With it the beam search codes RQ with FAISS's own error (equal to six digits in
+    /// `cairn-faiss`'s codec test); without it, 8% worse at the same beam. PQ and OPQ books do not interact, so nothing
     /// changes for them. Done once, on the tables read off a decoder: persisted tables are
     /// already centred, and centring again would move their last bits.
     fn centre(dim: usize, m: usize, base: &mut [f32], deltas: &mut [f32]) {
