@@ -13,7 +13,8 @@
 //! authors used the first 100,000) — the first rows, as theirs. CSV (one curve per quantizer,
 //! recall against T) goes to `$CAIRN_BENCH_OUT/neq-<set>-m<M>.csv` when set; with
 //! `CAIRN_BENCH_DUMP` the sets are written out first for ScaNN's quantizer (`bench/ann
-//! quantizers`).
+//! quantizers`). One more row per M, `rq<M>-refit`, is plain RQ given NEQ-IP's codebook refit:
+//! what the refit alone is worth.
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stderr)]
 
 mod common;
@@ -21,7 +22,7 @@ mod common;
 use std::time::Instant;
 
 use cairn_faiss::codec::FaissTrainer;
-use cairn_index::quant::{MipsCodec, Quantizer, VqKind};
+use cairn_index::quant::{CodebookTrainer, MipsCodec, Quantizer, VqKind};
 use common::{dump_set, env_usize, mips_sets, write_csv, Set, K};
 use rayon::prelude::*;
 
@@ -29,7 +30,18 @@ const T: &[usize] = &[16, 32, 64, 128, 256, 512, 1024];
 
 /// Recall@K within the top T by the codec's estimate, for every T.
 fn recall_at_t(codec: &MipsCodec, codes: &[u8], set: &Set) -> Vec<f64> {
-    let m = codec.code_size();
+    recall_by(codec.code_size(), codes, set, |q| {
+        let tables = codec.tables(q);
+        move |c: &[u8]| codec.score(&tables, c)
+    })
+}
+
+/// Recall@K within the top T when `scorer(q)` scores a code against query `q`.
+fn recall_by<F, S>(m: usize, codes: &[u8], set: &Set, scorer: S) -> Vec<f64>
+where
+    S: Fn(&[f32]) -> F + Sync,
+    F: Fn(&[u8]) -> f32,
+{
     let t_max = *T.last().unwrap_or(&1024);
     let hits: Vec<Vec<usize>> = set
         .queries
@@ -38,11 +50,11 @@ fn recall_at_t(codec: &MipsCodec, codes: &[u8], set: &Set) -> Vec<f64> {
         .par_iter()
         .zip(&set.truth)
         .map(|(q, truth)| {
-            let tables = codec.tables(q);
+            let score = scorer(q);
             let mut scored: Vec<(f32, u32)> = codes
                 .chunks_exact(m)
                 .enumerate()
-                .map(|(i, c)| (-codec.score(&tables, c), i as u32))
+                .map(|(i, c)| (-score(c), i as u32))
                 .collect();
             let t_max = t_max.min(scored.len());
             scored.select_nth_unstable_by(t_max - 1, |a, b| a.0.total_cmp(&b.0));
@@ -111,6 +123,15 @@ fn main() {
                         rows.push(format!("{},T={t},{r:.4},,{t}", quantizer.label()));
                     }
                 }
+                if kind == VqKind::Rq {
+                    let label = format!("rq{m}-refit");
+                    let recalls = plain_rq_refit(m, train, set);
+                    let cells: Vec<String> = recalls.iter().map(|r| format!("{r:.3}")).collect();
+                    eprintln!("| {label} | {} |", cells.join(" | "));
+                    for (t, r) in T.iter().zip(&recalls) {
+                        rows.push(format!("{label},T={t},{r:.4},,{t}"));
+                    }
+                }
             }
             write_csv(
                 &format!("neq-{}-m{m}", set.name),
@@ -119,4 +140,28 @@ fn main() {
             );
         }
     }
+}
+
+/// Plain RQ given NEQ-IP's codebook refit (`AdditiveCodebooks::refine`, the same rounds with
+/// its own objective), to show what the refit alone is worth: NEQ-IP is measured
+/// against plain RQ as FAISS trains it, and this row says how much of its lead is the refit.
+fn plain_rq_refit(m: usize, train: &[f32], set: &Set) -> Vec<f64> {
+    let dim = set.base.dim;
+    let mut books = FaissTrainer.train(VqKind::Rq, dim, m, train).unwrap();
+    let rounds = books.refine(train, 2);
+    eprintln!("(plain rq{m}: {rounds} refit rounds kept)");
+    let codes: Vec<u8> = set
+        .base
+        .data
+        .par_chunks_exact(dim)
+        .flat_map_iter(|x| {
+            let mut code = vec![0u8; m];
+            books.encode(x, &mut code);
+            code
+        })
+        .collect();
+    recall_by(m, &codes, set, |q| {
+        let lut = books.lut(q);
+        move |c: &[u8]| lut.score(c)
+    })
 }

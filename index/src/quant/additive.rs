@@ -25,6 +25,14 @@ pub const KS: usize = 256;
 /// against, weaker than FAISS's (issue #26).
 pub const BEAM: usize = 5;
 
+/// The ridge of [`AdditiveCodebooks::refit`], in items: an entry used by one item moves
+/// 1/(1 + λ) of the way to its least-squares value, an unused one stays.
+const REFIT_RIDGE: f64 = 1e-3;
+
+/// The most codebooks [`AdditiveCodebooks::refit`] solves jointly: 16 codebooks are 4,096
+/// unknowns, a factorisation of about 2·10¹⁰ operations.
+const REFIT_MAX_JOINT: usize = 16;
+
 /// What an encoding minimises over the last codebook's expansions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Objective {
@@ -313,6 +321,155 @@ impl AdditiveCodebooks {
         out[..self.m].copy_from_slice(&beam[0].code);
     }
 
+    /// Improves the tables for [`AdditiveCodebooks::encode`]: up to `rounds` rounds of coding
+    /// `data` anew and [`AdditiveCodebooks::refit`], each kept only if the data's summed squared
+    /// error with its new codes is lower. Returns the rounds kept.
+    pub fn refine(&mut self, data: &[f32], rounds: usize) -> usize {
+        self.refine_for(data, rounds, Objective::Distance)
+    }
+
+    /// [`AdditiveCodebooks::refine`] for [`AdditiveCodebooks::encode_direction`]: `data` holds
+    /// unit directions, and a round is kept only if it lowers their summed 1 − cos to their
+    /// reconstructions, the error NEQ pays.
+    pub fn refine_directions(&mut self, data: &[f32], rounds: usize) -> usize {
+        self.refine_for(data, rounds, Objective::Angle)
+    }
+
+    /// Why the check. The refit is optimal for the codes it is given, but the encoder then
+    /// codes against tables that no longer shrink codebook by codebook as RQ's do, where a
+    /// beam of [`BEAM`] can miss the codes the fit assumed; a round that leaves the coded error
+    /// higher is dropped, and refining stops there.
+    fn refine_for(&mut self, data: &[f32], rounds: usize, objective: Objective) -> usize {
+        let mut codes = self.encode_all(data, objective);
+        let mut error = self.error(data, &codes, objective);
+        for round in 0..rounds {
+            let mut next = self.clone();
+            next.refit(data, &codes);
+            let next_codes = next.encode_all(data, objective);
+            let next_error = next.error(data, &next_codes, objective);
+            if next_error >= error {
+                return round;
+            }
+            (*self, codes, error) = (next, next_codes, next_error);
+        }
+        rounds
+    }
+
+    fn encode_all(&self, data: &[f32], objective: Objective) -> Vec<u8> {
+        use rayon::prelude::*;
+        let mut codes = vec![0u8; data.len() / self.dim * self.m];
+        codes
+            .par_chunks_exact_mut(self.m)
+            .zip(data.par_chunks_exact(self.dim))
+            .for_each(|(code, x)| self.beam_encode(x, code, objective));
+        codes
+    }
+
+    /// The summed error of `codes` on `data` under `objective`.
+    fn error(&self, data: &[f32], codes: &[u8], objective: Objective) -> f64 {
+        use rayon::prelude::*;
+        data.par_chunks_exact(self.dim)
+            .zip(codes.par_chunks_exact(self.m))
+            .map(|(x, code)| {
+                let mut out = vec![0f32; self.dim];
+                self.decode(code, &mut out);
+                match objective {
+                    Objective::Distance => {
+                        let e: f32 = x.iter().zip(&out).map(|(a, b)| (a - b) * (a - b)).sum();
+                        f64::from(e)
+                    }
+                    Objective::Angle => {
+                        let len = (dot(x, x) * dot(&out, &out)).sqrt();
+                        if len > 0.0 {
+                            1.0 - f64::from(dot(x, &out) / len)
+                        } else {
+                            1.0
+                        }
+                    }
+                }
+            })
+            .sum()
+    }
+
+    /// Refits the deltas to given codes by least squares: with every item's code fixed, the
+    /// tables that minimise Σ‖x − base − Σᵢ deltaᵢ[codeᵢ]‖² over `data` (row-major, `dim`
+    /// floats per row; `codes` `m` bytes per row), then centres them again.
+    ///
+    /// Why. k-means fits each codebook to the codes its own training chose, codebook by
+    /// codebook; once an encoder picks codes by another rule (NEQ's angle, see
+    /// [`AdditiveCodebooks::encode_direction`]) or the beam changes earlier choices, the tables no
+    /// longer fit the codes that are used. The joint fit of all tables to the codes actually used
+    /// is LSQ's codebook update (Martinez et al., ECCV 2016), FAISS's `Train_refine_codebook`.
+    ///
+    /// The fit keeps each codebook's support (PQ's slices stay disjoint) and is pulled gently
+    /// toward the current tables (a ridge of `REFIT_RIDGE`), which leaves unused entries where
+    /// they were and settles the one freedom additive tables have: moving a constant from one
+    /// codebook to another. Codebooks whose supports overlap are solved jointly, so RQ's cost
+    /// is one Cholesky factorisation of `m·256` unknowns; with more than `REFIT_MAX_JOINT`
+    /// overlapping codebooks the tables are left as they are.
+    pub fn refit(&mut self, data: &[f32], codes: &[u8]) {
+        let (dim, m) = (self.dim, self.m);
+        // Columns grouped by the codebooks whose support covers them.
+        let mut groups: std::collections::BTreeMap<Vec<usize>, Vec<usize>> = Default::default();
+        for c in 0..dim {
+            let books: Vec<usize> = (0..m)
+                .filter(|&i| (self.support[i].0..self.support[i].1).contains(&c))
+                .collect();
+            if !books.is_empty() {
+                groups.entry(books).or_default().push(c);
+            }
+        }
+        if groups.keys().any(|books| books.len() > REFIT_MAX_JOINT) {
+            return;
+        }
+        for (books, cols) in groups {
+            let (k, w) = (books.len() * KS, cols.len());
+            // Normal equations (BᵀB + λI)·D = Bᵀ(X − base) + λ·D_now, B the items' one-hot codes.
+            let mut a = vec![0f64; k * k];
+            let mut rhs = vec![0f64; k * w];
+            let mut rows = vec![0usize; books.len()];
+            for (x, code) in data.chunks_exact(dim).zip(codes.chunks_exact(m)) {
+                for (p, (r, &i)) in rows.iter_mut().zip(&books).enumerate() {
+                    *r = p * KS + usize::from(code[i]);
+                }
+                for &r in &rows {
+                    for &s in &rows {
+                        a[r * k + s] += 1.0;
+                    }
+                    for (v, &c) in rhs[r * w..(r + 1) * w].iter_mut().zip(&cols) {
+                        *v += f64::from(x[c] - self.base[c]);
+                    }
+                }
+            }
+            for (p, &i) in books.iter().enumerate() {
+                for j in 0..KS {
+                    let r = p * KS + j;
+                    a[r * k + r] += REFIT_RIDGE;
+                    let now = self.delta(i, j);
+                    for (v, &c) in rhs[r * w..(r + 1) * w].iter_mut().zip(&cols) {
+                        *v += REFIT_RIDGE * f64::from(now[c]);
+                    }
+                }
+            }
+            cholesky_solve(&mut a, &mut rhs, k, w);
+            for (p, &i) in books.iter().enumerate() {
+                for j in 0..KS {
+                    let r = p * KS + j;
+                    let start = (i * KS + j) * dim;
+                    for (v, &c) in rhs[r * w..(r + 1) * w].iter().zip(&cols) {
+                        self.deltas[start + c] = *v as f32;
+                    }
+                }
+            }
+        }
+        let (mut base, mut deltas) = (
+            std::mem::take(&mut self.base),
+            std::mem::take(&mut self.deltas),
+        );
+        Self::centre(dim, m, &mut base, &mut deltas);
+        *self = Self::from_tables(dim, m, base, deltas);
+    }
+
     /// Writes the reconstruction of `code` into `out` (`dim` floats).
     pub fn decode(&self, code: &[u8], out: &mut [f32]) {
         out.copy_from_slice(&self.base);
@@ -359,5 +516,53 @@ impl AdditiveCodebooks {
             return Err(IndexError::corrupt("codebook sizes do not match"));
         }
         Ok(Self::from_tables(dim, m, base, deltas))
+    }
+}
+
+/// Solves `a·x = rhs` in place for a symmetric positive-definite `a` (`k × k`, row-major) and
+/// `w` right-hand sides (`rhs` is `k × w`, row-major): Cholesky, then two triangular solves.
+/// `a` is overwritten by its factor.
+fn cholesky_solve(a: &mut [f64], rhs: &mut [f64], k: usize, w: usize) {
+    for j in 0..k {
+        let (done, rest) = a.split_at_mut(j * k);
+        let row_j = &mut rest[..k];
+        // Row j of L: L[j][i] for i < j, then the diagonal.
+        for i in 0..j {
+            let row_i = &done[i * k..i * k + k];
+            let s: f64 = (0..i).map(|t| row_i[t] * row_j[t]).sum();
+            row_j[i] = (row_j[i] - s) / row_i[i];
+        }
+        let s: f64 = row_j[..j].iter().map(|v| v * v).sum();
+        row_j[j] = (row_j[j] - s).max(f64::MIN_POSITIVE).sqrt();
+    }
+    // L·y = rhs
+    for r in 0..k {
+        let (done, rest) = rhs.split_at_mut(r * w);
+        let row = &mut rest[..w];
+        for t in 0..r {
+            let l = a[r * k + t];
+            if l != 0.0 {
+                row.iter_mut()
+                    .zip(&done[t * w..t * w + w])
+                    .for_each(|(v, y)| *v -= l * y);
+            }
+        }
+        let d = a[r * k + r];
+        row.iter_mut().for_each(|v| *v /= d);
+    }
+    // Lᵀ·x = y
+    for r in (0..k).rev() {
+        let (head, tail) = rhs.split_at_mut((r + 1) * w);
+        let row = &mut head[r * w..];
+        for t in r + 1..k {
+            let l = a[t * k + r];
+            if l != 0.0 {
+                row.iter_mut()
+                    .zip(&tail[(t - r - 1) * w..(t - r) * w])
+                    .for_each(|(v, x)| *v -= l * x);
+            }
+        }
+        let d = a[r * k + r];
+        row.iter_mut().for_each(|v| *v /= d);
     }
 }

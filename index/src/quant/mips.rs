@@ -27,7 +27,9 @@ pub enum Quantizer {
         m: usize,
     },
     /// NEQ whose direction codebooks are trained for inner product rather than for the
-    /// directions' own error: each item weighs ‖x‖² in training (see [`weighted_directions`]).
+    /// directions' own error: each item weighs ‖x‖² in training (see [`weighted_directions`]),
+    /// and the tables are then refitted to the codes the angle encoder picks
+    /// ([`AdditiveCodebooks::refine_directions`]).
     NeqIp {
         /// The direction quantizer.
         kind: VqKind,
@@ -127,6 +129,9 @@ impl Quantizer {
     }
 }
 
+/// The most rounds of [`AdditiveCodebooks::refine_directions`] in NEQ-IP's training.
+const NEQ_IP_REFITS: usize = 2;
+
 /// A trained plain-VQ or NEQ codec over `dim`-float vectors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MipsCodec {
@@ -204,7 +209,12 @@ impl MipsCodec {
                 } else {
                     split.iter().flat_map(|(u, _)| u.iter().copied()).collect()
                 };
-                let books = trainer.train(kind, padded, m - 1, &directions)?;
+                let mut books = trainer.train(kind, padded, m - 1, &directions)?;
+                if matches!(quantizer, Quantizer::NeqIp { .. }) {
+                    // Fit the tables to the codes NEQ uses: FAISS trained them for the
+                    // nearest code, NEQ picks the last codebook by angle.
+                    books.refine_directions(&directions, NEQ_IP_REFITS);
+                }
                 let relative: Vec<f32> = split
                     .par_iter()
                     .map(|(u, norm)| {

@@ -14,7 +14,9 @@
 //!
 //! NEQ-IP ([`Quantizer::NeqIp`]) trains those direction codebooks for inner product: each
 //! item's direction weighs ‖x‖² in training, as its error weighs in its scores, where plain
-//! NEQ weighs every direction alike (issue #26; `BENCHMARKS.md` has both).
+//! NEQ weighs every direction alike; then the tables are refitted jointly to the codes the
+//! angle encoder picks ([`AdditiveCodebooks::refine_directions`]), since FAISS fitted them to
+//! nearest codes (issue #26; `BENCHMARKS.md` has both NEQs).
 //!
 //! Training goes through a [`CodebookTrainer`], which the `cairn-faiss` crate implements with
 //! FAISS (this crate never links C++). What comes back is plain data ([`AdditiveCodebooks`]),

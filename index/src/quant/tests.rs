@@ -187,6 +187,111 @@ fn direction_codes_never_widen_the_angle_and_the_beam_beats_greedy() {
     );
 }
 
+/// With the codes fixed, the refit tables reconstruct the data no worse than the tables the
+/// codes were chosen with (least squares), and clearly better when the codebooks were not
+/// fitted to these data at all; decodings stay additive, so the LUT scores what `decode` builds.
+#[test]
+fn refit_tables_fit_the_codes_they_are_given() {
+    let (dim, m) = (24, 3);
+    let (mut books, _) = random_residual_books(dim, m, 13);
+    let data = long_tailed_norms(3_000, dim, 0.0, 14);
+    let mut codes = vec![0u8; data.len() * m];
+    for (x, code) in data.rows().zip(codes.chunks_exact_mut(m)) {
+        books.encode(x, code);
+    }
+    let error = |books: &AdditiveCodebooks| {
+        let mut out = vec![0f32; dim];
+        data.rows()
+            .zip(codes.chunks_exact(m))
+            .map(|(x, code)| {
+                books.decode(code, &mut out);
+                f64::from(sq_dist(x, &out))
+            })
+            .sum::<f64>()
+    };
+    let before = error(&books);
+    books.refit(&data.data, &codes);
+    let after = error(&books);
+    assert!(after < 0.9 * before, "refit {after} vs {before}");
+    let q: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.37).sin()).collect();
+    let lut = books.lut(&q);
+    let mut out = vec![0f32; dim];
+    for code in codes.chunks_exact(m).take(50) {
+        books.decode(code, &mut out);
+        assert!((lut.score(code) - dot(&q, &out)).abs() < 1e-3);
+    }
+}
+
+/// Refining for directions keeps only rounds that narrow the coded angles: on tables never
+/// fitted to these directions the first round is kept and the summed 1 − cos falls.
+#[test]
+fn refining_for_directions_narrows_the_coded_angles() {
+    let (dim, m) = (24, 3);
+    let (mut books, _) = random_residual_books(dim, m, 17);
+    let data = long_tailed_norms(2_000, dim, 1.0, 18);
+    let units: Vec<f32> = data
+        .rows()
+        .flat_map(|x| {
+            let n = dot(x, x).sqrt();
+            x.iter().map(move |v| v / n)
+        })
+        .collect();
+    let angles = |books: &AdditiveCodebooks| {
+        let (mut code, mut out) = (vec![0u8; m], vec![0f32; dim]);
+        units
+            .chunks_exact(dim)
+            .map(|u| {
+                books.encode_direction(u, &mut code);
+                books.decode(&code, &mut out);
+                1.0 - f64::from(cosine(u, &out))
+            })
+            .sum::<f64>()
+    };
+    let before = angles(&books);
+    let kept = books.refine_directions(&units, 2);
+    let after = angles(&books);
+    assert!(kept >= 1, "no round kept");
+    assert!(after < before, "1 − cos summed {after} vs {before}");
+}
+
+/// PQ's codebooks keep their slices through a refit: each slice is solved on its own, and
+/// the result is the k-means update, the mean of the items each entry codes.
+#[test]
+fn refit_keeps_pq_slices_apart() {
+    let (dim, m) = (16, 4);
+    let data = long_tailed_norms(2_000, dim, 0.0, 15);
+    let mut books = TestPq.train(VqKind::Pq, dim, m, &data.data).unwrap();
+    let mut codes = vec![0u8; data.len() * m];
+    for (x, code) in data.rows().zip(codes.chunks_exact_mut(m)) {
+        books.encode(x, code);
+    }
+    books.refit(&data.data, &codes);
+    // Entry j of codebook 0 decodes (with the others at any code) to the mean of its items on
+    // slice 0, up to the ridge.
+    let sub = dim / m;
+    let mut out = vec![0f32; dim];
+    for j in 0..8u8 {
+        let members: Vec<&[f32]> = data
+            .rows()
+            .zip(codes.chunks_exact(m))
+            .filter(|(_, c)| c[0] == j)
+            .map(|(x, _)| x)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        books.decode(&[j, 0, 0, 0], &mut out);
+        for c in 0..sub {
+            let mean = members.iter().map(|x| x[c]).sum::<f32>() / members.len() as f32;
+            assert!((out[c] - mean).abs() < 1e-3, "entry {j}, coordinate {c}");
+        }
+        // Slice 0's entry leaves the other slices alone.
+        let mut other = vec![0f32; dim];
+        books.decode(&[j.wrapping_add(1), 0, 0, 0], &mut other);
+        assert_eq!(out[sub..], other[sub..]);
+    }
+}
+
 #[test]
 fn a_decoder_that_is_not_additive_is_refused() {
     let squared = |codes: &[u8]| -> Result<Vec<f32>> {

@@ -216,7 +216,8 @@ struct VqRequest {
 enum NeqTraining {
     /// Every direction weighs alike (the NEQ paper's).
     Directions,
-    /// Each direction weighs its vector's squared norm, as its inner products do.
+    /// Each direction weighs its vector's squared norm, as its inner products do, and the
+    /// tables are refitted to the codes Cairn picks (NEQ-IP).
     InnerProduct,
 }
 
