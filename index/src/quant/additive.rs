@@ -347,7 +347,8 @@ impl AdditiveCodebooks {
             next.refit(data, &codes);
             let next_codes = next.encode_all(data, objective);
             let next_error = next.error(data, &next_codes, objective);
-            if next_error >= error {
+            // NaN (non-finite training data) counts as no better.
+            if next_error.is_nan() || next_error >= error {
                 return round;
             }
             (*self, codes, error) = (next, next_codes, next_error);
