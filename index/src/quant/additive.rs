@@ -13,7 +13,7 @@
 //! interact and the best partial code always survives) and FAISS's own encoder for RQ, whose
 //! codebooks interact through the residual.
 
-use crate::distance::simd::dot;
+use crate::distance::simd::{dot, l2_squared};
 use crate::{IndexError, Result};
 
 /// Entries per codebook: one byte per code.
@@ -130,9 +130,9 @@ impl AdditiveCodebooks {
     /// 0, an arbitrary codeword. Centred, the later books are taken to add their average entry,
     /// RQ's own assumption (its later codebooks are trained on residuals centred near zero).
     /// With it the beam search codes RQ with FAISS's own error (equal to six digits in
-    /// `cairn-faiss`'s codec test); without it, 8% worse at the same beam. PQ and OPQ books do not interact, so nothing
-    /// changes for them. Done once, on the tables read off a decoder: persisted tables are
-    /// already centred, and centring again would move their last bits.
+    /// `cairn-faiss`'s codec test); without it, 8% worse at the same beam. PQ and OPQ books do
+    /// not interact, so nothing changes for them. Done once, on the tables read off a decoder:
+    /// persisted tables are already centred, and centring again would move their last bits.
     fn centre(dim: usize, m: usize, base: &mut [f32], deltas: &mut [f32]) {
         for book in deltas.chunks_exact_mut(KS * dim).take(m) {
             let mut mean = vec![0f64; dim];
@@ -375,10 +375,7 @@ impl AdditiveCodebooks {
                 let mut out = vec![0f32; self.dim];
                 self.decode(code, &mut out);
                 match objective {
-                    Objective::Distance => {
-                        let e: f32 = x.iter().zip(&out).map(|(a, b)| (a - b) * (a - b)).sum();
-                        f64::from(e)
-                    }
+                    Objective::Distance => f64::from(l2_squared(x, &out)),
                     Objective::Angle => {
                         let len = (dot(x, x) * dot(&out, &out)).sqrt();
                         if len > 0.0 {

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::dataset::long_tailed_norms;
-use crate::distance::simd::dot;
+use crate::distance::simd::{dot, l2_squared};
 use crate::persist::codec::{Decoder, Encoder};
 
 /// A PQ trainer in plain Rust (a few Lloyd rounds per sub-space) so these tests need no FAISS;
@@ -142,10 +142,6 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot(a, b) / (dot(a, a) * dot(b, b)).sqrt().max(1e-30)
 }
 
-fn sq_dist(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum()
-}
-
 /// The direction encoder ranks the same last expansions as the distance encoder by angle, so
 /// it never ends at a wider angle; on interacting codebooks it ends at a narrower one for many
 /// vectors. And the distance encoder's beam beats a greedy walk (RQ's textbook encoder) overall.
@@ -166,12 +162,12 @@ fn direction_codes_never_widen_the_angle_and_the_beam_beats_greedy() {
         let (cos_near, cos_turned) = (cosine(&u, &a), cosine(&u, &b));
         assert!(cos_turned >= cos_near - 1e-6, "{cos_turned} < {cos_near}");
         narrower += usize::from(cos_turned > cos_near + 1e-6);
-        beam_err += f64::from(sq_dist(&u, &a));
+        beam_err += f64::from(l2_squared(&u, &a));
         let mut residual = u.clone();
         for book in raw.chunks_exact(KS * dim) {
             let entry = book
                 .chunks_exact(dim)
-                .min_by(|c, d| sq_dist(&residual, c).total_cmp(&sq_dist(&residual, d)))
+                .min_by(|c, d| l2_squared(&residual, c).total_cmp(&l2_squared(&residual, d)))
                 .unwrap_or(&book[..dim]);
             residual.iter_mut().zip(entry).for_each(|(r, e)| *r -= e);
         }
@@ -205,7 +201,7 @@ fn refit_tables_fit_the_codes_they_are_given() {
             .zip(codes.chunks_exact(m))
             .map(|(x, code)| {
                 books.decode(code, &mut out);
-                f64::from(sq_dist(x, &out))
+                f64::from(l2_squared(x, &out))
             })
             .sum::<f64>()
     };
