@@ -333,7 +333,7 @@ impl LinkCodes {
         let mut estimates = 0u64;
         let mut hits = with_scratch(self.sealed, |s| {
             let (visited, candidates, results) =
-                (&mut s.visited, &mut s.candidates, &mut s.results);
+                (&mut s.visited_bits, &mut s.candidates, &mut s.results);
             visited.insert(nearest.slot);
             candidates.push(Reverse(nearest));
             let mut sums = [0u16; FASTSCAN_BLOCK];

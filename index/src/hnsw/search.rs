@@ -85,6 +85,7 @@ pub(crate) fn best_first(
             candidates,
             results,
             pending,
+            ..
         } = s;
         let mut frontier = Frontier {
             candidates,
