@@ -1,5 +1,5 @@
 """`bench/ann [options]`, `bench/ann summarize --data SET --out DIR`, `bench/ann builds
-[options]`, `bench/ann crossover`: see bench/README.md."""
+[options]`, `bench/ann crossover`, `bench/ann describe --data SET`: see bench/README.md."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ def main() -> None:
         from .crossover import main as crossover
 
         crossover(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["describe"]:
+        from .describe import main as describe
+
+        describe(sys.argv[2:])
         return
     if sys.argv[1:2] == ["builds"]:
         from .builds import main as builds

@@ -5,7 +5,8 @@
 //! inner product (Cairn's ip-NSW, ip-NSW+ and norm scan, the exact norm scan, the L2
 //! reduction, hnswlib, FAISS and ScaNN by inner product), then ScaNN's quantizer alone (`bench/ann quantizers`) on
 //! movielens-mips laid out as the neq bench dumps its sets, `bench/ann summarize` over the
-//! run's CSV, and `bench/ann builds` (build times alone, one process per build).
+//! run's CSV, `bench/ann describe` (a set's intrinsic dimension and relative contrast) and
+//! `bench/ann builds` (build times alone, one process per build).
 //!
 //! Every side must reach recall@10 0.95 there, which each does at a small setting: a wrapper
 //! that returns wrong ids, searches the wrong metric or drops queries fails this test. One
@@ -100,6 +101,33 @@ fn every_side_of_the_harness_finds_the_true_answers_of_siftsmall_and_movielens()
         first,
         "summarize read the run differently"
     );
+
+    // A set's description: an intrinsic dimension below the 128 coordinates (SIFT's is far
+    // below) and a query's 10th neighbour nearer than the set's mean distance, or the
+    // estimate read the wrong neighbours.
+    let described = bench_ann(crate_dir, &target)
+        .args(["describe", "--data", "siftsmall", "--shared"])
+        .arg(&data)
+        .output()
+        .expect("bench/ann describe runs");
+    let table = String::from_utf8_lossy(&described.stdout);
+    assert!(described.status.success(), "bench/ann describe: {table}");
+    let row: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with("| siftsmall |"))
+        .unwrap_or_else(|| panic!("no siftsmall row in {table}"))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    let (lid, contrast): (f64, f64) = (
+        row[4].parse().expect("an intrinsic dimension"),
+        row[5].parse().expect("a relative contrast"),
+    );
+    assert!(
+        (2.0..64.0).contains(&lid),
+        "siftsmall's intrinsic dimension {lid}"
+    );
+    assert!(contrast > 1.2, "siftsmall's relative contrast {contrast}");
 
     // Build times alone, one process per build, with this checkout's wheel also passed as a
     // wheel of "another commit": the child must import it from that folder, and every build
