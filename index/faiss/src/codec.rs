@@ -177,32 +177,46 @@ mod tests {
 
     #[test]
     fn faiss_codebooks_have_an_additive_form_that_encodes_like_faiss() {
-        use cairn_index::quant::CodebookTrainer;
         let (dim, m) = (32, 4);
         let train = data(4000, dim);
         let test = &train[..100 * dim];
         for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
-            // `from_decoder` itself checks additivity on random codes. FAISS trains alike
-            // twice (seeded k-means), so the two codecs hold the same codebooks.
-            let books = FaissTrainer.train(kind, dim, m, &train).unwrap();
+            // The additive form of this very codec, as `FaissTrainer` reads it off
+            // (`from_decoder` itself checks additivity on random codes). Not a second
+            // training: FAISS's seeded k-means trains alike twice on some CPUs and not on
+            // others (its RQ differed by 0.2% in coded error on an Intel Xeon with AVX-512).
             let codec = VqCodec::train(kind, dim, m, &train).unwrap();
+            let books = cairn_index::quant::AdditiveCodebooks::from_decoder(dim, m, &|codes| {
+                codec
+                    .decode(codes)
+                    .map_err(|e| cairn_index::IndexError::InvalidParams(e.to_string()))
+            })
+            .unwrap();
             let faiss_codes = codec.encode(test).unwrap();
             let mut ours = vec![0u8; m];
             let mut back = vec![0f32; dim];
             let (mut err_ours, mut err_faiss) = (0f32, 0f32);
             let faiss_back = codec.decode(&faiss_codes).unwrap();
-            for (x, theirs) in test.chunks_exact(dim).zip(faiss_back.chunks_exact(dim)) {
+            let mut differing = 0;
+            let rows = test.chunks_exact(dim).zip(faiss_back.chunks_exact(dim));
+            for ((x, theirs), faiss_code) in rows.zip(faiss_codes.chunks_exact(m)) {
                 books.encode(x, &mut ours);
                 books.decode(&ours, &mut back);
                 err_ours += mse(x, &back);
                 err_faiss += mse(x, theirs);
+                differing += usize::from(ours[..] != faiss_code[..]);
             }
             // PQ and OPQ: the encoding is exact. RQ: the same beam search as FAISS's, so the
-            // same error up to rounding (the greedy encoder over uncentred tables that this
-            // replaced was 44% worse here).
-            let slack = 1.0001;
+            // same codes but where two of the beam's candidates are so near that rounding
+            // ranks them apart: one vector of the 100 on an Intel Xeon, where FAISS scores
+            // with AVX-512 kernels (0.2% more coded error in all). The greedy encoder over
+            // uncentred tables that this replaced was 44% worse here.
             assert!(
-                err_ours <= err_faiss * slack,
+                differing <= 3,
+                "{kind:?}: {differing} of 100 codes differ from FAISS's"
+            );
+            assert!(
+                err_ours <= err_faiss * 1.005,
                 "{kind:?}: ours {err_ours} vs faiss {err_faiss}"
             );
         }
