@@ -150,3 +150,39 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::VisitedBits;
+
+    #[test]
+    fn visited_bits_forget_everything_at_a_reset_by_either_clear() {
+        let mut bits = VisitedBits::new();
+        bits.reset(100_000);
+        // Few words touched: the reset zeroes those alone.
+        for slot in [0u32, 63, 64, 99_999] {
+            assert!(bits.insert(slot), "{slot} was new");
+            assert!(!bits.insert(slot), "{slot} is marked");
+        }
+        bits.reset(100_000);
+        assert!(
+            [0u32, 63, 64, 99_999].iter().all(|&slot| bits.insert(slot)),
+            "every slot new again"
+        );
+        // Every word touched: the reset zeroes them all in one pass.
+        bits.reset(5000);
+        assert!(
+            (0..5000).all(|slot| bits.insert(slot)),
+            "every slot new again"
+        );
+        assert!(
+            (0..5000).all(|slot| !bits.insert(slot)),
+            "every slot marked"
+        );
+        bits.reset(5000);
+        assert!(
+            (0..5000).all(|slot| bits.insert(slot)),
+            "every slot new after the full clear"
+        );
+    }
+}
