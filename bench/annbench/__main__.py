@@ -50,6 +50,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--build-threads", type=int, default=2)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--pass-seconds", type=float, default=None,
+                        help="repeat a pass over the queries until it has taken this long "
+                             "(default 0.3; shorter: a quick check of answers whose times "
+                             "mean little)")
     parser.add_argument("--shared", default=str(here.parent.parent / "shared" / "data"),
                         help="the shared data folder (default ../shared/data)")
     parser.add_argument("--cache", default=str(here / ".data"),
@@ -88,7 +92,8 @@ def main() -> None:
             passes, built = runner.read_csv(out, dataset.name)
         else:
             passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
-                                       args.build_threads, args.k, out)
+                                       args.build_threads, args.k, out,
+                                       args.pass_seconds or runner.MIN_PASS_SECONDS)
         result = runner.summary(dataset, passes, built, reference)
         text = runner.markdown(dataset, result, reference, args.builds, args.rounds)
         (out / f"{dataset.name}-summary.md").write_text(text)

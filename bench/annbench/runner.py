@@ -3,9 +3,9 @@ configuration, and per build `rounds` interleaved rounds in which every side run
 grid before any side runs again (the order rotates each round), so that a slow minute of a
 shared machine lands on every side alike rather than on one.
 
-Each timed pass answers every query once (repeated until the pass has taken 0.3 s, for small
-query sets); QPS is queries answered / wall seconds of the pass. Recall@k
-is against the exact ground truth of the data set.
+Each timed pass answers every query once (repeated until the pass has taken `--pass-seconds`,
+0.3 s by default, for small query sets); QPS is queries answered / wall seconds of the pass.
+Recall@k is against the exact ground truth of the data set.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ RECALL_CAP = 0.995
 TARGETS = (0.9, 0.95, 0.99)
 
 #: A pass over a small query set is repeated until it has taken this long, so that a timer
-#: tick or one preemption does not decide a point.
+#: tick or one preemption does not decide a point. A grid of ~250 points then costs a
+#: minute on a 10k set whatever its queries cost; a run that checks answers rather than
+#: times (the harness's own test) passes a shorter floor.
 MIN_PASS_SECONDS = 0.3
 
 
@@ -68,7 +70,8 @@ def log(*args):
     print(*args, file=sys.stderr, flush=True)
 
 
-def run(dataset, side_names, modes, builds, rounds, threads, k, out: Path) -> tuple:
+def run(dataset, side_names, modes, builds, rounds, threads, k, out: Path,
+        pass_seconds: float = MIN_PASS_SECONDS) -> tuple:
     passes: list[Pass] = []
     built: list[Build] = []
     out.mkdir(parents=True, exist_ok=True)
@@ -102,7 +105,7 @@ def run(dataset, side_names, modes, builds, rounds, threads, k, out: Path) -> tu
                         started = time.perf_counter()
                         found = search(dataset.queries, k)
                         calls = 1
-                        while (seconds := time.perf_counter() - started) < MIN_PASS_SECONDS:
+                        while (seconds := time.perf_counter() - started) < pass_seconds:
                             search(dataset.queries, k)
                             calls += 1
                         recall = datasets.recall_at(found, dataset.truth, k)
