@@ -34,9 +34,9 @@
 //!
 //! Search. One block per node holds everything its expansion reads, in one run of cache
 //! lines (on huge pages: a random block read otherwise costs a page walk): the node's rotated
-//! row (for its exact key and the tables), its link count and ids, the links' `a` and `f`,
-//! and their codes. The frontier is hnswlib's: candidates by estimate, the best `ef` exact
-//! keys as results; a popped node whose exact key misses the results is not expanded, and a
+//! row (for its key and the tables), its link count and ids, the links' `a` and `f`, and
+//! their codes. The frontier is hnswlib's: candidates by estimate, the best `ef` scored keys
+//! as results; a popped node whose scored key misses the results is not expanded, and a
 //! link is queued only if its estimate beats the worst result. The next candidate's block
 //! is fetched while the current one is expanded.
 //!
@@ -70,13 +70,14 @@
 //! The rotated row in bfloat16. It is a third of the block's bytes in floats, and it is read
 //! for two things that do not need 24 bits of mantissa: the popped node's key, which only
 //! decides whether the node is expanded and where it sits among the results, and the offset
-//! `y` the tables are built from, which is rounded to 6 bits anyway. Eight bits keep each
-//! coordinate within 2⁻⁹ of itself, and the final `2k` are scored from the store's rows. On
-//! one hard 1M graph (M 16, AMD EPYC, two interleaved rounds) it read 0.98–1.08× the float
-//! rows. QPS at ef 128–256 with the same recall (0.9531 against 0.9534 at ef 192); on the
-//! 200k set 1.03×; on siftsmall and pypi-minilm, in cache, 0.93–1.10×. What it buys is
-//! memory: a sixth of the block at 128 dimensions, a fifth at 384. (bfloat16 rather than the
-//! build's half floats: it has the floats' range, so no row needs a shift or a fallback.)
+//! `y` the tables are built from, which is rounded to 6 bits anyway. Eight significant bits
+//! keep each coordinate within 2⁻⁸ of its value, and the final `2k` are scored from the
+//! store's rows. On one hard 1M graph (M 16, AMD EPYC, two interleaved rounds) it read
+//! 0.98–1.08× the float rows' QPS at ef 128–256 with the same recall (0.9531 against 0.9534
+//! at ef 192); on the 200k set 1.03×; on siftsmall and pypi-minilm, in cache, 0.93–1.10×.
+//! What it buys is memory: a sixth of the block at 128 dimensions, a fifth at 384. (bfloat16
+//! rather than the build's half floats: it has the floats' range, so no row needs a shift or
+//! a fallback.)
 //!
 //! Cost. Per node one block: `D` bfloat16 values of its rotated row and per link
 //! 4 + 8 + D/8 bytes, rounded up to a cache line — at 128 dimensions and M = 16,
@@ -394,7 +395,7 @@ impl LinkCodes {
                     Metric::InnerProduct | Metric::Cosine => (kernels.neg_dot)(&rotated_query, &u),
                 };
                 scorer.count(1);
-                // A node whose exact key is out of the results leads nowhere better.
+                // A node whose scored key is out of the results leads nowhere better.
                 if key >= worst(results) {
                     continue;
                 }
@@ -559,8 +560,9 @@ mod tests {
         let mut back = vec![1.0f32; row.len()];
         unpack_row(&words, &mut back);
         for (x, y) in row.iter().zip(&back) {
-            // Eight bits of mantissa: within half a unit of the last place, 2^-9 relative.
-            assert!((x - y).abs() <= x.abs() / 512.0, "{x} came back as {y}");
+            // Eight significant bits: within half a unit of the last place, at most 2^-8 of
+            // the value (a unit is 2^-7 of the power of two at or below it).
+            assert!((x - y).abs() <= x.abs() / 256.0, "{x} came back as {y}");
         }
         assert_eq!(back[128].to_bits(), 0.0f32.to_bits());
         assert_eq!(back[129].to_bits(), (-0.0f32).to_bits());
