@@ -121,12 +121,25 @@ impl cairn_index::quant::CodebookTrainer for FaissTrainer {
         m: usize,
         data: &[f32],
     ) -> cairn_index::Result<cairn_index::quant::AdditiveCodebooks> {
-        let invalid = |e: FaissError| cairn_index::IndexError::InvalidParams(e.to_string());
-        let codec = VqCodec::train(kind, dim, m, data).map_err(invalid)?;
-        cairn_index::quant::AdditiveCodebooks::from_decoder(dim, m, &|codes: &[u8]| {
-            codec.decode(codes).map_err(invalid)
-        })
+        let codec = VqCodec::train(kind, dim, m, data).map_err(invalid_params)?;
+        additive_form(&codec, dim, m)
     }
+}
+
+fn invalid_params(e: FaissError) -> cairn_index::IndexError {
+    cairn_index::IndexError::InvalidParams(e.to_string())
+}
+
+/// The additive codebooks of a trained FAISS codec of `m` bytes per `dim`-float row, read off
+/// its decoder (`from_decoder` checks on random codes that the codec is additive).
+fn additive_form(
+    codec: &VqCodec,
+    dim: usize,
+    m: usize,
+) -> cairn_index::Result<cairn_index::quant::AdditiveCodebooks> {
+    cairn_index::quant::AdditiveCodebooks::from_decoder(dim, m, &|codes: &[u8]| {
+        codec.decode(codes).map_err(invalid_params)
+    })
 }
 
 #[cfg(test)]
@@ -181,17 +194,11 @@ mod tests {
         let train = data(4000, dim);
         let test = &train[..100 * dim];
         for kind in [VqKind::Pq, VqKind::Opq, VqKind::Rq] {
-            // The additive form of this very codec, as `FaissTrainer` reads it off
-            // (`from_decoder` itself checks additivity on random codes). Not a second
-            // training: FAISS's seeded k-means trains alike twice on some CPUs and not on
-            // others (its RQ differed by 0.2% in coded error on an Intel Xeon with AVX-512).
+            // The additive form of this very codec, as `FaissTrainer` reads it off. Not a
+            // second training: FAISS's seeded k-means trains alike twice on some CPUs and not
+            // on others (its RQ differed by 0.2% in coded error on an Intel Xeon with AVX-512).
             let codec = VqCodec::train(kind, dim, m, &train).unwrap();
-            let books = cairn_index::quant::AdditiveCodebooks::from_decoder(dim, m, &|codes| {
-                codec
-                    .decode(codes)
-                    .map_err(|e| cairn_index::IndexError::InvalidParams(e.to_string()))
-            })
-            .unwrap();
+            let books = additive_form(&codec, dim, m).unwrap();
             let faiss_codes = codec.encode(test).unwrap();
             let mut ours = vec![0u8; m];
             let mut back = vec![0f32; dim];

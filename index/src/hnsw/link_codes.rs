@@ -473,9 +473,10 @@ impl LinkCodes {
 /// Results scored again from the store's rows, per result asked for (see [`LinkCodes::knn`]).
 const RESCORE_PER_RESULT: usize = 2;
 
-/// Words of a block's rotated row: two bfloat16 values per word.
+/// Words of a block's rotated row: two bfloat16 values per word (`rotated_dim` is a multiple
+/// of 4).
 fn row_words(rotated_dim: usize) -> usize {
-    rotated_dim.div_ceil(2)
+    rotated_dim / 2
 }
 
 /// `row` as bfloat16 (the float's top 16 bits, rounded to nearest even) into `words`, two per
@@ -496,9 +497,9 @@ fn pack_row(row: &[f32], words: &mut [f32]) {
             rounded
         }
     }
-    for (word, pair) in words.iter_mut().zip(row.chunks(2)) {
-        let high = pair.get(1).map_or(0, |&x| bf16(x));
-        *word = f32::from_bits(bf16(pair[0]) | (high << 16));
+    debug_assert!(row.len().is_multiple_of(2) && words.len() == row.len() / 2);
+    for (word, pair) in words.iter_mut().zip(row.chunks_exact(2)) {
+        *word = f32::from_bits(bf16(pair[0]) | (bf16(pair[1]) << 16));
     }
 }
 
