@@ -38,7 +38,11 @@
 //! their codes. The frontier is hnswlib's: candidates by estimate, the best `ef` scored keys
 //! as results; a popped node whose scored key misses the results is not expanded, and a
 //! link is queued only if its estimate beats the worst result. The next candidate's block
-//! is fetched while the current one is expanded.
+//! is fetched while the current one is expanded, and the rows of the two candidates behind
+//! it: on the hard 1M set (M 16, ef 192, recall@10 0.953) a query pops 445 nodes and expands
+//! 305 of them, and a run of pops that are not expanded would otherwise wait on one row
+//! fetch after another (1.10–1.15× the QPS there; unchanged at 200k, where the blocks mostly
+//! sit in the L3).
 //!
 //! What an expansion costs, and why it is built this way. On a hard 200k×128 set (M 16, ef
 //! 96: 129 expansions per query, recall@10 0.954) the first version took about 3.9 µs of
@@ -327,6 +331,16 @@ impl LinkCodes {
         prefetch_bytes(block.as_ptr().cast(), block.len() / 16);
     }
 
+    /// Asks for what deciding whether to expand `slot` reads: its rotated row, the block's
+    /// first lines.
+    fn prefetch_row(&self, slot: Slot) {
+        let block = self.block(slot);
+        prefetch_bytes(
+            block.as_ptr().cast(),
+            row_words(self.rotated_dim).div_ceil(16),
+        );
+    }
+
     /// k-NN over the snapshot: an exact greedy descent through the upper layers (nodes the
     /// snapshot holds only), then a best-first search of layer 0 over a pool of `ef`
     /// estimates, every expanded node scored from its rotated row (the same key up to
@@ -384,6 +398,13 @@ impl LinkCodes {
                 // Fetched while this node is expanded: the next one, unless a link beats it.
                 if let Some(Reverse(next)) = candidates.peek() {
                     self.prefetch(next.slot);
+                }
+                // And the rows of the two that follow it in the heap, one of which is next but
+                // one unless a link beats it: about a third of the nodes popped are not
+                // expanded (their scored key misses the results), and such a run of pops would
+                // otherwise wait on one row fetch after another.
+                for Reverse(after) in candidates.as_slice().iter().skip(1).take(2) {
+                    self.prefetch_row(after.slot);
                 }
                 let block = self.block(current.slot);
                 unpack_row(&block[..row_words], &mut u);
