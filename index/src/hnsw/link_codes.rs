@@ -41,7 +41,7 @@
 //! is fetched while the current one is expanded, and the rows of the two candidates behind
 //! it: on the hard 1M set (M 16, ef 192, recall@10 0.953) a query pops 445 nodes and expands
 //! 305 of them, and a run of pops that are not expanded would otherwise wait on one row
-//! fetch after another (1.10–1.15× the QPS there; unchanged at 200k, where the blocks mostly
+//! fetch after another (1.09–1.11× the QPS there; unchanged at 200k, where the blocks mostly
 //! sit in the L3).
 //!
 //! What an expansion costs, and why it is built this way. On a hard 200k×128 set (M 16, ef
