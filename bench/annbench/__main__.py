@@ -52,8 +52,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--pass-seconds", type=float, default=None,
                         help="repeat a pass over the queries until it has taken this long "
-                             "(default 0.3; shorter: a quick check of answers whose times "
-                             "mean little)")
+                             "(default 0.3; 0 times one pass; shorter: a quick check of answers "
+                             "whose times mean little)")
     parser.add_argument("--shared", default=str(here.parent.parent / "shared" / "data"),
                         help="the shared data folder (default ../shared/data)")
     parser.add_argument("--cache", default=str(here / ".data"),
@@ -93,7 +93,8 @@ def main() -> None:
         else:
             passes, built = runner.run(dataset, sides, modes, args.builds, args.rounds,
                                        args.build_threads, args.k, out,
-                                       args.pass_seconds or runner.MIN_PASS_SECONDS)
+                                       runner.MIN_PASS_SECONDS if args.pass_seconds is None
+                                       else args.pass_seconds)
         result = runner.summary(dataset, passes, built, reference)
         text = runner.markdown(dataset, result, reference, args.builds, args.rounds)
         (out / f"{dataset.name}-summary.md").write_text(text)

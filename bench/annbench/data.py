@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -245,7 +246,7 @@ def like_minilm(n: int, nq: int, seed: int, model: np.ndarray, clusters: int) ->
         else:
             hi = mid
     print(f"like_minilm: {lo} of {model.shape[1]} residual directions give the model's "
-          f"intrinsic dimension {target:.1f}", flush=True)
+          f"intrinsic dimension {target:.1f}", file=sys.stderr, flush=True)
     return draw(n, np.random.default_rng([seed, 1]), lo), draw(nq, np.random.default_rng([seed, 2]), lo)
 
 
