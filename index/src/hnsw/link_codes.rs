@@ -342,11 +342,11 @@ impl LinkCodes {
     }
 
     /// k-NN over the snapshot: an exact greedy descent through the upper layers (nodes the
-    /// snapshot holds only), then a best-first search of layer 0 over a pool of `ef`
-    /// estimates, every expanded node scored from its rotated row (the same key up to
-    /// bfloat16 rounding) and the best `2k` of them scored again from the store's rows, the
-    /// best `k` of those kept. Returns them
-    /// and the number of link estimates made.
+    /// snapshot holds only), then a best-first search of layer 0 with candidates by estimate
+    /// and the best `ef` scored keys as results (every popped node scored from its rotated
+    /// row: the same key up to bfloat16 rounding); the best `2k` are scored again from the
+    /// store's rows and the best `k` of those kept. Returns them and the number of link
+    /// estimates made.
     pub(crate) fn knn(
         &self,
         graph: &Graph,
