@@ -19,6 +19,44 @@ impl Neighbor {
     }
 }
 
+/// A [`Neighbor`] packed into one integer that orders exactly as the pair does (`total_cmp`
+/// on the key, then the slot): the key's bits mapped to an unsigned integer of the same order
+/// above the slot.
+///
+/// Why. The link-code search queues thousands of links per query and pops a few hundred, and
+/// with the pair's comparison (two float-to-integer maps and a tie test) its heap steps were
+/// about a sixth of the search's instructions; packed, each step compares two integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Packed(u64);
+
+impl Packed {
+    pub(crate) fn new(n: Neighbor) -> Self {
+        let bits = n.key.to_bits();
+        // Positive keys rise with their bits: set the sign bit to put them above the
+        // negatives, whose bits fall as they rise: flip them all.
+        let ordered = bits ^ (((bits as i32 >> 31) as u32) | 0x8000_0000);
+        Self((u64::from(ordered) << 32) | u64::from(n.slot))
+    }
+
+    pub(crate) fn slot(self) -> crate::Slot {
+        self.0 as u32
+    }
+
+    pub(crate) fn key(self) -> f32 {
+        let ordered = (self.0 >> 32) as u32;
+        let bits = if ordered & 0x8000_0000 != 0 {
+            ordered ^ 0x8000_0000
+        } else {
+            !ordered
+        };
+        f32::from_bits(bits)
+    }
+
+    pub(crate) fn neighbor(self) -> Neighbor {
+        Neighbor::new(self.slot(), self.key())
+    }
+}
+
 impl Eq for Neighbor {}
 
 impl Ord for Neighbor {
@@ -249,6 +287,7 @@ impl Reservoir {
 
 #[cfg(test)]
 mod tests {
+    use super::Packed;
     use super::*;
 
     #[test]
@@ -350,5 +389,39 @@ mod tests {
         let mut top = TopK::new(0);
         top.offer(Neighbor::new(1, 1.0));
         assert!(top.into_sorted().is_empty());
+    }
+
+    #[test]
+    fn packed_neighbors_order_and_read_back_as_the_pairs_do() {
+        let keys = [
+            f32::NEG_INFINITY,
+            -3.5,
+            -1e-30,
+            -0.0,
+            0.0,
+            1e-30,
+            2.0,
+            2.0,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ];
+        let pairs: Vec<Neighbor> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| Neighbor::new((i * 7919 % 13) as u32, k))
+            .collect();
+        for a in &pairs {
+            let back = Packed::new(*a).neighbor();
+            assert_eq!((back.slot, back.key.to_bits()), (a.slot, a.key.to_bits()));
+            for b in &pairs {
+                assert_eq!(
+                    Packed::new(*a).cmp(&Packed::new(*b)),
+                    a.cmp(b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
     }
 }

@@ -87,6 +87,15 @@ pub type FastScan = fn(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK
 /// one-bit codes' (RaBitQ: 4 bits of query lose almost nothing; here about 6).
 pub type LinkTables = fn(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32);
 
+/// y = q − u for a row u kept as bfloat16 values, two to a word (the even coordinate in the
+/// low half; `hnsw/link_codes.rs` packs them), with (‖y‖², ⟨q, u⟩). `words` holds `q.len()/2`
+/// words as float bits, `y` `q.len()` floats; `q.len()` is even.
+///
+/// Why one kernel. A link-code expansion reads its node's row for three things: the offset y
+/// its tables are built from, and the node's key (‖y‖² or −⟨q, u⟩). Widened, subtracted and
+/// summed in one pass, that is about a tenth of the instructions of three.
+pub type WidenOffset = fn(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32);
+
 /// The code kernels this CPU runs, detected on first use.
 #[derive(Clone, Copy)]
 pub struct CodeKernels {
@@ -102,6 +111,8 @@ pub struct CodeKernels {
     pub fastscan: FastScan,
     /// The tables [`FastScan`] reads, from a float vector.
     pub link_tables: LinkTables,
+    /// A query's offset from a bfloat16 row, with its norm and the product.
+    pub widen_offset: WidenOffset,
 }
 
 /// The best code kernels for this CPU.
@@ -112,6 +123,7 @@ pub fn code_kernels() -> &'static CodeKernels {
         {
             let avx2 = std::arch::is_x86_feature_detected!("avx2");
             let popcnt = std::arch::is_x86_feature_detected!("popcnt");
+            let fma = std::arch::is_x86_feature_detected!("fma");
             let vnni = std::arch::is_x86_feature_detected!("avxvnni");
             // AVX-512's VNNI has the same multiply-accumulate on 256-bit registers (with
             // AVX-512VL), on CPUs that lack the VEX-coded AVX-VNNI (AMD's Zen 4, Intel's
@@ -134,6 +146,11 @@ pub fn code_kernels() -> &'static CodeKernels {
                 } else {
                     scalar_link_tables
                 },
+                widen_offset: if avx2 && fma {
+                    x86::widen_offset
+                } else {
+                    scalar_widen_offset
+                },
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -144,6 +161,7 @@ pub fn code_kernels() -> &'static CodeKernels {
             hamming: scalar_hamming,
             fastscan: scalar_fastscan,
             link_tables: scalar_link_tables,
+            widen_offset: scalar_widen_offset,
         }
     })
 }
@@ -205,6 +223,24 @@ pub fn scalar_link_tables(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
     let step = table_step(widest, h);
     write_tables(y, 1.0 / step, h, luts);
     (step, total)
+}
+
+/// [`WidenOffset`] one coordinate at a time.
+pub fn scalar_widen_offset(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
+    let (mut sq, mut dot) = (0.0f32, 0.0f32);
+    for ((q, y), word) in q.chunks_exact(2).zip(y.chunks_exact_mut(2)).zip(words) {
+        let bits = word.to_bits();
+        let u = [
+            f32::from_bits(bits << 16),
+            f32::from_bits(bits & 0xffff_0000),
+        ];
+        for t in 0..2 {
+            y[t] = q[t] - u[t];
+            sq += y[t] * y[t];
+            dot += q[t] * u[t];
+        }
+    }
+    (sq, dot)
 }
 
 /// max|yᵢ| / h, or 1 for a zero vector (every table is then the bias alone).
@@ -633,6 +669,53 @@ mod x86 {
         (step, total)
     }
 
+    pub(super) fn widen_offset(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
+        assert!(words.len() * 2 >= q.len() && y.len() >= q.len() && q.len().is_multiple_of(2));
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2 and FMA.
+        unsafe { widen_offset_avx2(q, words, y) }
+    }
+
+    /// Eight words (sixteen coordinates) per step: shifted and masked into the even and odd
+    /// coordinates, put back in order by an unpack within lanes and a swap of lanes.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn widen_offset_avx2(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
+        let whole = q.len() / 16 * 16;
+        let high = _mm256_set1_epi32(0xffff_0000_u32 as i32);
+        let (mut sq, mut dot) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let (pq, pw, py) = (q.as_ptr(), words.as_ptr(), y.as_mut_ptr());
+        let mut i = 0;
+        while i < whole {
+            // SAFETY: i + 16 ≤ q.len() ≤ y.len() and i/2 + 8 ≤ words.len(), asserted above.
+            unsafe {
+                let w = _mm256_loadu_si256(pw.add(i / 2).cast());
+                let even = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w));
+                let odd = _mm256_castsi256_ps(_mm256_and_si256(w, high));
+                let (a, b) = (_mm256_unpacklo_ps(even, odd), _mm256_unpackhi_ps(even, odd));
+                let u0 = _mm256_permute2f128_ps::<0x20>(a, b);
+                let u1 = _mm256_permute2f128_ps::<0x31>(a, b);
+                let (q0, q1) = (_mm256_loadu_ps(pq.add(i)), _mm256_loadu_ps(pq.add(i + 8)));
+                let (y0, y1) = (_mm256_sub_ps(q0, u0), _mm256_sub_ps(q1, u1));
+                _mm256_storeu_ps(py.add(i), y0);
+                _mm256_storeu_ps(py.add(i + 8), y1);
+                sq = _mm256_fmadd_ps(y0, y0, _mm256_fmadd_ps(y1, y1, sq));
+                dot = _mm256_fmadd_ps(q0, u0, _mm256_fmadd_ps(q1, u1, dot));
+            }
+            i += 16;
+        }
+        let mut lanes = [[0.0f32; 8]; 2];
+        // SAFETY: each array is exactly the eight floats an unaligned 256-bit store writes.
+        unsafe {
+            _mm256_storeu_ps(lanes[0].as_mut_ptr(), sq);
+            _mm256_storeu_ps(lanes[1].as_mut_ptr(), dot);
+        }
+        let (tail_sq, tail_dot) =
+            super::scalar_widen_offset(&q[whole..], &words[whole / 2..], &mut y[whole..q.len()]);
+        (
+            lanes[0].iter().sum::<f32>() + tail_sq,
+            lanes[1].iter().sum::<f32>() + tail_dot,
+        )
+    }
+
     #[target_feature(enable = "popcnt")]
     unsafe fn hamming_popcnt(a: &[u64], b: &[u64]) -> u32 {
         a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
@@ -786,6 +869,41 @@ mod tests {
                     assert_eq!(i32::from(table[0]), 4 * i32::from(h));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn widen_offset_is_the_scalar_kernel_s_up_to_summation_order() {
+        let k = code_kernels();
+        for dim in (0..=200usize).step_by(2) {
+            let row: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.37).cos() * 5.0).collect();
+            // The row as bfloat16 pairs, even coordinates in the low half (truncated).
+            let words: Vec<f32> = row
+                .chunks_exact(2)
+                .map(|p| f32::from_bits((p[0].to_bits() >> 16) | (p[1].to_bits() & 0xffff_0000)))
+                .collect();
+            let q: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.11).sin() * 4.0).collect();
+            let (mut fast, mut scalar) = (vec![0.0; dim], vec![0.0; dim]);
+            let (sq, dot) = (k.widen_offset)(&q, &words, &mut fast);
+            let (scalar_sq, scalar_dot) = scalar_widen_offset(&q, &words, &mut scalar);
+            assert_eq!(fast, scalar, "dim {dim}");
+            for (i, (&y, &x)) in scalar.iter().zip(&row).enumerate() {
+                let u = f32::from_bits(x.to_bits() & 0xffff_0000);
+                assert_eq!(y, q[i] - u, "dim {dim}, coordinate {i}");
+            }
+            let want_sq: f32 = scalar.iter().map(|y| y * y).sum();
+            assert!(
+                (sq - scalar_sq).abs() <= 1e-4 * (1.0 + want_sq),
+                "dim {dim}"
+            );
+            assert!(
+                (scalar_sq - want_sq).abs() <= 1e-4 * (1.0 + want_sq),
+                "dim {dim}"
+            );
+            assert!(
+                (dot - scalar_dot).abs() <= 1e-4 * (1.0 + dot.abs()),
+                "dim {dim}"
+            );
         }
     }
 }

@@ -51,9 +51,20 @@
 //! on 4 KiB pages. Rounding y once and building the tables by byte shuffles, testing the
 //! estimates as one bit mask, one block per node and huge pages brought it to about 0.9 µs
 //! (4.2× the QPS at the same recall, in one probe run); about 0.7 µs on an AMD EPYC with
-//! 32 MiB of L3, where full rows cost so much less that the plain graph keeps pace. A sorted pool of `ef` estimates as
-//! the frontier (SymphonyQG's) was tried and dropped: it reached less recall per estimate,
-//! and its binary search and moves cost more than the heaps' pushes.
+//! 32 MiB of L3, where full rows cost so much less that the plain graph keeps pace. A sorted
+//! pool of `ef` estimates as the frontier (SymphonyQG's) was tried and dropped: it reached
+//! less recall per estimate, and its binary search and moves cost more than the heaps' pushes.
+//!
+//! Instructions, counted (callgrind, the same set at ef 96, recall@10 0.951, 214 pops per
+//! query): about 756,000 per query, 3,500 per pop, against SymphonyQG's 340,000 at recall
+//! 0.955; on the AMD EPYC that ran at about two per cycle, so at 200k the search is bound by
+//! its instructions rather than by memory. The frontier now holds packed integers (a heap step
+//! compares two, where the pairs' total order took a dozen instructions: `topk::Packed`) and
+//! one kernel widens the node's row, subtracts it from the query and sums both keys
+//! (`WidenOffset`): 20% fewer instructions, with the same pops and answers. At 1M the
+//! walk waits on memory and gained nothing from them; nor from interleaving the walks of two
+//! or four queries of a batch on one thread, so that one's block fetches overlap another's
+//! work (BENCHMARKS.md).
 //!
 //! Lists are the graph's own. SymphonyQG fills every list to its degree, since one FastScan
 //! pass scores 32 links at the price of 21 (the mean layer-0 degree of Cairn's graph on the
@@ -103,6 +114,7 @@ use crate::distance::codes::{code_kernels, FASTSCAN_BLOCK};
 use crate::distance::{simd, Metric};
 use crate::store::aligned::AlignedFloats;
 use crate::store::{prefetch_bytes, Scorer};
+use crate::topk::Packed;
 use crate::{Neighbor, Slot};
 
 /// Seed of the rotation: fixed, so that codes depend on the rows and links alone.
@@ -368,19 +380,17 @@ impl LinkCodes {
         let mut rotated_query = vec![0.0; rd];
         self.rotate(query, &mut rotated_query);
         let mut y = vec![0.0; rd];
-        let mut u = vec![0.0; rd];
         let row_words = row_words(rd);
         let mut luts = vec![0u8; 4 * rd];
         // 2S − T = base + scale·(table sum): see `LinkTables`.
         let bias_total = 8.0 * f32::from(self.h) * (rd / 4) as f32;
-        let kernels = simd::kernels();
         let code_kernels = code_kernels();
         let mut estimates = 0u64;
         let mut hits = with_scratch(self.sealed, |s| {
             let (visited, candidates, results) =
-                (&mut s.visited_bits, &mut s.candidates, &mut s.results);
+                (&mut s.visited_bits, &mut s.frontier, &mut s.results);
             visited.insert(nearest.slot);
-            candidates.push(Reverse(nearest));
+            candidates.push(Reverse(Packed::new(nearest)));
             let mut sums = [0u16; FASTSCAN_BLOCK];
             let mut estimate = [0.0f32; FASTSCAN_BLOCK];
             // The key a node must beat to matter: the worst of `ef` results once there are.
@@ -392,28 +402,27 @@ impl LinkCodes {
                 }
             };
             while let Some(Reverse(current)) = candidates.pop() {
+                let current = current.neighbor();
                 if current.key > worst(results) {
                     break;
                 }
                 // Fetched while this node is expanded: the next one, unless a link beats it.
                 if let Some(Reverse(next)) = candidates.peek() {
-                    self.prefetch(next.slot);
+                    self.prefetch(next.slot());
                 }
                 // And the rows of the two that follow it in the heap, one of which is next but
                 // one unless a link beats it: about a third of the nodes popped are not
                 // expanded (their scored key misses the results), and such a run of pops would
                 // otherwise wait on one row fetch after another.
                 for Reverse(after) in candidates.as_slice().iter().skip(1).take(2) {
-                    self.prefetch_row(after.slot);
+                    self.prefetch_row(after.slot());
                 }
                 let block = self.block(current.slot);
-                unpack_row(&block[..row_words], &mut u);
-                for ((y, q), u) in y.iter_mut().zip(&rotated_query).zip(&u) {
-                    *y = q - u;
-                }
+                let (sq, dot) =
+                    (code_kernels.widen_offset)(&rotated_query, &block[..row_words], &mut y);
                 let key = match self.metric {
-                    Metric::L2 => (kernels.dot)(&y, &y),
-                    Metric::InnerProduct | Metric::Cosine => (kernels.neg_dot)(&rotated_query, &u),
+                    Metric::L2 => sq,
+                    Metric::InnerProduct | Metric::Cosine => -dot,
                 };
                 scorer.count(1);
                 // A node whose scored key is out of the results leads nowhere better.
@@ -456,13 +465,13 @@ impl LinkCodes {
                         below &= below - 1;
                         let n = block[l.ids + first + i].to_bits();
                         if visited.insert(n) {
-                            let e = estimate[i];
+                            let link = Packed::new(Neighbor::new(n, estimate[i]));
                             // A link that will be the next node expanded: start fetching its
                             // block while the rest of the list is scored.
-                            if candidates.peek().is_none_or(|Reverse(top)| e < top.key) {
+                            if candidates.peek().is_none_or(|Reverse(top)| link < *top) {
                                 self.prefetch(n);
                             }
-                            candidates.push(Reverse(Neighbor::new(n, e)));
+                            candidates.push(Reverse(link));
                         }
                     }
                 }
@@ -502,7 +511,7 @@ fn row_words(rotated_dim: usize) -> usize {
 
 /// `row` as bfloat16 (the float's top 16 bits, rounded to nearest even) into `words`, two per
 /// word: an even coordinate in a word's low half, the next in its high half, so that
-/// [`unpack_row`] widens both with a shift and a mask.
+/// [`unpack_row`] (and the search's `widen_offset` kernel) widen both with a shift and a mask.
 fn pack_row(row: &[f32], words: &mut [f32]) {
     fn bf16(x: f32) -> u32 {
         let bits = x.to_bits();

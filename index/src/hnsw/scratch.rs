@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::topk::Packed;
 use crate::Neighbor;
 
 /// Visited marks stamped with an epoch: bumping the epoch clears the set.
@@ -101,6 +102,8 @@ pub(crate) struct Scratch {
     pub(crate) visited_bits: VisitedBits,
     /// Frontier, closest first.
     pub(crate) candidates: BinaryHeap<Reverse<Neighbor>>,
+    /// The link-code search's frontier, closest first (see [`Packed`]).
+    pub(crate) frontier: BinaryHeap<Reverse<Packed>>,
     /// Best `ef` accepted so far, worst on top.
     pub(crate) results: BinaryHeap<Neighbor>,
     /// Unvisited neighbours of the node being expanded, scored after their prefetch.
@@ -113,6 +116,7 @@ thread_local! {
             visited: Visited { marks: Vec::new(), epoch: 0 },
             visited_bits: VisitedBits::new(),
             candidates: BinaryHeap::new(),
+            frontier: BinaryHeap::new(),
             results: BinaryHeap::new(),
             pending: Vec::new(),
         })
@@ -129,6 +133,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                 scratch.visited.reset(len);
                 scratch.visited_bits.reset(len);
                 scratch.candidates.clear();
+                scratch.frontier.clear();
                 scratch.results.clear();
                 f(&mut scratch)
             }
@@ -140,6 +145,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                     },
                     visited_bits: VisitedBits::new(),
                     candidates: BinaryHeap::new(),
+                    frontier: BinaryHeap::new(),
                     results: BinaryHeap::new(),
                     pending: Vec::new(),
                 };
