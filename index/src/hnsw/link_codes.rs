@@ -55,13 +55,13 @@
 //! pool of `ef` estimates as the frontier (SymphonyQG's) was tried and dropped: it reached
 //! less recall per estimate, and its binary search and moves cost more than the heaps' pushes.
 //!
-//! Instructions, counted (callgrind, the same set at ef 96, recall@10 0.951, 214 pops per
-//! query): about 756,000 per query, 3,500 per pop, against SymphonyQG's 340,000 at recall
+//! Instructions, counted (callgrind, the same set at ef 96, recall@10 0.951, 216 pops per
+//! query): about 743,000 per query, 3,400 per pop, against SymphonyQG's 340,000 at recall
 //! 0.955; on the AMD EPYC that ran at about two per cycle, so at 200k the search is bound by
 //! its instructions rather than by memory. The frontier now holds packed integers (a heap step
 //! compares two, where the pairs' total order took a dozen instructions: `topk::Packed`) and
 //! one kernel widens the node's row, subtracts it from the query and sums both keys
-//! (`WidenOffset`): 20% fewer instructions, with the same pops and answers. At 1M the
+//! (`WidenOffset`): 22% fewer instructions (577,000), with the same pops and answers. At 1M the
 //! walk waits on memory and gained nothing from them; nor from interleaving the walks of two
 //! or four queries of a batch on one thread, so that one's block fetches overlap another's
 //! work (BENCHMARKS.md).
