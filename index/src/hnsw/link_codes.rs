@@ -61,11 +61,11 @@
 //! its instructions rather than by memory. The frontier now holds packed integers (a heap step
 //! compares two, where the pairs' total order took a dozen instructions: `topk::Packed`) and
 //! one kernel widens the node's row, subtracts it from the query and sums both keys
-//! (`WidenOffset`): 22% fewer instructions (577,000), with the same pops and answers. At 1M, where
-//! the walk waits on memory more, they gained about 5% (and at 200k about 8%: medians of
-//! seven rounds on a noisy machine). Interleaving the walks of two or four queries of a
-//! batch on one thread, so that one's block fetches overlap another's work, gained nothing
-//! at either size (BENCHMARKS.md).
+//! (`WidenOffset`): 22% fewer instructions (577,000), with the same recall at every setting
+//! measured (the keys' sums only change order). At 1M, where the walk waits on memory more,
+//! they gained about 5% (and at 200k about 8%: medians of seven rounds on a noisy machine).
+//! Interleaving the walks of two or four queries of a batch on one thread, so that one's
+//! block fetches overlap another's work, gained nothing at either size (BENCHMARKS.md).
 //!
 //! Lists are the graph's own. SymphonyQG fills every list to its degree, since one FastScan
 //! pass scores 32 links at the price of 21 (the mean layer-0 degree of Cairn's graph on the
