@@ -226,15 +226,23 @@ pub fn scalar_link_tables(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
     (step, total)
 }
 
+/// The two floats of a word of bfloat16 pairs (see [`WidenOffset`]): a bfloat16 is a float's
+/// top half, so each widens by a shift or a mask. The one definition of the pairs' layout
+/// besides the AVX2 kernel's.
+#[inline]
+pub fn widen_bf16_pair(word: f32) -> [f32; 2] {
+    let bits = word.to_bits();
+    [
+        f32::from_bits(bits << 16),
+        f32::from_bits(bits & 0xffff_0000),
+    ]
+}
+
 /// [`WidenOffset`] one coordinate at a time.
 pub fn scalar_widen_offset(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
     let (mut sq, mut dot) = (0.0f32, 0.0f32);
-    for ((q, y), word) in q.chunks_exact(2).zip(y.chunks_exact_mut(2)).zip(words) {
-        let bits = word.to_bits();
-        let u = [
-            f32::from_bits(bits << 16),
-            f32::from_bits(bits & 0xffff_0000),
-        ];
+    for ((q, y), &word) in q.chunks_exact(2).zip(y.chunks_exact_mut(2)).zip(words) {
+        let u = widen_bf16_pair(word);
         for t in 0..2 {
             y[t] = q[t] - u[t];
             sq += y[t] * y[t];
@@ -893,6 +901,15 @@ mod tests {
                 assert_eq!(y, q[i] - u, "dim {dim}, coordinate {i}");
             }
             let want_sq: f32 = scalar.iter().map(|y| y * y).sum();
+            let want_dot: f32 = q
+                .iter()
+                .zip(&row)
+                .map(|(q, x)| q * f32::from_bits(x.to_bits() & 0xffff_0000))
+                .sum();
+            assert!(
+                (scalar_dot - want_dot).abs() <= 1e-4 * (1.0 + want_dot.abs()),
+                "dim {dim}"
+            );
             assert!(
                 (sq - scalar_sq).abs() <= 1e-4 * (1.0 + want_sq),
                 "dim {dim}"

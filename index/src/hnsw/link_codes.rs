@@ -111,7 +111,7 @@ use rayon::prelude::*;
 use super::scratch::with_scratch;
 use super::search::greedy_descent;
 use super::Graph;
-use crate::distance::codes::{code_kernels, FASTSCAN_BLOCK};
+use crate::distance::codes::{code_kernels, widen_bf16_pair, FASTSCAN_BLOCK};
 use crate::distance::{simd, Metric};
 use crate::store::aligned::AlignedFloats;
 use crate::store::{prefetch_bytes, Scorer};
@@ -537,10 +537,8 @@ fn pack_row(row: &[f32], words: &mut [f32]) {
 /// The floats [`pack_row`] packed into `words`, widened into `out`.
 #[inline]
 fn unpack_row(words: &[f32], out: &mut [f32]) {
-    for (pair, word) in out.chunks_exact_mut(2).zip(words) {
-        let bits = word.to_bits();
-        pair[0] = f32::from_bits(bits << 16);
-        pair[1] = f32::from_bits(bits & 0xffff_0000);
+    for (pair, &word) in out.chunks_exact_mut(2).zip(words) {
+        pair.copy_from_slice(&widen_bf16_pair(word));
     }
 }
 
