@@ -31,11 +31,13 @@ pub(crate) struct Packed(u64);
 
 impl Packed {
     pub(crate) fn new(n: Neighbor) -> Self {
-        let bits = n.key.to_bits();
-        // Positive keys rise with their bits: set the sign bit to put them above the
-        // negatives, whose bits fall as they rise: flip them all.
-        let ordered = bits ^ (((bits as i32 >> 31) as u32) | 0x8000_0000);
-        Self((u64::from(ordered) << 32) | u64::from(n.slot))
+        Self::from_ordered(ordered_bits(n.key), n.slot)
+    }
+
+    /// The neighbour whose key's [`ordered_bits`] are `ordered` (a kernel that maps many keys
+    /// at once hands them over this way).
+    pub(crate) fn from_ordered(ordered: u32, slot: crate::Slot) -> Self {
+        Self((u64::from(ordered) << 32) | u64::from(slot))
     }
 
     pub(crate) fn slot(self) -> crate::Slot {
@@ -55,6 +57,15 @@ impl Packed {
     pub(crate) fn neighbor(self) -> Neighbor {
         Neighbor::new(self.slot(), self.key())
     }
+}
+
+/// A float's bits mapped to an unsigned integer of the same order as `f32::total_cmp`:
+/// positive keys rise with their bits, so setting the sign bit puts them above the negatives,
+/// whose bits fall as they rise, so all of those are flipped. [`Packed`]'s keys; the link-code
+/// kernel (`distance/codes.rs`, `LinkEstimates`) maps its estimates the same way.
+pub(crate) fn ordered_bits(key: f32) -> u32 {
+    let bits = key.to_bits();
+    bits ^ (((bits as i32 >> 31) as u32) | 0x8000_0000)
 }
 
 impl Eq for Neighbor {}

@@ -60,21 +60,56 @@ pub type Hamming = fn(&[u64], &[u64]) -> u32;
 /// Codes a FastScan block holds: one per byte half of a 16-byte group.
 pub const FASTSCAN_BLOCK: usize = 32;
 
-/// FastScan (André et al., VLDB 2015; FAISS's `pq4_fast_scan`): the sums of one query's byte
-/// lookup tables over a block of [`FASTSCAN_BLOCK`] codes of 4-bit groups, all 32 at once.
-///
-/// `luts` holds 16 bytes per group (entry j is the table's value for nibble j); `codes` holds
-/// the block's groups one after another, 16 bytes each, byte k carrying code k's nibble in
-/// its low half and code k + 16's in its high half. Sums wrap past `u16::MAX`: the caller
-/// sizes its tables so that they cannot get there.
-///
-/// Why this shape. A table of 16 bytes is one `pshufb` operand, so one instruction looks up
-/// 32 codes' nibbles of two groups; the 32 codes of a graph node's links are scored in
-/// about as many instructions as one full-precision distance takes.
-pub type FastScan = fn(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]);
+/// The code whose FastScan sum lands in lane p of a block, the order the SIMD sums come out
+/// in: codes 0, 2, …, 14, then 1, 3, …, 15, then 16, 18, …, 30, then 17, 19, …, 31 (a sum
+/// register's 16-bit lanes take a shuffle's even and odd bytes apart).
+pub const LANE_CODE: [usize; FASTSCAN_BLOCK] = {
+    let mut order = [0; FASTSCAN_BLOCK];
+    let mut p = 0;
+    while p < FASTSCAN_BLOCK {
+        let (quarter, i) = (p / 8, p % 8);
+        order[p] = 16 * (quarter / 2) + 2 * i + quarter % 2;
+        p += 1;
+    }
+    order
+};
 
-/// Lookup tables for [`FastScan`] from a float vector y, one table of 16 bytes per group of
-/// four coordinates: y is rounded to integers ȳ = round(y / step) with step = max|yᵢ| / `h`
+/// What turns a link's FastScan sum into its estimate (see [`LinkEstimates`]).
+#[derive(Clone, Copy, Debug)]
+pub struct EstimateTerms {
+    /// The expanded node's key.
+    pub key: f32,
+    /// 2S − T = `base` + `scale` · (the table sum).
+    pub base: f32,
+    /// See `base`.
+    pub scale: f32,
+    /// The lanes whose estimate is below `cut` are flagged.
+    pub cut: f32,
+}
+
+/// The estimates of a block of 32 links from their codes, and which of them beat a cut: lane
+/// p's sum s is the FastScan sum of code [`LANE_CODE`]`[p]`, its estimate
+/// e = (key + aₚ) − fₚ·(base + scale·s) (each product fused with its sum), and bit p of the
+/// result is set where e is below `terms.cut`. `keys[p]` receives e's bits mapped to an
+/// unsigned integer of the same order (`topk::ordered_bits`, the key of the frontier's packed
+/// entries). `a` and `f` hold at least 32 floats, in lane order.
+///
+/// Why one kernel. The sums leave FastScan in registers, in lane order; turned into
+/// estimates, compared and mapped there, a block costs a few dozen instructions, where putting
+/// the sums back in code order, converting, testing and mapping them one link at a time cost
+/// more than the lookups (callgrind, BENCHMARKS.md). The graph lays its links out in lane
+/// order (`hnsw/link_codes.rs`), so nothing is put back.
+pub type LinkEstimates = fn(
+    luts: &[u8],
+    codes: &[u8],
+    a: &[f32],
+    f: &[f32],
+    terms: EstimateTerms,
+    keys: &mut [u32; FASTSCAN_BLOCK],
+) -> u32;
+
+/// Lookup tables for FastScan ([`scalar_fastscan`]) from a float vector y, one table of 16
+/// bytes per group of four coordinates: y is rounded to integers ȳ = round(y / step) with step = max|yᵢ| / `h`
 /// (so |ȳᵢ| ≤ `h`), and entry j of a group's table is the sum of the ȳᵢ whose bit is set in j,
 /// plus 4·`h` so that it is never negative. Returns `(step, Σ yᵢ)`. `y.len()` is a multiple
 /// of four and `luts` holds `4 · y.len()` bytes; the caller keeps 8·`h` ≤ 255, and 8·`h` times
@@ -108,9 +143,9 @@ pub struct CodeKernels {
     pub dot_i8_blocks: DotI8Blocks,
     /// Differing bits.
     pub hamming: Hamming,
-    /// Lookup-table sums over a block of 4-bit codes.
-    pub fastscan: FastScan,
-    /// The tables [`FastScan`] reads, from a float vector.
+    /// Estimates of a block of 32 links from their 4-bit codes' table sums.
+    pub link_estimates: LinkEstimates,
+    /// The tables FastScan reads, from a float vector.
     pub link_tables: LinkTables,
     /// A query's offset from a bfloat16 row, with its norm and the product.
     pub widen_offset: WidenOffset,
@@ -141,7 +176,11 @@ pub fn code_kernels() -> &'static CodeKernels {
                     (false, false, false) => scalar_dot_i8_blocks,
                 },
                 hamming: if popcnt { x86::hamming } else { scalar_hamming },
-                fastscan: if avx2 { x86::fastscan } else { scalar_fastscan },
+                link_estimates: if avx2 && fma {
+                    x86::link_estimates
+                } else {
+                    scalar_link_estimates
+                },
                 link_tables: if avx2 {
                     x86::link_tables
                 } else {
@@ -160,7 +199,7 @@ pub fn code_kernels() -> &'static CodeKernels {
             dot_u8x4: scalar_dot_u8x4,
             dot_i8_blocks: scalar_dot_i8_blocks,
             hamming: scalar_hamming,
-            fastscan: scalar_fastscan,
+            link_estimates: scalar_link_estimates,
             link_tables: scalar_link_tables,
             widen_offset: scalar_widen_offset,
         }
@@ -204,7 +243,18 @@ pub fn scalar_hamming(a: &[u64], b: &[u64]) -> u32 {
     a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
 }
 
-/// [`FastScan`] one nibble at a time: the reference the SIMD kernel is tested against.
+/// FastScan (André et al., VLDB 2015; FAISS's `pq4_fast_scan`) one nibble at a time: the
+/// sums of one query's byte lookup tables over a block of [`FASTSCAN_BLOCK`] codes of 4-bit
+/// groups, in code order. The reference [`LinkEstimates`]' SIMD sums are tested against.
+///
+/// `luts` holds 16 bytes per group (entry j is the table's value for nibble j); `codes` holds
+/// the block's groups one after another, 16 bytes each, byte k carrying code k's nibble in
+/// its low half and code k + 16's in its high half. Sums wrap past `u16::MAX`: the caller
+/// sizes its tables so that they cannot get there.
+///
+/// Why this shape. A table of 16 bytes is one `pshufb` operand, so one instruction looks up
+/// 32 codes' nibbles of two groups; the 32 codes of a graph node's links are scored in
+/// about as many instructions as one full-precision distance takes.
 pub fn scalar_fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]) {
     let groups = (luts.len() / 16).min(codes.len() / 16);
     *out = [0; FASTSCAN_BLOCK];
@@ -215,6 +265,31 @@ pub fn scalar_fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK
             out[k + 16] = out[k + 16].wrapping_add(u16::from(lut[usize::from(byte >> 4)]));
         }
     }
+}
+
+/// [`LinkEstimates`] one lane at a time, from [`scalar_fastscan`]'s sums: the reference the
+/// SIMD kernel is tested against (its products fused as the SIMD kernel's are, so the two
+/// agree to the bit).
+pub fn scalar_link_estimates(
+    luts: &[u8],
+    codes: &[u8],
+    a: &[f32],
+    f: &[f32],
+    terms: EstimateTerms,
+    keys: &mut [u32; FASTSCAN_BLOCK],
+) -> u32 {
+    let mut sums = [0u16; FASTSCAN_BLOCK];
+    scalar_fastscan(luts, codes, &mut sums);
+    let mut below = 0u32;
+    for (p, key) in keys.iter_mut().enumerate() {
+        let t = terms
+            .scale
+            .mul_add(f32::from(sums[LANE_CODE[p]]), terms.base);
+        let estimate = (-f[p]).mul_add(t, terms.key + a[p]);
+        *key = crate::topk::ordered_bits(estimate);
+        below |= u32::from(estimate < terms.cut) << p;
+    }
+    below
 }
 
 /// [`LinkTables`] one entry at a time: the reference the SIMD kernel is tested against.
@@ -517,66 +592,120 @@ mod x86 {
         sum
     }
 
-    pub(super) fn fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; super::FASTSCAN_BLOCK]) {
-        // SAFETY: reachable only through `code_kernels()`, which checked AVX2.
-        unsafe { fastscan_avx2(luts, codes, out) }
+    pub(super) fn link_estimates(
+        luts: &[u8],
+        codes: &[u8],
+        a: &[f32],
+        f: &[f32],
+        terms: super::EstimateTerms,
+        keys: &mut [u32; super::FASTSCAN_BLOCK],
+    ) -> u32 {
+        assert!(a.len() >= super::FASTSCAN_BLOCK && f.len() >= super::FASTSCAN_BLOCK);
+        // SAFETY: reachable only through `code_kernels()`, which checked AVX2 and FMA.
+        unsafe { link_estimates_avx2(luts, codes, a, f, terms, keys) }
     }
 
-    /// Two groups per iteration: their 32 code bytes in one register, their two tables in
-    /// the two 128-bit lanes of another, so each `pshufb` looks up 16 codes' nibbles in both
-    /// groups at once. The bytes it returns are added into 16-bit sums split by even and odd
-    /// position (masking the low byte, shifting down the high one), which needs no unpacking.
-    #[target_feature(enable = "avx2")]
-    unsafe fn fastscan_avx2(luts: &[u8], codes: &[u8], out: &mut [u16; super::FASTSCAN_BLOCK]) {
-        let groups = (luts.len() / 16).min(codes.len() / 16);
-        let (pl, pc) = (luts.as_ptr(), codes.as_ptr());
-        let nibble = _mm256_set1_epi8(0x0f);
-        let low_byte = _mm256_set1_epi16(0x00ff);
-        // Sums of codes 0–15 (`lo`) and 16–31 (`hi`), at even and odd byte positions.
-        let (mut lo_even, mut lo_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        let (mut hi_even, mut hi_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        let mut g = 0;
-        // SAFETY: each load reads 32 bytes at 16·g with g + 2 ≤ groups, inside both slices.
-        unsafe {
-            while g + 2 <= groups {
-                let v = _mm256_loadu_si256(pc.add(16 * g).cast());
-                let lut = _mm256_loadu_si256(pl.add(16 * g).cast());
-                let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nibble));
-                let hi =
-                    _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble));
-                lo_even = _mm256_add_epi16(lo_even, _mm256_and_si256(lo, low_byte));
-                lo_odd = _mm256_add_epi16(lo_odd, _mm256_srli_epi16::<8>(lo));
-                hi_even = _mm256_add_epi16(hi_even, _mm256_and_si256(hi, low_byte));
-                hi_odd = _mm256_add_epi16(hi_odd, _mm256_srli_epi16::<8>(hi));
-                g += 2;
+    /// Each quarter of the block (eight lanes) in one register: its sums widened to floats,
+    /// the estimate in two fused steps, the comparison's sign bits as eight bits of the mask,
+    /// and the estimate's bits mapped in order (an arithmetic shift spreads each sign).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn link_estimates_avx2(
+        luts: &[u8],
+        codes: &[u8],
+        a: &[f32],
+        f: &[f32],
+        terms: super::EstimateTerms,
+        keys: &mut [u32; super::FASTSCAN_BLOCK],
+    ) -> u32 {
+        // SAFETY: this function's features include fastscan_quarters' own.
+        let quarters = unsafe { fastscan_quarters(luts, codes) };
+        let scale = _mm256_set1_ps(terms.scale);
+        let base = _mm256_set1_ps(terms.base);
+        let key = _mm256_set1_ps(terms.key);
+        let cut = _mm256_set1_ps(terms.cut);
+        let top_bit = _mm256_set1_epi32(i32::MIN);
+        let (pa, pf, pk) = (a.as_ptr(), f.as_ptr(), keys.as_mut_ptr());
+        let mut below = 0u32;
+        for (q, sums) in quarters.into_iter().enumerate() {
+            // SAFETY: 8q + 8 ≤ 32 floats of `a` and `f` (asserted by the wrapper) and words of
+            // `keys`.
+            unsafe {
+                let s = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(sums));
+                let t = _mm256_fmadd_ps(scale, s, base);
+                let from = _mm256_add_ps(key, _mm256_loadu_ps(pa.add(8 * q)));
+                let e = _mm256_fnmadd_ps(_mm256_loadu_ps(pf.add(8 * q)), t, from);
+                let bits = _mm256_castps_si256(e);
+                let flip = _mm256_or_si256(_mm256_srai_epi32::<31>(bits), top_bit);
+                _mm256_storeu_si256(pk.add(8 * q).cast(), _mm256_xor_si256(bits, flip));
+                let bits = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(e, cut)) as u32;
+                below |= bits << (8 * q);
             }
         }
+        below
+    }
+
+    /// FastScan's sums of a block, the four quarters of [`super::LANE_CODE`] in four registers
+    /// of eight 16-bit sums. Two groups per iteration: their 32 code bytes in one register,
+    /// their two tables in the two 128-bit lanes of another, so each `pshufb` looks up 16
+    /// codes' nibbles in both groups at once. The bytes it returns are added whole as 16-bit
+    /// words (even byte + 256 × odd byte) and, shifted down, as the odd bytes alone; the even
+    /// sums are the difference at the end (FAISS's trick: one mask fewer per lookup, and
+    /// exact, as the sums wrap alike). A last odd group takes the same steps on 128 bits.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fastscan_quarters(luts: &[u8], codes: &[u8]) -> [__m128i; 4] {
+        let groups = (luts.len() / 16).min(codes.len() / 16);
+        let pairs = groups / 2;
+        let (pl, pc) = (
+            luts.as_ptr().cast::<__m256i>(),
+            codes.as_ptr().cast::<__m256i>(),
+        );
+        let nibble = _mm256_set1_epi8(0x0f);
+        // Sums of codes 0–15 (`lo`) and 16–31 (`hi`): whole words, and odd bytes.
+        let (mut lo_words, mut lo_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let (mut hi_words, mut hi_odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for pair in 0..pairs {
+            // SAFETY: pair + 1 ≤ groups / 2, so each 32-byte load lies inside both slices.
+            let (v, lut) = unsafe {
+                (
+                    _mm256_loadu_si256(pc.add(pair)),
+                    _mm256_loadu_si256(pl.add(pair)),
+                )
+            };
+            let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nibble));
+            let hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble));
+            lo_words = _mm256_add_epi16(lo_words, lo);
+            lo_odd = _mm256_add_epi16(lo_odd, _mm256_srli_epi16::<8>(lo));
+            hi_words = _mm256_add_epi16(hi_words, hi);
+            hi_odd = _mm256_add_epi16(hi_odd, _mm256_srli_epi16::<8>(hi));
+        }
+        let even =
+            |words: __m256i, odd: __m256i| _mm256_sub_epi16(words, _mm256_slli_epi16::<8>(odd));
+        let (lo_even, hi_even) = (even(lo_words, lo_odd), even(hi_words, hi_odd));
         // The two lanes hold the two groups of each pair: add them.
         let fold =
             |v: __m256i| _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let halves = [fold(lo_even), fold(lo_odd), fold(hi_even), fold(hi_odd)];
-        let mut sums = [[0u16; 8]; 4];
-        for (sum, half) in sums.iter_mut().zip(halves) {
-            // SAFETY: `sum` holds exactly the eight u16s an unaligned 128-bit store writes.
-            unsafe { _mm_storeu_si128(sum.as_mut_ptr().cast(), half) };
-        }
-        for i in 0..8 {
-            out[2 * i] = sums[0][i];
-            out[2 * i + 1] = sums[1][i];
-            out[16 + 2 * i] = sums[2][i];
-            out[16 + 2 * i + 1] = sums[3][i];
-        }
+        let mut quarters = [fold(lo_even), fold(lo_odd), fold(hi_even), fold(hi_odd)];
+        let g = 2 * pairs;
+        let (pl, pc) = (luts.as_ptr(), codes.as_ptr());
         if g < groups {
-            let mut last = [0; super::FASTSCAN_BLOCK];
-            super::scalar_fastscan(
-                &luts[16 * g..16 * g + 16],
-                &codes[16 * g..16 * g + 16],
-                &mut last,
-            );
-            for (o, l) in out.iter_mut().zip(last) {
-                *o = o.wrapping_add(l);
-            }
+            // SAFETY: 16·g + 16 ≤ 16·groups bytes of both slices.
+            let (v, lut) = unsafe {
+                (
+                    _mm_loadu_si128(pc.add(16 * g).cast()),
+                    _mm_loadu_si128(pl.add(16 * g).cast()),
+                )
+            };
+            let nibble = _mm_set1_epi8(0x0f);
+            let low_byte = _mm_set1_epi16(0x00ff);
+            let lo = _mm_shuffle_epi8(lut, _mm_and_si128(v, nibble));
+            let hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16::<4>(v), nibble));
+            quarters[0] = _mm_add_epi16(quarters[0], _mm_and_si128(lo, low_byte));
+            quarters[1] = _mm_add_epi16(quarters[1], _mm_srli_epi16::<8>(lo));
+            quarters[2] = _mm_add_epi16(quarters[2], _mm_and_si128(hi, low_byte));
+            quarters[3] = _mm_add_epi16(quarters[3], _mm_srli_epi16::<8>(hi));
         }
+        quarters
     }
 
     /// Row b: 0xff at entry j (of 16, in both lanes) where bit b of j is set, so that entry
@@ -613,9 +742,9 @@ mod x86 {
         let sign = _mm256_set1_ps(-0.0);
         let (mut widest, mut total) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         let py = y.as_ptr();
-        for i in (0..whole).step_by(8) {
-            // SAFETY: i + 8 ≤ whole ≤ y.len().
-            let v = unsafe { _mm256_loadu_ps(py.add(i)) };
+        for i in 0..whole / 8 {
+            // SAFETY: 8i + 8 ≤ whole ≤ y.len().
+            let v = unsafe { _mm256_loadu_ps(py.add(8 * i)) };
             widest = _mm256_max_ps(widest, _mm256_andnot_ps(sign, v));
             total = _mm256_add_ps(total, v);
         }
@@ -674,7 +803,9 @@ mod x86 {
             }
             block += 32;
         }
-        super::write_tables(&y[blocks..], inverse, h, &mut luts[4 * blocks..]);
+        if blocks < y.len() {
+            super::write_tables(&y[blocks..], inverse, h, &mut luts[4 * blocks..]);
+        }
         (step, total)
     }
 
@@ -717,8 +848,11 @@ mod x86 {
             _mm256_storeu_ps(lanes[0].as_mut_ptr(), sq);
             _mm256_storeu_ps(lanes[1].as_mut_ptr(), dot);
         }
-        let (tail_sq, tail_dot) =
-            super::scalar_widen_offset(&q[whole..], &words[whole / 2..], &mut y[whole..q.len()]);
+        let (tail_sq, tail_dot) = if whole < q.len() {
+            super::scalar_widen_offset(&q[whole..], &words[whole / 2..], &mut y[whole..q.len()])
+        } else {
+            (0.0, 0.0)
+        };
         (
             lanes[0].iter().sum::<f32>() + tail_sq,
             lanes[1].iter().sum::<f32>() + tail_dot,
@@ -822,18 +956,26 @@ mod tests {
     }
 
     #[test]
-    fn fastscan_sums_each_codes_table_entries_as_the_scalar_kernel_does() {
+    fn lane_code_puts_every_code_in_one_lane() {
+        let mut seen = [false; FASTSCAN_BLOCK];
+        for &c in &LANE_CODE {
+            assert!(!seen[c], "code {c} twice");
+            seen[c] = true;
+        }
+        assert_eq!(LANE_CODE[..9], [0, 2, 4, 6, 8, 10, 12, 14, 1]);
+        assert_eq!(LANE_CODE[16..25], [16, 18, 20, 22, 24, 26, 28, 30, 17]);
+    }
+
+    #[test]
+    fn link_estimates_are_the_scalar_kernel_s_from_each_codes_table_entries() {
         let k = code_kernels();
         for groups in 0..13usize {
             let luts: Vec<u8> = (0..16 * groups).map(|i| (i * 37 % 256) as u8).collect();
             let codes: Vec<u8> = (0..16 * groups).map(|i| (i * 101 % 256) as u8).collect();
-            let mut fast = [0; FASTSCAN_BLOCK];
-            let mut scalar = [0; FASTSCAN_BLOCK];
-            (k.fastscan)(&luts, &codes, &mut fast);
-            scalar_fastscan(&luts, &codes, &mut scalar);
-            assert_eq!(fast, scalar, "groups {groups}");
-            // The reference itself, from the layout's definition: code c's nibble of group g.
-            for (c, &sum) in scalar.iter().enumerate() {
+            // The reference sums, from the layout's definition: code c's nibble of group g.
+            let mut sums = [0; FASTSCAN_BLOCK];
+            scalar_fastscan(&luts, &codes, &mut sums);
+            for (c, &sum) in sums.iter().enumerate() {
                 let expected: u32 = (0..groups)
                     .map(|g| {
                         let byte = codes[16 * g + c % 16];
@@ -843,6 +985,68 @@ mod tests {
                     .sum();
                 assert_eq!(u32::from(sum), expected, "groups {groups}, code {c}");
             }
+            // Terms that make each estimate its sum: the lanes hold the sums in lane order.
+            let (zero, minus_one) = ([0.0f32; 32], [-1.0f32; 32]);
+            let plain = EstimateTerms {
+                key: 0.0,
+                base: 0.0,
+                scale: 1.0,
+                cut: f32::INFINITY,
+            };
+            let mut lanes = [0; FASTSCAN_BLOCK];
+            let below = (k.link_estimates)(&luts, &codes, &zero, &minus_one, plain, &mut lanes);
+            assert_eq!(below, u32::MAX, "groups {groups}");
+            for (p, &lane) in lanes.iter().enumerate() {
+                let sum = f32::from(sums[LANE_CODE[p]]);
+                assert_eq!(
+                    lane,
+                    crate::topk::ordered_bits(sum),
+                    "groups {groups}, lane {p}"
+                );
+            }
+            // Terms of a search's size, a padded lane (a = ∞, f = 0) and a cut among them:
+            // the chosen kernel agrees with the scalar one to the bit.
+            let a: Vec<f32> = (0..32)
+                .map(|p| {
+                    if p == 29 {
+                        f32::INFINITY
+                    } else {
+                        (p as f32 * 0.7).sin() * 9.0
+                    }
+                })
+                .collect();
+            let f: Vec<f32> = (0..32)
+                .map(|p| {
+                    if p == 29 {
+                        0.0
+                    } else {
+                        0.5 + (p as f32 * 0.3).cos().abs()
+                    }
+                })
+                .collect();
+            let terms = EstimateTerms {
+                key: 41.5,
+                base: -300.25,
+                scale: 0.37,
+                cut: 40.0,
+            };
+            let (mut fast, mut scalar) = ([0; FASTSCAN_BLOCK], [0; FASTSCAN_BLOCK]);
+            let fast_below = (k.link_estimates)(&luts, &codes, &a, &f, terms, &mut fast);
+            let scalar_below = scalar_link_estimates(&luts, &codes, &a, &f, terms, &mut scalar);
+            assert_eq!(fast, scalar, "groups {groups}");
+            assert_eq!(fast_below, scalar_below, "groups {groups}");
+            assert_eq!(fast_below >> 29 & 1, 0, "a padded lane never passes");
+            for (p, &key) in scalar.iter().enumerate() {
+                let s = f32::from(sums[LANE_CODE[p]]);
+                let e = (-f[p]).mul_add(terms.scale.mul_add(s, terms.base), terms.key + a[p]);
+                assert_eq!(key, crate::topk::ordered_bits(e), "lane {p}");
+                assert_eq!(scalar_below >> p & 1 == 1, e < terms.cut, "lane {p}");
+            }
+            // Negative estimates map below positive ones, in order (the flip of their bits).
+            let order: Vec<u32> = [-3.0f32, -0.5, -0.0, 0.0, 0.5, 3.0]
+                .map(crate::topk::ordered_bits)
+                .to_vec();
+            assert!(order.windows(2).all(|w| w[0] < w[1]));
         }
     }
 

@@ -106,6 +106,8 @@ pub(crate) struct Scratch {
     pub(crate) frontier: BinaryHeap<Reverse<Packed>>,
     /// Best `ef` accepted so far, worst on top.
     pub(crate) results: BinaryHeap<Neighbor>,
+    /// The link-code search's results, worst on top (see [`Packed`]).
+    pub(crate) best: BinaryHeap<Packed>,
     /// Unvisited neighbours of the node being expanded, scored after their prefetch.
     pub(crate) pending: Vec<u32>,
 }
@@ -118,6 +120,7 @@ thread_local! {
             candidates: BinaryHeap::new(),
             frontier: BinaryHeap::new(),
             results: BinaryHeap::new(),
+            best: BinaryHeap::new(),
             pending: Vec::new(),
         })
     };
@@ -135,6 +138,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                 scratch.candidates.clear();
                 scratch.frontier.clear();
                 scratch.results.clear();
+                scratch.best.clear();
                 f(&mut scratch)
             }
             Err(_) => {
@@ -147,6 +151,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                     candidates: BinaryHeap::new(),
                     frontier: BinaryHeap::new(),
                     results: BinaryHeap::new(),
+                    best: BinaryHeap::new(),
                     pending: Vec::new(),
                 };
                 fresh.visited.reset(len);

@@ -346,14 +346,27 @@ const PREFETCH_LINES: usize = 8;
 #[inline]
 pub(crate) fn prefetch_bytes(start: *const u8, lines: usize) {
     #[cfg(target_arch = "x86_64")]
-    for line in 0..lines {
-        // SAFETY: `_mm_prefetch` is a hint that never faults, whatever the address; the
-        // callers pass addresses inside one live allocation anyway.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                start.wrapping_add(line * 64).cast::<i8>(),
-                std::arch::x86_64::_MM_HINT_T0,
-            );
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // Four lines per step, at constant offsets from one address: a link-code block is 19
+        // lines at 128 dimensions, and a prefetch per loop turn spent about three instructions
+        // on each line where this spends under two (callgrind).
+        let mut at = start.cast::<i8>();
+        for _ in 0..lines / 4 {
+            // SAFETY: `_mm_prefetch` is a hint that never faults, whatever the address; the
+            // callers pass addresses inside one live allocation anyway.
+            unsafe {
+                _mm_prefetch(at, _MM_HINT_T0);
+                _mm_prefetch(at.wrapping_add(64), _MM_HINT_T0);
+                _mm_prefetch(at.wrapping_add(128), _MM_HINT_T0);
+                _mm_prefetch(at.wrapping_add(192), _MM_HINT_T0);
+            }
+            at = at.wrapping_add(256);
+        }
+        for _ in 0..lines % 4 {
+            // SAFETY: as above.
+            unsafe { _mm_prefetch(at, _MM_HINT_T0) };
+            at = at.wrapping_add(64);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
