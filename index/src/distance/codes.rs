@@ -95,10 +95,10 @@ pub struct EstimateTerms {
 /// entries). `a` and `f` hold at least 32 floats, in lane order.
 ///
 /// Why one kernel. The sums leave FastScan in registers, in lane order; turned into
-/// estimates, compared and mapped there, a block costs a few dozen instructions, where putting
-/// the sums back in code order, converting, testing and mapping them one link at a time cost
-/// more than the lookups (callgrind, BENCHMARKS.md). The graph lays its links out in lane
-/// order (`hnsw/link_codes.rs`), so nothing is put back.
+/// estimates, compared and mapped there, a block's 32 estimates take about 30 instructions
+/// after the lookups, where putting the sums back in code order and converting and testing
+/// them one link at a time took several times that (callgrind, BENCHMARKS.md). The graph lays
+/// its links out in lane order (`hnsw/link_codes.rs`), so nothing is put back.
 pub type LinkEstimates = fn(
     luts: &[u8],
     codes: &[u8],
@@ -253,7 +253,7 @@ pub fn scalar_hamming(a: &[u64], b: &[u64]) -> u32 {
 /// sizes its tables so that they cannot get there.
 ///
 /// Why this shape. A table of 16 bytes is one `pshufb` operand, so one instruction looks up
-/// 32 codes' nibbles of two groups; the 32 codes of a graph node's links are scored in
+/// the nibbles of 16 codes in two groups; the 32 codes of a graph node's links are scored in
 /// about as many instructions as one full-precision distance takes.
 pub fn scalar_fastscan(luts: &[u8], codes: &[u8], out: &mut [u16; FASTSCAN_BLOCK]) {
     let groups = (luts.len() / 16).min(codes.len() / 16);
@@ -650,7 +650,8 @@ mod x86 {
     /// codes' nibbles in both groups at once. The bytes it returns are added whole as 16-bit
     /// words (even byte + 256 × odd byte) and, shifted down, as the odd bytes alone; the even
     /// sums are the difference at the end (FAISS's trick: one mask fewer per lookup, and
-    /// exact, as the sums wrap alike). A last odd group takes the same steps on 128 bits.
+    /// exact, as the sums wrap alike). A last odd group is looked up on 128 bits and its
+    /// bytes added apart, even ones masked and odd ones shifted down.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn fastscan_quarters(luts: &[u8], codes: &[u8]) -> [__m128i; 4] {
@@ -764,7 +765,6 @@ mod x86 {
         let inverse = 1.0 / step;
         let scale = _mm256_set1_ps(inverse);
         let bias = _mm256_set1_epi8((4 * h) as i8);
-        // No closures in here: they would not inherit this function's target features.
         let mut masks = [_mm256_setzero_si256(); 4];
         for (mask, bytes) in masks.iter_mut().zip(&ENTRY_BITS) {
             // SAFETY: each row of ENTRY_BITS is exactly the 32 bytes an unaligned load reads.
@@ -969,9 +969,18 @@ mod tests {
     #[test]
     fn link_estimates_are_the_scalar_kernel_s_from_each_codes_table_entries() {
         let k = code_kernels();
+        // Bytes from a 64-bit LCG's high bits: sums that differ from code to code, so that
+        // a lane holding the wrong code's sum shows.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut byte = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 56) as u8
+        };
         for groups in 0..13usize {
-            let luts: Vec<u8> = (0..16 * groups).map(|i| (i * 37 % 256) as u8).collect();
-            let codes: Vec<u8> = (0..16 * groups).map(|i| (i * 101 % 256) as u8).collect();
+            let luts: Vec<u8> = (0..16 * groups).map(|_| byte()).collect();
+            let codes: Vec<u8> = (0..16 * groups).map(|_| byte()).collect();
             // The reference sums, from the layout's definition: code c's nibble of group g.
             let mut sums = [0; FASTSCAN_BLOCK];
             scalar_fastscan(&luts, &codes, &mut sums);
@@ -984,6 +993,15 @@ mod tests {
                     })
                     .sum();
                 assert_eq!(u32::from(sum), expected, "groups {groups}, code {c}");
+            }
+            if groups >= 4 {
+                let mut distinct = sums.to_vec();
+                distinct.sort_unstable();
+                distinct.dedup();
+                assert!(
+                    distinct.len() >= 28,
+                    "groups {groups}: sums too alike to tell lanes"
+                );
             }
             // Terms that make each estimate its sum: the lanes hold the sums in lane order.
             let (zero, minus_one) = ([0.0f32; 32], [-1.0f32; 32]);
@@ -1024,12 +1042,24 @@ mod tests {
                     }
                 })
                 .collect();
-            let terms = EstimateTerms {
+            let mut terms = EstimateTerms {
                 key: 41.5,
                 base: -300.25,
                 scale: 0.37,
-                cut: 40.0,
+                cut: f32::INFINITY,
             };
+            // The cut at the median estimate, so that the mask is half set whatever the sums.
+            let mut estimates = [0; FASTSCAN_BLOCK];
+            scalar_link_estimates(&luts, &codes, &a, &f, terms, &mut estimates);
+            let mut sorted: Vec<f32> = (0..32)
+                .filter(|&p| p != 29)
+                .map(|p| {
+                    let s = f32::from(sums[LANE_CODE[p]]);
+                    (-f[p]).mul_add(terms.scale.mul_add(s, terms.base), terms.key + a[p])
+                })
+                .collect();
+            sorted.sort_by(f32::total_cmp);
+            terms.cut = sorted[15];
             let (mut fast, mut scalar) = ([0; FASTSCAN_BLOCK], [0; FASTSCAN_BLOCK]);
             let fast_below = (k.link_estimates)(&luts, &codes, &a, &f, terms, &mut fast);
             let scalar_below = scalar_link_estimates(&luts, &codes, &a, &f, terms, &mut scalar);
@@ -1042,11 +1072,42 @@ mod tests {
                 assert_eq!(key, crate::topk::ordered_bits(e), "lane {p}");
                 assert_eq!(scalar_below >> p & 1 == 1, e < terms.cut, "lane {p}");
             }
-            // Negative estimates map below positive ones, in order (the flip of their bits).
-            let order: Vec<u32> = [-3.0f32, -0.5, -0.0, 0.0, 0.5, 3.0]
-                .map(crate::topk::ordered_bits)
-                .to_vec();
-            assert!(order.windows(2).all(|w| w[0] < w[1]));
+            assert_eq!(
+                fast_below.count_ones(),
+                15,
+                "groups {groups}: the cut splits them"
+            );
+            // A padded lane stays out with no cut at all, and with a key of −∞ (∞ − ∞ is NaN).
+            for key in [41.5, f32::NEG_INFINITY] {
+                let open = EstimateTerms {
+                    key,
+                    cut: f32::INFINITY,
+                    ..terms
+                };
+                let below = (k.link_estimates)(&luts, &codes, &a, &f, open, &mut fast);
+                assert_eq!(below >> 29 & 1, 0, "groups {groups}, key {key}");
+            }
+        }
+        // The kernel's keys order as the estimates do, negatives below positives (their bits
+        // flipped), whatever the lanes they come from.
+        let a: Vec<f32> = [-3.0f32, -0.5, -0.0, 0.0, 0.5, 3.0].repeat(6)[..32].to_vec();
+        let mut keys = [0; FASTSCAN_BLOCK];
+        // A key of −0 adds nothing to any a, −0 included.
+        let plain = EstimateTerms {
+            key: -0.0,
+            base: 0.0,
+            scale: 0.0,
+            cut: 0.0,
+        };
+        (k.link_estimates)(&[], &[], &a, &[0.0; 32], plain, &mut keys);
+        for (p, q) in (0..32).flat_map(|p| (0..32).map(move |q| (p, q))) {
+            assert_eq!(
+                keys[p].cmp(&keys[q]),
+                a[p].total_cmp(&a[q]),
+                "{} against {}",
+                a[p],
+                a[q]
+            );
         }
     }
 

@@ -503,3 +503,38 @@ fn only_graphs_keep_link_codes() {
     let err = flat.set_codes(Some(RowCodes::Rabitq)).unwrap_err();
     assert!(err.to_string().contains("graph"), "{err}");
 }
+
+/// Layer-0 capacities of less than one FastScan block, and of more than one (the second
+/// partly padded): the links' lanes, codes and padding agree, so the codes' recall stays
+/// near the plain search's on the same graph.
+#[test]
+fn link_codes_keep_recall_at_capacities_other_than_one_block() {
+    let spec = ClusterSpec {
+        n: 4_000,
+        dim: 36,
+        clusters: 8,
+        spread: 0.6,
+        intrinsic_dim: None,
+        seed: 11,
+    };
+    let base = clustered_gaussian(spec);
+    let queries = crate::dataset::Vectors {
+        dim: 36,
+        data: base.data[..36 * 200].iter().map(|x| x + 0.05).collect(),
+    };
+    let truth = ground_truth(&base, &queries, Metric::L2, 10);
+    for m in [6, 12, 24] {
+        let params = HnswParams {
+            m,
+            ..HnswParams::default()
+        };
+        let index = Hnsw::build(params, Metric::L2, 36, &base.data).unwrap();
+        let plain = recall_at_k(&search_all(&index, &queries, 10, 64), &truth, 10);
+        index.set_codes(Some(RowCodes::Rabitq)).unwrap();
+        let coded = recall_at_k(&search_all(&index, &queries, 10, 64), &truth, 10);
+        assert!(
+            coded >= plain - 0.03 && coded >= 0.8,
+            "m {m}: {coded} with link codes, {plain} without"
+        );
+    }
+}
