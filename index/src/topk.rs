@@ -180,7 +180,7 @@ fn any_at_most(group: &[f32], bar: f32) -> bool {
 /// Here an admitted key is appended to a buffer of `2k`; a full buffer is cut to its `k`
 /// smallest by one linear-time selection, and the `k`-th becomes the bar. The bar is higher
 /// than a heap's between cuts, so a few more keys are appended, each for the price of a
-/// store. Entries are held as one integer each ([`packed`]) whose order is [`Neighbor`]'s, so
+/// store. Entries are held as one integer each ([`Packed`]) whose order is [`Neighbor`]'s, so
 /// the selection compares integers. Keys are tested a group of [`OFFER_GROUP`] at a time
 /// against the bar first: most groups hold none that reaches it.
 ///
@@ -188,35 +188,9 @@ fn any_at_most(group: &[f32], bar: f32) -> bool {
 /// ordered by slot). A NaN key enters only while the bar is +∞, as it does a [`TopK`].
 pub(crate) struct Reservoir {
     k: usize,
-    items: Vec<u64>,
+    items: Vec<Packed>,
     /// The largest key that may enter: +∞ until `k` numbers have been kept by a cut.
     bar: f32,
-}
-
-/// A neighbour as one integer ordered as [`Neighbor`]s are: the key's bits made to order as
-/// `f32::total_cmp` orders keys (negative keys' magnitude bits flipped, the sign bit turned
-/// over), then the slot.
-#[inline]
-fn packed(slot: crate::Slot, key: f32) -> u64 {
-    let bits = key.to_bits();
-    let ordered = if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    };
-    u64::from(ordered) << 32 | u64::from(slot)
-}
-
-/// The inverse of [`packed`].
-#[inline]
-fn unpacked(item: u64) -> Neighbor {
-    let ordered = (item >> 32) as u32;
-    let bits = if ordered >> 31 == 1 {
-        ordered & !(1 << 31)
-    } else {
-        !ordered
-    };
-    Neighbor::new(item as crate::Slot, f32::from_bits(bits))
 }
 
 impl Reservoir {
@@ -265,7 +239,7 @@ impl Reservoir {
             if key <= self.bar || (key.is_nan() && open) {
                 let slot = first + j as crate::Slot;
                 if accept(slot) {
-                    self.items.push(packed(slot, key));
+                    self.items.push(Packed::new(Neighbor::new(slot, key)));
                     if self.items.len() >= 2 * self.k {
                         self.cut();
                     }
@@ -284,7 +258,7 @@ impl Reservoir {
         }
         self.items.select_nth_unstable(self.k - 1);
         self.items.truncate(self.k);
-        let kth = unpacked(self.items[self.k - 1]).key;
+        let kth = self.items[self.k - 1].key();
         self.bar = if kth.is_nan() { f32::INFINITY } else { kth };
     }
 
@@ -292,13 +266,12 @@ impl Reservoir {
     pub(crate) fn into_sorted(mut self) -> Vec<Neighbor> {
         self.items.sort_unstable();
         self.items.truncate(self.k);
-        self.items.into_iter().map(unpacked).collect()
+        self.items.into_iter().map(Packed::neighbor).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Packed;
     use super::*;
 
     #[test]
@@ -346,37 +319,6 @@ mod tests {
         }
     }
 
-    /// Packed neighbours order as neighbours do and unpack to the same bits.
-    #[test]
-    fn packed_neighbours_order_as_neighbours() {
-        let keys = [
-            f32::NEG_INFINITY,
-            -3.5,
-            -0.0,
-            0.0,
-            f32::MIN_POSITIVE,
-            1.0,
-            f32::INFINITY,
-            f32::NAN,
-            -f32::NAN,
-        ];
-        let all: Vec<Neighbor> = keys
-            .iter()
-            .flat_map(|&key| [Neighbor::new(7, key), Neighbor::new(2, key)])
-            .collect();
-        for a in &all {
-            let back = unpacked(packed(a.slot, a.key));
-            assert_eq!((back.slot, back.key.to_bits()), (a.slot, a.key.to_bits()));
-            for b in &all {
-                assert_eq!(
-                    packed(a.slot, a.key).cmp(&packed(b.slot, b.key)),
-                    a.cmp(b),
-                    "{a:?} against {b:?}"
-                );
-            }
-        }
-    }
-
     /// NaN keys fill a reservoir but never displace a number once `k` numbers are kept.
     #[test]
     fn nan_keys_fill_but_never_displace() {
@@ -402,6 +344,8 @@ mod tests {
         assert!(top.into_sorted().is_empty());
     }
 
+    /// Packed neighbours order as neighbours do and unpack to the same bits: keys of every
+    /// kind, each under scattered slots and under two fixed ones (ties broken by the slot).
     #[test]
     fn packed_neighbors_order_and_read_back_as_the_pairs_do() {
         let keys = [
@@ -410,7 +354,9 @@ mod tests {
             -1e-30,
             -0.0,
             0.0,
+            f32::MIN_POSITIVE,
             1e-30,
+            1.0,
             2.0,
             2.0,
             f32::MAX,
@@ -422,6 +368,10 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &k)| Neighbor::new((i * 7919 % 13) as u32, k))
+            .chain(
+                keys.iter()
+                    .flat_map(|&key| [Neighbor::new(7, key), Neighbor::new(2, key)]),
+            )
             .collect();
         for a in &pairs {
             let back = Packed::new(*a).neighbor();

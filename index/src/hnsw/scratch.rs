@@ -112,18 +112,26 @@ pub(crate) struct Scratch {
     pub(crate) pending: Vec<u32>,
 }
 
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = const {
-        RefCell::new(Scratch {
-            visited: Visited { marks: Vec::new(), epoch: 0 },
+impl Scratch {
+    /// Empty: sized by the first search that uses it.
+    const fn new() -> Self {
+        Scratch {
+            visited: Visited {
+                marks: Vec::new(),
+                epoch: 0,
+            },
             visited_bits: VisitedBits::new(),
             candidates: BinaryHeap::new(),
             frontier: BinaryHeap::new(),
             results: BinaryHeap::new(),
             best: BinaryHeap::new(),
             pending: Vec::new(),
-        })
-    };
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::new()) };
 }
 
 /// Runs `f` with this thread's scratch, cleared and sized for `len` slots.
@@ -142,18 +150,7 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut Scratch) -> R) -> 
                 f(&mut scratch)
             }
             Err(_) => {
-                let mut fresh = Scratch {
-                    visited: Visited {
-                        marks: Vec::new(),
-                        epoch: 0,
-                    },
-                    visited_bits: VisitedBits::new(),
-                    candidates: BinaryHeap::new(),
-                    frontier: BinaryHeap::new(),
-                    results: BinaryHeap::new(),
-                    best: BinaryHeap::new(),
-                    pending: Vec::new(),
-                };
+                let mut fresh = Scratch::new();
                 fresh.visited.reset(len);
                 fresh.visited_bits.reset(len);
                 f(&mut fresh)
