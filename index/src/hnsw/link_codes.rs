@@ -39,10 +39,25 @@
 //! as results; a popped node whose scored key misses the results is not expanded, and a
 //! link is queued only if its estimate beats the worst result. The next candidate's block
 //! is fetched while the current one is expanded, and the rows of the two candidates behind
-//! it: on the hard 1M set (M 16, ef 192, recall@10 0.953) a query pops 445 nodes and expands
-//! 305 of them, and a run of pops that are not expanded would otherwise wait on one row
-//! fetch after another (1.09–1.11× the QPS there; unchanged at 200k, where the blocks mostly
-//! sit in the L3).
+//! it: on the hard 1M set (M 16, ef 192, recall@10 0.953) a query popped 445 nodes and
+//! expanded 305 of them, and a run of pops that are not expanded would otherwise wait on one
+//! row fetch after another (1.09–1.11× the QPS there; unchanged at 200k, where the blocks
+//! mostly sit in the L3).
+//!
+//! A node is marked visited when it is popped, not when it is queued (as SymphonyQG marks
+//! it), so a link whose estimate is better than the one that queued the node queues it
+//! again, and the older entry is dropped when it comes up. A link's estimate errs by about
+//! 0.6·‖y‖ in units of 2S − T (the offset's part across the link, through the code's signs),
+//! so the same node's estimates from different in-links differ; marked at the queue, a node
+//! first reached through a pessimistic estimate kept it, and often ended the search unpopped.
+//! On one hard 1M graph (M 16, Intel Xeon) recall@10 at ef 192 rose from 0.954 to 0.963,
+//! with 1.09×, 1.11× and 0.93× the QPS at recall@10 0.9, 0.95 and 0.99 (medians of two to
+//! three alternating rounds), and on the hard 200k set 1.11×, 1.24× and 1.09×. The loss at
+//! 0.99 is in the pops: at ef 384 a query popped 1,371 entries rather than 854, 296 of them
+//! stale and 472 (rather than 260) nodes whose row was read and whose key then missed the
+//! results, for the same 600 expansions. Pushing a node again only when its estimate
+//! improved on the last one (a direct-mapped table of queued keys) found the same nodes and
+//! cost more than the stale entries it saved.
 //!
 //! What an expansion costs, and why it is built this way. On a hard 200k×128 set (M 16, ef
 //! 96: 129 expansions per query, recall@10 0.954) the first version took about 3.9 µs of
@@ -414,7 +429,8 @@ impl LinkCodes {
         let mut hits = with_scratch(self.sealed, |s| {
             let (visited, candidates, results) =
                 (&mut s.visited_bits, &mut s.frontier, &mut s.best);
-            visited.insert(nearest.slot);
+            // Marked when popped, not when queued (see the module docs: a node's later,
+            // better estimate queues it again).
             candidates.push(Reverse(Packed::new(nearest)));
             // The links' estimates, as packed keys (`topk::ordered_bits`).
             let mut keys = [0u32; FASTSCAN_BLOCK];
@@ -425,9 +441,16 @@ impl LinkCodes {
                 if current.key > worst {
                     break;
                 }
-                // Fetched while this node is expanded: the next one, unless a link beats it.
+                // A node popped before, from an entry with a better estimate.
+                if !visited.insert(current.slot) {
+                    continue;
+                }
+                // Fetched while this node is expanded: the next one, unless a link beats it
+                // (and unless it is a stale entry, whose block was read when it was popped).
                 if let Some(Reverse(next)) = candidates.peek() {
-                    self.prefetch(next.slot());
+                    if !visited.contains(next.slot()) {
+                        self.prefetch(next.slot());
+                    }
                 }
                 // And the rows of the two that follow it in the heap, one of which is next but
                 // one unless a link beats it: about a third of the nodes popped are not
@@ -490,7 +513,7 @@ impl LinkCodes {
                         let i = below.trailing_zeros() as usize;
                         below &= below - 1;
                         let n = block[l.ids + first + i].to_bits();
-                        if visited.insert(n) {
+                        if !visited.contains(n) {
                             let link = Packed::from_ordered(keys[i], n);
                             // A link that will be the next node expanded: start fetching its
                             // block while the rest of the list is scored.

@@ -79,6 +79,12 @@ impl VisitedBits {
         }
     }
 
+    /// Whether `slot` is marked.
+    #[inline]
+    pub(crate) fn contains(&self, slot: u32) -> bool {
+        self.words[(slot >> 6) as usize] & (1u64 << (slot & 63)) != 0
+    }
+
     /// Marks `slot`; true if it was not marked yet.
     #[inline]
     pub(crate) fn insert(&mut self, slot: u32) -> bool {

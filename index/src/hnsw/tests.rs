@@ -504,6 +504,35 @@ fn only_graphs_keep_link_codes() {
     assert!(err.to_string().contains("graph"), "{err}");
 }
 
+/// The link-code search queues a node again when a later link gives it a better estimate,
+/// and marks it only when popped: every node is still expanded and reported once, so a
+/// search that returns all it scored (k = ef) holds no slot twice.
+#[test]
+fn link_code_searches_report_each_node_once() {
+    let spec = ClusterSpec {
+        n: 3_000,
+        dim: 24,
+        clusters: 6,
+        spread: 0.8,
+        intrinsic_dim: None,
+        seed: 23,
+    };
+    let base = clustered_gaussian(spec);
+    let index = Hnsw::build(HnswParams::default(), Metric::L2, 24, &base.data).unwrap();
+    index.set_codes(Some(RowCodes::Rabitq)).unwrap();
+    let queries = crate::dataset::Vectors {
+        dim: 24,
+        data: base.data[..24 * 100].iter().map(|x| x - 0.1).collect(),
+    };
+    for (q, found) in search_all(&index, &queries, 150, 150).iter().enumerate() {
+        assert_eq!(found.len(), 150, "query {q}");
+        let mut slots = found.clone();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), found.len(), "query {q}: a slot reported twice");
+    }
+}
+
 /// Layer-0 capacities of less than one FastScan block, and of more than one (the second
 /// partly padded): the links' lanes, codes and padding agree, so the codes' recall stays
 /// near the plain search's on the same graph.
