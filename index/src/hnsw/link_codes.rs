@@ -51,8 +51,9 @@
 //! so the same node's estimates from different in-links differ; marked at the queue, a node
 //! first reached through a pessimistic estimate kept it, and often ended the search unpopped.
 //! On one hard 1M graph (M 16, Intel Xeon) recall@10 at ef 192 rose from 0.954 to 0.963,
-//! with 1.09×, 1.11× and 0.93× the QPS at recall@10 0.9, 0.95 and 0.99 (medians of two to
-//! three alternating rounds), and on the hard 200k set 1.11×, 1.24× and 1.09×. The loss at
+//! with 1.09×, 1.07× and 0.93× the QPS at recall@10 0.9, 0.95 and 0.99 (medians of two,
+//! twelve and two alternating rounds on a noisy machine: at 0.95 they ranged 0.98–1.16×),
+//! and on the hard 200k set 1.11×, 1.18× and 1.09× (two, eight and two rounds). The loss at
 //! 0.99 is in the pops: at ef 384 a query popped 1,371 entries rather than 854, 296 of them
 //! stale and 472 (rather than 260) nodes whose row was read and whose key then missed the
 //! results, for the same 600 expansions. Pushing a node again only when its estimate
