@@ -115,22 +115,22 @@ pub type LinkEstimates = fn(
 /// of four and `luts` holds `4 · y.len()` bytes; the caller keeps 8·`h` ≤ 255, and 8·`h` times
 /// the group count within `u16::MAX` for the sums.
 ///
-/// Why integers first. RaBitQ's estimate needs one table set per expanded graph node (its
-/// query offset changes with the node). Rounding y once and adding bytes builds all tables of
-/// 128 coordinates in a few dozen byte shuffles, where rounding every entry of every table
-/// took the longest part of an expansion. The query's own rounding error stays far below the
-/// one-bit codes' (RaBitQ: 4 bits of query lose almost nothing; here about 6).
+/// Why integers first. The link-code search once built a table set per expanded graph node (it now
+/// builds one per query: `hnsw/link_codes.rs`). Rounding y once and adding bytes builds all tables
+/// of 128 coordinates in a few dozen byte shuffles, where rounding every entry of every table took
+/// the longest part of an expansion. The query's own rounding error stays far below the one-bit
+/// codes' (RaBitQ: 4 bits of query lose almost nothing; here about 6).
 pub type LinkTables = fn(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32);
 
-/// y = q − u for a row u kept as bfloat16 values, two to a word (the even coordinate in the
-/// low half; `hnsw/link_codes.rs` packs them), with (‖y‖², ⟨q, u⟩). `words` holds `q.len()/2`
-/// words as float bits, `y` `q.len()` floats; `q.len()` is even.
+/// (‖q − u‖², ⟨q, u⟩) for a row u kept as bfloat16 values, two to a word (the even
+/// coordinate in the low half; `hnsw/link_codes.rs` packs them). `words` holds `q.len()/2`
+/// words as float bits; `q.len()` is even.
 ///
-/// Why one kernel. A link-code search reads each popped node's row for the node's key (‖y‖²
-/// or −⟨q, u⟩) and, if it is expanded, for the offset y its tables are built from. Widened,
-/// subtracted and summed in one pass, that took about a third fewer instructions than the
-/// widening loop and two float kernels it replaced (callgrind, BENCHMARKS.md).
-pub type WidenOffset = fn(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32);
+/// Why one kernel. A link-code search reads each popped node's row for the node's key (‖q −
+/// u‖² or −⟨q, u⟩). Widened and summed in one pass, both sums took about a third fewer
+/// instructions than the widening loop and two float kernels they replaced (callgrind,
+/// BENCHMARKS.md).
+pub type WidenKeys = fn(q: &[f32], words: &[f32]) -> (f32, f32);
 
 /// The code kernels this CPU runs, detected on first use.
 #[derive(Clone, Copy)]
@@ -147,8 +147,8 @@ pub struct CodeKernels {
     pub link_estimates: LinkEstimates,
     /// The tables FastScan reads, from a float vector.
     pub link_tables: LinkTables,
-    /// A query's offset from a bfloat16 row, with its norm and the product.
-    pub widen_offset: WidenOffset,
+    /// ‖q − u‖² and ⟨q, u⟩ for a query and a bfloat16 row (a popped node's keys).
+    pub widen_keys: WidenKeys,
 }
 
 /// The best code kernels for this CPU.
@@ -186,10 +186,10 @@ pub fn code_kernels() -> &'static CodeKernels {
                 } else {
                     scalar_link_tables
                 },
-                widen_offset: if avx2 && fma {
-                    x86::widen_offset
+                widen_keys: if avx2 && fma {
+                    x86::widen_keys
                 } else {
-                    scalar_widen_offset
+                    scalar_widen_keys
                 },
             }
         }
@@ -201,7 +201,7 @@ pub fn code_kernels() -> &'static CodeKernels {
             hamming: scalar_hamming,
             link_estimates: scalar_link_estimates,
             link_tables: scalar_link_tables,
-            widen_offset: scalar_widen_offset,
+            widen_keys: scalar_widen_keys,
         }
     })
 }
@@ -301,7 +301,7 @@ pub fn scalar_link_tables(y: &[f32], h: u8, luts: &mut [u8]) -> (f32, f32) {
     (step, total)
 }
 
-/// The two floats of a word of bfloat16 pairs (see [`WidenOffset`]): a bfloat16 is a float's
+/// The two floats of a word of bfloat16 pairs (see [`WidenKeys`]): a bfloat16 is a float's
 /// top half, so each widens by a shift or a mask. The one definition of the pairs' layout
 /// besides the AVX2 kernel's.
 #[inline]
@@ -313,14 +313,14 @@ pub fn widen_bf16_pair(word: f32) -> [f32; 2] {
     ]
 }
 
-/// [`WidenOffset`] one coordinate at a time.
-pub fn scalar_widen_offset(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
+/// [`WidenKeys`] one coordinate at a time.
+pub fn scalar_widen_keys(q: &[f32], words: &[f32]) -> (f32, f32) {
     let (mut sq, mut dot) = (0.0f32, 0.0f32);
-    for ((q, y), &word) in q.chunks_exact(2).zip(y.chunks_exact_mut(2)).zip(words) {
+    for (q, &word) in q.chunks_exact(2).zip(words) {
         let u = widen_bf16_pair(word);
         for t in 0..2 {
-            y[t] = q[t] - u[t];
-            sq += y[t] * y[t];
+            let y = q[t] - u[t];
+            sq += y * y;
             dot += q[t] * u[t];
         }
     }
@@ -809,23 +809,23 @@ mod x86 {
         (step, total)
     }
 
-    pub(super) fn widen_offset(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
-        assert!(words.len() * 2 >= q.len() && y.len() >= q.len() && q.len().is_multiple_of(2));
+    pub(super) fn widen_keys(q: &[f32], words: &[f32]) -> (f32, f32) {
+        assert!(words.len() * 2 >= q.len() && q.len().is_multiple_of(2));
         // SAFETY: reachable only through `code_kernels()`, which checked AVX2 and FMA.
-        unsafe { widen_offset_avx2(q, words, y) }
+        unsafe { widen_keys_avx2(q, words) }
     }
 
     /// Eight words (sixteen coordinates) per step: shifted and masked into the even and odd
     /// coordinates, put back in order by an unpack within lanes and a swap of lanes.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn widen_offset_avx2(q: &[f32], words: &[f32], y: &mut [f32]) -> (f32, f32) {
+    unsafe fn widen_keys_avx2(q: &[f32], words: &[f32]) -> (f32, f32) {
         let whole = q.len() / 16 * 16;
         let high = _mm256_set1_epi32(0xffff_0000_u32 as i32);
         let (mut sq, mut dot) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let (pq, pw, py) = (q.as_ptr(), words.as_ptr(), y.as_mut_ptr());
+        let (pq, pw) = (q.as_ptr(), words.as_ptr());
         let mut i = 0;
         while i < whole {
-            // SAFETY: i + 16 ≤ q.len() ≤ y.len() and i/2 + 8 ≤ words.len(), asserted above.
+            // SAFETY: i + 16 ≤ q.len() and i/2 + 8 ≤ words.len(), asserted above.
             unsafe {
                 let w = _mm256_loadu_si256(pw.add(i / 2).cast());
                 let even = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w));
@@ -835,8 +835,6 @@ mod x86 {
                 let u1 = _mm256_permute2f128_ps::<0x31>(a, b);
                 let (q0, q1) = (_mm256_loadu_ps(pq.add(i)), _mm256_loadu_ps(pq.add(i + 8)));
                 let (y0, y1) = (_mm256_sub_ps(q0, u0), _mm256_sub_ps(q1, u1));
-                _mm256_storeu_ps(py.add(i), y0);
-                _mm256_storeu_ps(py.add(i + 8), y1);
                 sq = _mm256_fmadd_ps(y0, y0, _mm256_fmadd_ps(y1, y1, sq));
                 dot = _mm256_fmadd_ps(q0, u0, _mm256_fmadd_ps(q1, u1, dot));
             }
@@ -849,7 +847,7 @@ mod x86 {
             _mm256_storeu_ps(lanes[1].as_mut_ptr(), dot);
         }
         let (tail_sq, tail_dot) = if whole < q.len() {
-            super::scalar_widen_offset(&q[whole..], &words[whole / 2..], &mut y[whole..q.len()])
+            super::scalar_widen_keys(&q[whole..], &words[whole / 2..])
         } else {
             (0.0, 0.0)
         };
@@ -1147,7 +1145,7 @@ mod tests {
     }
 
     #[test]
-    fn widen_offset_is_the_scalar_kernel_s_up_to_summation_order() {
+    fn widen_keys_is_the_scalar_kernel_s_up_to_summation_order() {
         let k = code_kernels();
         for dim in (0..=200usize).step_by(2) {
             let row: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.37).cos() * 5.0).collect();
@@ -1157,15 +1155,14 @@ mod tests {
                 .map(|p| f32::from_bits((p[0].to_bits() >> 16) | (p[1].to_bits() & 0xffff_0000)))
                 .collect();
             let q: Vec<f32> = (0..dim).map(|i| (i as f32 * 0.11).sin() * 4.0).collect();
-            let (mut fast, mut scalar) = (vec![0.0; dim], vec![0.0; dim]);
-            let (sq, dot) = (k.widen_offset)(&q, &words, &mut fast);
-            let (scalar_sq, scalar_dot) = scalar_widen_offset(&q, &words, &mut scalar);
-            assert_eq!(fast, scalar, "dim {dim}");
-            for (i, (&y, &x)) in scalar.iter().zip(&row).enumerate() {
-                let u = f32::from_bits(x.to_bits() & 0xffff_0000);
-                assert_eq!(y, q[i] - u, "dim {dim}, coordinate {i}");
-            }
-            let want_sq: f32 = scalar.iter().map(|y| y * y).sum();
+            let (sq, dot) = (k.widen_keys)(&q, &words);
+            let (scalar_sq, scalar_dot) = scalar_widen_keys(&q, &words);
+            let want_sq: f32 = q
+                .iter()
+                .zip(&row)
+                .map(|(q, x)| q - f32::from_bits(x.to_bits() & 0xffff_0000))
+                .map(|y| y * y)
+                .sum();
             let want_dot: f32 = q
                 .iter()
                 .zip(&row)

@@ -25,24 +25,35 @@
 //! so each link stores `a` (the exact terms) and `f` (2 or 1 × ‖r‖²/Σ|rᵢ|), and its estimate
 //! is key(u) + a − f·(2S − T). S is a sum of lookups: y is rounded to small integers on one
 //! step and, for each group of four coordinates, a table holds the sums over the group's 16
-//! subsets (`LinkTables` in `distance/codes.rs`). y is the query's offset from the node being
-//! expanded, so the tables are built anew for every expansion (from Pq, rotated once per
-//! query, and the node's rotated row): an offset from one fixed centre would build them once
-//! per query, but its error grows with the query's distance from that centre rather than from
-//! the node: on the hard 200k set (M 16) that version reached recall@10 0.933 at ef 128, where
-//! the plain search reaches 0.970 and this one 0.972.
+//! subsets (`LinkTables` in `distance/codes.rs`).
 //!
-//! Search. One block per node holds everything its expansion reads, in one run of cache
-//! lines (on huge pages: a random block read otherwise costs a page walk): the node's rotated
-//! row (for its key and the tables), its link count and ids, the links' `a` and `f`, and
-//! their codes. The frontier is hnswlib's: candidates by estimate, the best `ef` scored keys
-//! as results; a popped node whose scored key misses the results is not expanded, and a
-//! link is queued only if its estimate beats the worst result. The next candidate's block
-//! is fetched while the current one is expanded, and the rows of the two candidates behind
-//! it: on the hard 1M set (M 16, ef 192, recall@10 0.953) a query popped 445 nodes and
-//! expanded 305 of them, and a run of pops that are not expanded would otherwise wait on one
-//! row fetch after another (1.09–1.11× the QPS there; unchanged at 200k, where the blocks
-//! mostly sit in the L3).
+//! One set of tables per query. y changes with the node expanded, but 2S − T = Σ ±yᵢ (signs from
+//! the code's bits) is linear in y, and y = z − (Pu − c) with z = Pq − c the query's offset from
+//! one fixed centre c (the rotated mean of the first 1,024 rows). So the tables are built once per
+//! query, of z, and each link's `a` carries f times its own code's signed sum of Pu − c (SymphonyQG
+//! folds the parent's terms into each link's factors the same way). The estimate is the one from
+//! the node's own offset, exactly but for the tables' rounding, which is now of z: a step of
+//! max|zᵢ|/31 rather than max|yᵢ|/31, a spread of step·√(D/6) in 2S − T, against an estimator error
+//! of about 0.6·‖y‖ (below). Building the tables at every expansion, and writing out the offset
+//! they came from, had cost 12% of the search's instructions on the hard 200k set (callgrind,
+//! BENCHMARKS.md). (Two earlier tries built the tables once per query and lost recall per `ef`:
+//! from the offset to a fixed centre, 0.933 at ef 128 on the hard 200k set against 0.972, and from
+//! the rotated query itself with the node's terms folded into each link, 0.952 at ef 192 against
+//! 0.954 at ef 96. Each then estimated part of the offset's product exactly rather than through the
+//! code's signs, by all we can tell from their records, and so estimated a longer vector; here the
+//! recall per `ef` is that of the tables per expansion, to within 0.003 at every `ef` measured:
+//! BENCHMARKS.md.)
+//!
+//! Search. One block per node holds everything its expansion reads, in one run of cache lines
+//! (on huge pages: a random block read otherwise costs a page walk): the node's rotated row
+//! (for its key), its link count and ids, the links' `a` and `f`, and their codes. The frontier
+//! is hnswlib's: candidates by estimate, the best `ef` scored keys as results; a popped node
+//! whose scored key misses the results is not expanded, and a link is queued only if its
+//! estimate beats the worst result. The next candidate's block is fetched while the current one
+//! is expanded, and the rows of the two candidates behind it: on the hard 1M set (M 16, ef 192,
+//! recall@10 0.953) a query popped 445 nodes and expanded 305 of them, and a run of pops that
+//! are not expanded would otherwise wait on one row fetch after another (1.09–1.11× the QPS
+//! there; unchanged at 200k, where the blocks mostly sit in the L3).
 //!
 //! A node is marked visited when it is popped, not when it is queued (as SymphonyQG marks
 //! it), so a link whose estimate is better than the one that queued the node queues it
@@ -77,8 +88,9 @@
 //! its instructions rather than by memory. The frontier now holds packed integers (a heap step
 //! compares two, where the pairs' total order took a dozen instructions: `topk::Packed`) and
 //! one kernel widens the node's row, subtracts it from the query and sums both keys
-//! (`WidenOffset`): 22% fewer instructions (577,000), with the same recall at every setting
-//! measured (the keys' sums only change order). At 1M, where the walk waits on memory more,
+//! (`WidenKeys`; it then also wrote the offset out for the tables): 22% fewer instructions
+//! (577,000), with the same recall at every setting measured (the keys' sums only change
+//! order). At 1M, where the walk waits on memory more,
 //! they gained about 5% (and at 200k about 8%: medians of seven rounds on a noisy machine).
 //! Interleaving the walks of two or four queries of a batch on one thread, so that one's
 //! block fetches overlap another's work, gained nothing at either size (BENCHMARKS.md).
@@ -103,13 +115,15 @@
 //! live lists (marking each list it rewrites), then re-encodes the marked lists under the
 //! graph's write lock. A search during a batch therefore walks the last snapshot, whose ids
 //! and codes agree with each other, and never meets a node the snapshot does not hold. The
-//! codes are a function of the rows and links alone, whatever batches brought them; they are
-//! derived and not written to index files.
+//! codes are a function of the rows and links alone, whatever batches brought them: the
+//! centre is the mean of the first 1,024 rows by slot, and while an index has fewer, each
+//! batch moves it and re-encodes every list. They are derived and not written to index
+//! files.
 //!
 //! The rotated row in bfloat16. It is a third of the block's bytes in floats, and it is read
 //! for two things that do not need 24 bits of mantissa: the popped node's key, which only
-//! decides whether the node is expanded and where it sits among the results, and the offset
-//! `y` the tables are built from, which is rounded to 6 bits anyway. Eight significant bits
+//! decides whether the node is expanded and where it sits among the results, and, when the
+//! lists are encoded, the offsets whose signs make the codes. Eight significant bits
 //! keep each coordinate within 2⁻⁸ of its value, and the final `2k` are scored from the
 //! store's rows. On one hard 1M graph (M 16, AMD EPYC, two interleaved rounds) it read
 //! 0.98–1.08× the float rows' QPS at ef 128–256 with the same recall (0.9531 against 0.9534
@@ -146,6 +160,11 @@ use crate::{Neighbor, Slot};
 /// Seed of the rotation: fixed, so that codes depend on the rows and links alone.
 const ROTATION_SEED: u64 = 0x7ab1_7c0d;
 
+/// Rows the centre is the mean of: the first ones by slot, so that an index gets the same
+/// centre whatever batches brought its rows, and after a load (as the row codes train on
+/// the first rows: `store/codes.rs`).
+const CENTRE_ROWS: usize = 1024;
+
 /// Lists re-encoded per parallel pass of [`LinkCodes::sync`]: bounds the encoded copies held
 /// before they are written into the blocks.
 const ENCODE_CHUNK: usize = 1 << 14;
@@ -173,6 +192,11 @@ pub(crate) struct LinkCodes {
     h: u8,
     /// The rotation's first `dim` columns, row-major (`rotated_dim` rows of `dim`).
     rotation: Vec<f32>,
+    /// The rotated mean of the first `centre_rows` rows (empty before any): the point the
+    /// query's tables are built from (see [`LinkCodes::knn`]).
+    centre: Vec<f32>,
+    /// Rows the centre is the mean of: up to [`CENTRE_ROWS`].
+    centre_rows: usize,
     /// One block of [`Layout::words`] words per node (floats, ids and codes as float bits).
     blocks: AlignedFloats,
     layout: Layout,
@@ -240,6 +264,8 @@ impl LinkCodes {
             m0,
             h: table_h(groups),
             rotation: rotation(rotated_dim, dim),
+            centre: Vec::new(),
+            centre_rows: 0,
             blocks: AlignedFloats::on_huge_pages(0),
             layout: Layout::new(rotated_dim, m0),
             sealed: 0,
@@ -267,12 +293,20 @@ impl LinkCodes {
                     pack_row(rotated, &mut block[..row_words]);
                 },
             );
+        // Until the centre has its rows, every sync moves it, and every list's `a` with it.
+        let sample = n.min(CENTRE_ROWS);
+        let recentred = sample > self.centre_rows;
+        if recentred {
+            self.centre = mean_row(&blocks.as_slice()[..sample * words], words, rd);
+            self.centre_rows = sample;
+        }
         // A plain load first: most slots are unmarked, and a swap would write them all.
         let marked: Vec<Slot> = (0..n as Slot)
             .into_par_iter()
             .filter(|&slot| {
                 let mark = &graph.relinked[slot as usize];
-                mark.load(Ordering::Acquire) && mark.swap(false, Ordering::AcqRel)
+                let relinked = mark.load(Ordering::Acquire) && mark.swap(false, Ordering::AcqRel);
+                relinked || recentred
             })
             .collect();
         // An encoding reads the neighbours' rotated rows from other blocks, so the lists of a
@@ -350,8 +384,17 @@ impl LinkCodes {
                 }
             };
             // Identical rows: the offset is zero and so is its estimate.
-            list[at(l.a) + i] = a;
-            list[at(l.f) + i] = if abs > 0.0 { weight * norm2 / abs } else { 0.0 };
+            let f = if abs > 0.0 { weight * norm2 / abs } else { 0.0 };
+            // The search's tables are of Pq − c, not of Pq − u: 2S − T is linear in the
+            // offset, so its part from u − c, over this code's signs, is added here.
+            let from_centre: f32 = r
+                .iter()
+                .zip(u)
+                .zip(&self.centre)
+                .map(|((r, u), c)| if *r > 0.0 { u - c } else { c - u })
+                .sum();
+            list[at(l.a) + i] = a + f * from_centre;
+            list[at(l.f) + i] = f;
             // The link's lane is its place in the list; its code goes where FastScan sums
             // that lane.
             let (code_block, c) = (i / FASTSCAN_BLOCK, LANE_CODE[i % FASTSCAN_BLOCK]);
@@ -420,12 +463,20 @@ impl LinkCodes {
         let rd = self.rotated_dim;
         let mut rotated_query = vec![0.0; rd];
         self.rotate(query, &mut rotated_query);
-        let mut y = vec![0.0; rd];
         let row_words = row_words(rd);
+        let code_kernels = code_kernels();
+        debug_assert_eq!(self.centre.len(), rd);
+        // One set of tables for the whole query, of its offset from the centre.
+        let z: Vec<f32> = rotated_query
+            .iter()
+            .zip(&self.centre)
+            .map(|(q, c)| q - c)
+            .collect();
         let mut luts = vec![0u8; 4 * rd];
+        let (step, total) = (code_kernels.link_tables)(&z, self.h, &mut luts);
         // 2S − T = base + scale·(table sum): see `LinkTables`.
         let bias_total = 8.0 * f32::from(self.h) * (rd / 4) as f32;
-        let code_kernels = code_kernels();
+        let (base, scale) = (-bias_total * step - total, 2.0 * step);
         let mut estimates = 0u64;
         let mut hits = with_scratch(self.sealed, |s| {
             let (visited, candidates, results) =
@@ -461,8 +512,7 @@ impl LinkCodes {
                     self.prefetch_row(after.slot());
                 }
                 let block = self.block(current.slot);
-                let (sq, dot) =
-                    (code_kernels.widen_offset)(&rotated_query, &block[..row_words], &mut y);
+                let (sq, dot) = (code_kernels.widen_keys)(&rotated_query, &block[..row_words]);
                 let key = match self.metric {
                     Metric::L2 => sq,
                     Metric::InnerProduct | Metric::Cosine => -dot,
@@ -492,7 +542,6 @@ impl LinkCodes {
                 if count == 0 {
                     continue;
                 }
-                let (step, total) = (code_kernels.link_tables)(&y, self.h, &mut luts);
                 let code_bytes = bytes(&block[l.codes..]);
                 for b in 0..count.div_ceil(FASTSCAN_BLOCK) {
                     let codes = &code_bytes[b * l.block_bytes..(b + 1) * l.block_bytes];
@@ -501,8 +550,8 @@ impl LinkCodes {
                     let f = &block[l.f + first..l.f + first + FASTSCAN_BLOCK];
                     let terms = EstimateTerms {
                         key,
-                        base: -bias_total * step - total,
-                        scale: 2.0 * step,
+                        base,
+                        scale,
                         cut: worst,
                     };
                     // The links whose estimate could enter the results, as one bit mask (the
@@ -546,8 +595,39 @@ impl LinkCodes {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.rotation.capacity() * 4 + self.blocks.capacity_bytes()
+        (self.rotation.capacity() + self.centre.capacity()) * 4 + self.blocks.capacity_bytes()
     }
+}
+
+/// The mean of the rotated rows in `blocks` (`words` words each), in f64 sums; a coordinate
+/// that a row without a finite value there makes infinite or NaN is 0 (any centre is
+/// correct, and one such row must not spoil every estimate).
+fn mean_row(blocks: &[f32], words: usize, rotated_dim: usize) -> Vec<f32> {
+    let n = blocks.len() / words;
+    let sums = blocks
+        .par_chunks(words)
+        .fold(
+            || (vec![0.0f64; rotated_dim], vec![0.0f32; rotated_dim]),
+            |(mut sums, mut row), block| {
+                unpack_row(&block[..row_words(rotated_dim)], &mut row);
+                sums.iter_mut()
+                    .zip(&row)
+                    .for_each(|(s, &x)| *s += f64::from(x));
+                (sums, row)
+            },
+        )
+        .map(|(sums, _)| sums)
+        .reduce(
+            || vec![0.0f64; rotated_dim],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+                a
+            },
+        );
+    sums.iter()
+        .map(|&s| (s / n as f64) as f32)
+        .map(|c| if c.is_finite() { c } else { 0.0 })
+        .collect()
 }
 
 /// Results scored again from the store's rows, per result asked for (see [`LinkCodes::knn`]).
@@ -561,7 +641,7 @@ fn row_words(rotated_dim: usize) -> usize {
 
 /// `row` as bfloat16 (the float's top 16 bits, rounded to nearest even) into `words`, two per
 /// word: an even coordinate in a word's low half, the next in its high half, so that
-/// [`unpack_row`] (and the search's `widen_offset` kernel) widen both with a shift and a mask.
+/// [`unpack_row`] (and the search's `widen_keys` kernel) widen both with a shift and a mask.
 fn pack_row(row: &[f32], words: &mut [f32]) {
     fn bf16(x: f32) -> u32 {
         let bits = x.to_bits();
@@ -695,6 +775,137 @@ mod tests {
             }
             assert!(padded >= (FASTSCAN_BLOCK - 2 * m) * 1_500, "m {m}");
         }
+    }
+
+    /// The search scores every link from one set of tables, of the query's offset from the
+    /// centre; each link's `a` carries the rest. Their estimate must be RaBitQ's estimate of
+    /// the offset from the expanded node, y = Pq − u, up to the tables' rounding: on average
+    /// within a few times the rounding's spread, step·√(D/6), where leaving out u − c's part
+    /// is off by about ‖u − c‖ (about 90 spreads here).
+    #[test]
+    fn one_set_of_tables_estimates_each_link_as_from_its_node() {
+        use crate::dataset::{clustered_gaussian, ClusterSpec};
+        use crate::distance::codes::{scalar_fastscan, scalar_link_tables, scalar_widen_keys};
+        use crate::hnsw::{Hnsw, HnswParams};
+        use crate::{RowCodes, VectorIndex};
+        let dim = 64;
+        let set = clustered_gaussian(ClusterSpec {
+            n: 2_000,
+            dim,
+            clusters: 4,
+            spread: 0.5,
+            intrinsic_dim: None,
+            seed: 9,
+        });
+        // Off the origin, so that the centre matters.
+        let base: Vec<f32> = set.data.iter().map(|x| x + 3.0).collect();
+        for metric in [Metric::L2, Metric::InnerProduct] {
+            let index = Hnsw::build(HnswParams::default(), metric, dim, &base).unwrap();
+            index.set_codes(Some(RowCodes::Rabitq)).unwrap();
+            let graph = index.graph.read();
+            let codes = graph.link_codes.as_ref().unwrap();
+            let (l, rd) = (codes.layout, codes.rotated_dim);
+            let bias_total = 8.0 * f32::from(codes.h) * (rd / 4) as f32;
+            // In units of each query's rounding spread, over every link of every node.
+            let (mut errors, mut links) = (0.0f64, 0usize);
+            for row in (5..2_000).step_by(250) {
+                let query: Vec<f32> = base[row * dim..(row + 1) * dim]
+                    .iter()
+                    .map(|x| x + 0.3)
+                    .collect();
+                let mut pq = vec![0.0f32; rd];
+                codes.rotate(&query, &mut pq);
+                let z: Vec<f32> = pq.iter().zip(&codes.centre).map(|(q, c)| q - c).collect();
+                let mut luts = vec![0u8; 4 * rd];
+                let (step, total) = scalar_link_tables(&z, codes.h, &mut luts);
+                let spread = step * (rd as f32 / 6.0).sqrt();
+                for slot in 0..codes.sealed as Slot {
+                    let block = codes.block(slot);
+                    let (sq, dot) = scalar_widen_keys(&pq, &block[..row_words(rd)]);
+                    let key = if metric == Metric::L2 { sq } else { -dot };
+                    let (mut u, mut o) = (vec![0.0f32; rd], vec![0.0f32; rd]);
+                    unpack_row(&block[..row_words(rd)], &mut u);
+                    let y: Vec<f32> = pq.iter().zip(&u).map(|(q, u)| q - u).collect();
+                    let count = block[l.count].to_bits() as usize;
+                    let code_bytes = bytes(&block[l.codes..]);
+                    let mut sums = [0u16; FASTSCAN_BLOCK];
+                    for i in 0..count {
+                        let (b, lane) = (i / FASTSCAN_BLOCK, i % FASTSCAN_BLOCK);
+                        if lane == 0 {
+                            let block_codes =
+                                &code_bytes[b * l.block_bytes..(b + 1) * l.block_bytes];
+                            scalar_fastscan(&luts, block_codes, &mut sums);
+                        }
+                        let sum = f32::from(sums[LANE_CODE[lane]]);
+                        let (a, f) = (block[l.a + i], block[l.f + i]);
+                        let estimate =
+                            key + a - f * (-bias_total * step - total + 2.0 * step * sum);
+                        unpack_row(
+                            &codes.block(block[l.ids + i].to_bits())[..row_words(rd)],
+                            &mut o,
+                        );
+                        let r: Vec<f32> = o.iter().zip(&u).map(|(o, u)| o - u).collect();
+                        let exact_terms = if metric == Metric::L2 {
+                            r.iter().map(|x| x * x).sum::<f32>()
+                        } else {
+                            -r.iter().zip(&u).map(|(r, u)| r * u).sum::<f32>()
+                        };
+                        let signed: f32 = r
+                            .iter()
+                            .zip(&y)
+                            .map(|(r, y)| if *r > 0.0 { *y } else { -y })
+                            .sum();
+                        let reference = key + exact_terms - f * signed;
+                        if f > 0.0 {
+                            errors += f64::from((estimate - reference).abs() / (f * spread));
+                            links += 1;
+                        }
+                    }
+                }
+            }
+            assert!(links > 8_000, "{metric:?}: {links} links");
+            let mean = errors / links as f64;
+            assert!(
+                mean < 2.0,
+                "{metric:?}: mean error {mean} rounding spreads of 2S − T"
+            );
+        }
+    }
+
+    /// The centre is the mean of the first rows by slot, so codes made batch by batch are the
+    /// codes made at once, and loading an index gives the codes it was saved with.
+    #[test]
+    fn the_centre_does_not_depend_on_the_batches() {
+        use crate::dataset::{clustered_gaussian, ClusterSpec};
+        use crate::hnsw::{Hnsw, HnswParams};
+        use crate::{RowCodes, VectorIndex};
+        let dim = 24;
+        let set = clustered_gaussian(ClusterSpec {
+            n: 3_000,
+            dim,
+            clusters: 3,
+            spread: 0.5,
+            intrinsic_dim: None,
+            seed: 4,
+        });
+        let params = HnswParams {
+            seed: 3,
+            ..HnswParams::default()
+        };
+        let batched = Hnsw::new(params, Metric::L2, dim).unwrap();
+        batched.set_codes(Some(RowCodes::Rabitq)).unwrap();
+        for batch in set.data.chunks(300 * dim) {
+            batched.add(batch).unwrap();
+        }
+        let at_once = Hnsw::build(params, Metric::L2, dim, &set.data).unwrap();
+        at_once.set_codes(Some(RowCodes::Rabitq)).unwrap();
+        let (one, other) = (batched.graph.read(), at_once.graph.read());
+        let (one, other) = (
+            one.link_codes.as_ref().unwrap(),
+            other.link_codes.as_ref().unwrap(),
+        );
+        assert_eq!(one.centre_rows, CENTRE_ROWS);
+        assert_eq!(one.centre, other.centre);
     }
 
     #[test]
