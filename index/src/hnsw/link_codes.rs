@@ -603,29 +603,17 @@ impl LinkCodes {
 /// that a row without a finite value there makes infinite or NaN is 0 (any centre is
 /// correct, and one such row must not spoil every estimate).
 fn mean_row(blocks: &[f32], words: usize, rotated_dim: usize) -> Vec<f32> {
-    let n = blocks.len() / words;
-    let sums = blocks
-        .par_chunks(words)
-        .fold(
-            || (vec![0.0f64; rotated_dim], vec![0.0f32; rotated_dim]),
-            |(mut sums, mut row), block| {
-                unpack_row(&block[..row_words(rotated_dim)], &mut row);
-                sums.iter_mut()
-                    .zip(&row)
-                    .for_each(|(s, &x)| *s += f64::from(x));
-                (sums, row)
-            },
-        )
-        .map(|(sums, _)| sums)
-        .reduce(
-            || vec![0.0f64; rotated_dim],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
-                a
-            },
-        );
+    // At most `CENTRE_ROWS` rows: one pass on one thread.
+    let (mut sums, mut row) = (vec![0.0f64; rotated_dim], vec![0.0f32; rotated_dim]);
+    for block in blocks.chunks_exact(words) {
+        unpack_row(&block[..row_words(rotated_dim)], &mut row);
+        sums.iter_mut()
+            .zip(&row)
+            .for_each(|(s, &x)| *s += f64::from(x));
+    }
+    let n = (blocks.len() / words) as f64;
     sums.iter()
-        .map(|&s| (s / n as f64) as f32)
+        .map(|&s| (s / n) as f32)
         .map(|c| if c.is_finite() { c } else { 0.0 })
         .collect()
 }
