@@ -11,7 +11,8 @@ use serde_json::json;
 use super::harness::Server;
 use super::moves::Load;
 use super::peers::{
-    agreed_leader, contents, start_n_nodes, upsert, wait_count, wait_for_records, SECRET,
+    agreed_contents, agreed_leader, contents, start_n_nodes, upsert, wait_count, wait_for_records,
+    SECRET,
 };
 
 /// Replicas per node over `collections`, as `node` sees the placements, once no move is under
@@ -124,7 +125,7 @@ fn a_fourth_node_joins_under_load_and_replicas_spread_onto_it() {
     std::thread::sleep(Duration::from_secs(1));
     let acked = load.finish();
     for name in &names {
-        let reference = contents(&nodes[0], name);
+        let reference = agreed_contents(&nodes[0], name);
         if name == "a" {
             for id in &acked {
                 assert!(
@@ -204,10 +205,11 @@ fn a_removed_node_hands_its_replicas_to_the_others_and_leaves() {
     std::thread::sleep(Duration::from_secs(1));
     let acked = load.finish();
     for name in &names {
-        let reference = contents(&nodes[0], name);
+        let reference = agreed_contents(&nodes[0], name);
         let expected = if name == "p" { 50 + acked.len() } else { 50 };
         assert_eq!(reference.len(), expected, "{name}");
         for node in &nodes[..3] {
+            wait_count(node, name, reference.len() as u64);
             assert_eq!(
                 contents(node, name),
                 reference,
@@ -247,10 +249,11 @@ fn a_dead_node_s_replicas_are_re_created_on_the_others() {
     });
     let acked = load.finish();
     for name in &names {
-        let reference = contents(&nodes[survivors[0]], name);
+        let reference = agreed_contents(&nodes[survivors[0]], name);
         let expected = if name == "p" { 50 + acked.len() } else { 50 };
         assert_eq!(reference.len(), expected, "{name}");
         for i in &survivors {
+            wait_count(&nodes[*i], name, reference.len() as u64);
             assert_eq!(
                 contents(&nodes[*i], name),
                 reference,

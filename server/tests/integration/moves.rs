@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::harness::Server;
 use super::peers::{
-    agreed_leader, contents, start_n_nodes, upsert, wait_count, wait_for_records, wait_log,
-    write_until_purged,
+    agreed_contents, agreed_leader, contents, start_n_nodes, upsert, wait_count, wait_for_records,
+    wait_log, write_until_purged,
 };
 
 /// The replicas of partition 0 of `name` as `node` reports them: (node, replica id, role).
@@ -339,7 +339,7 @@ fn replicas_move_add_and_drop_under_load_without_losing_a_write() {
 
     // Every node, replica or not, serves every acknowledged point; the replicas agree.
     let expected = 100 + acked.len() as u64;
-    let reference = contents(&nodes[0], "mv");
+    let reference = agreed_contents(&nodes[0], "mv");
     for id in &acked {
         assert!(
             reference.contains_key(id),

@@ -319,11 +319,26 @@ pub(super) fn upsert(
     )
 }
 
-/// Every point of `name` on `node`: id → payload tag.
+/// Every point of `name` on `node`: id → payload tag. A read at the default level: `node`'s
+/// own replica, which may trail the latest acknowledged write by a moment.
 pub(super) fn contents(node: &Server, name: &str) -> std::collections::BTreeMap<u64, String> {
+    scroll_all(node, name, "")
+}
+
+/// Every point of `name` as of a read index (`consistency=majority`): every write acknowledged
+/// before the call is in it, whichever node took the write. What a check that no acknowledged
+/// write was lost must read, since a default read may trail the latest write.
+pub(super) fn agreed_contents(
+    node: &Server,
+    name: &str,
+) -> std::collections::BTreeMap<u64, String> {
+    scroll_all(node, name, "?consistency=majority")
+}
+
+fn scroll_all(node: &Server, name: &str, query: &str) -> std::collections::BTreeMap<u64, String> {
     let body = node.ok(
         "POST",
-        &format!("/collections/{name}/points/scroll"),
+        &format!("/collections/{name}/points/scroll{query}"),
         Some(&json!({"limit": 10000, "with_payload": true})),
     );
     body["points"]
