@@ -53,7 +53,10 @@
 //! is expanded, and the rows of the two candidates behind it: on the hard 1M set (M 16, ef 192,
 //! recall@10 0.953) a query popped 445 nodes and expanded 305 of them, and a run of pops that
 //! are not expanded would otherwise wait on one row fetch after another (1.09–1.11× the QPS
-//! there; unchanged at 200k, where the blocks mostly sit in the L3).
+//! there; unchanged at 200k, where the blocks mostly sit in the L3). Both are asked into the
+//! second-level cache, not the first: on an Intel Xeon with 48 KiB of L1d, 1.15× the QPS at
+//! recall@10 0.95 on the hard 1M set, the same recall per `ef` (`store::prefetch_bytes_to_l2`;
+//! BENCHMARKS.md).
 //!
 //! A node is marked visited when it is popped, not when it is queued (as SymphonyQG marks
 //! it), so a link whose estimate is better than the one that queued the node queues it
@@ -153,7 +156,7 @@ use crate::distance::codes::{
 };
 use crate::distance::{simd, Metric};
 use crate::store::aligned::AlignedFloats;
-use crate::store::{prefetch_bytes, Scorer};
+use crate::store::{prefetch_bytes_to_l2, Scorer};
 use crate::topk::Packed;
 use crate::{Neighbor, Slot};
 
@@ -421,17 +424,18 @@ impl LinkCodes {
         &self.blocks.as_slice()[start..start + self.layout.words]
     }
 
-    /// Asks for what expanding `slot` reads: its block.
+    /// Asks for what expanding `slot` reads: its block (into the second-level cache, as
+    /// [`LinkCodes::prefetch_row`]: see [`prefetch_bytes_to_l2`]).
     fn prefetch(&self, slot: Slot) {
         let block = self.block(slot);
-        prefetch_bytes(block.as_ptr().cast(), block.len() / 16);
+        prefetch_bytes_to_l2(block.as_ptr().cast(), block.len() / 16);
     }
 
     /// Asks for what deciding whether to expand `slot` reads: its rotated row, the block's
     /// first lines.
     fn prefetch_row(&self, slot: Slot) {
         let block = self.block(slot);
-        prefetch_bytes(
+        prefetch_bytes_to_l2(
             block.as_ptr().cast(),
             row_words(self.rotated_dim).div_ceil(16),
         );
