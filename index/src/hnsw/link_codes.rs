@@ -864,8 +864,9 @@ mod tests {
         }
     }
 
-    /// The centre is the mean of the first rows by slot, so codes made batch by batch are the
-    /// codes made at once, and loading an index gives the codes it was saved with.
+    /// The centre is the mean of the first rows by slot, so an index whose rows came batch by
+    /// batch gets the centre of one built at once (its codes then differ only where its links
+    /// do), and a loaded index, whose codes are encoded anew, gets its centre back.
     #[test]
     fn the_centre_does_not_depend_on_the_batches() {
         use crate::dataset::{clustered_gaussian, ClusterSpec};
